@@ -1,0 +1,1 @@
+"""The management API (FastAPI/Starlette); this foundation serves its health route."""

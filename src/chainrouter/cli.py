@@ -1,0 +1,196 @@
+"""The `chainrouter` command line.
+
+Exit codes: 0 success, 1 the work failed (bad operator file, unreachable database, ...),
+2 bad usage or invalid settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
+
+from chainrouter.settings import LogLevel, ServeRole, Settings, SettingsError, load_settings
+
+log = logging.getLogger("chainrouter")
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class CommandError(Exception):
+    """A failure to report in one message and exit with `EXIT_FAILED`."""
+
+
+def _engine(settings: Settings, *, require_schema: bool = True) -> Engine:
+    from chainrouter.stores.sql.engine import create_database_engine
+    from chainrouter.stores.sql.migrate import SchemaNotCurrentError, require_current_schema
+
+    engine = create_database_engine(settings.database_url)
+    if require_schema:
+        try:
+            require_current_schema(engine)
+        except SchemaNotCurrentError as exc:
+            raise CommandError(str(exc)) from None
+    return engine
+
+
+def _cmd_migrate(settings: Settings, args: argparse.Namespace) -> int:
+    from chainrouter.stores.sql import migrate
+
+    engine = _engine(settings, require_schema=False)
+    if args.current:
+        print(migrate.current_revision(engine) or "(empty)")
+        return 0
+    if args.downgrade:
+        migrate.downgrade(engine, args.downgrade)
+    else:
+        migrate.upgrade(engine, args.revision)
+    print(f"database schema at revision {migrate.current_revision(engine) or '(empty)'}")
+    return 0
+
+
+def _cmd_apply(settings: Settings, args: argparse.Namespace) -> int:
+    from chainrouter.operator_config.apply import apply_config
+    from chainrouter.operator_config.load import ConfigFileError, load_config_file
+    from chainrouter.operator_config.model import json_schema
+
+    if args.print_schema:
+        print(json.dumps(json_schema(), indent=2))
+        return 0
+    if args.file is None:
+        raise CommandError("apply needs a FILE (or --print-schema)")
+    try:
+        config = load_config_file(Path(args.file))
+        report = apply_config(_engine(settings), config, dry_run=args.dry_run)
+    except ConfigFileError as exc:
+        print(f"{args.file}: nothing was applied:", file=sys.stderr)
+        for problem in exc.problems:
+            print(f"  {problem}", file=sys.stderr)
+        return EXIT_FAILED
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    heading = "dry run, nothing was written" if args.dry_run else "applied"
+    print(f"{args.file}: {heading}" + ("" if report.changed else " (no changes)"))
+    for line in report.summary_lines():
+        print(f"  {line}")
+    if report.generated:
+        print("\nNew secrets, shown this once (only their hashes are stored):")
+        for item in report.generated:
+            print(f"  {item.path} ({item.owner_email}, {item.name!r}): {item.secret}")
+    return 0
+
+
+def _cmd_chains_import(settings: Settings, args: argparse.Namespace) -> int:
+    from chainrouter.catalog.importer import import_catalog
+    from chainrouter.catalog.parse import CatalogFormatError
+    from chainrouter.catalog.source import CatalogSourceError
+
+    try:
+        report = import_catalog(
+            _engine(settings),
+            args.source,
+            max_bytes=settings.chain_import_max_bytes,
+            timeout_s=settings.chain_import_timeout_s,
+        )
+    except (CatalogSourceError, CatalogFormatError) as exc:
+        raise CommandError(f"{args.source}: {exc}") from None
+    for problem in report.problems:
+        print(f"skipped {problem}", file=sys.stderr)
+    print(report.summary())
+    return 0
+
+
+def _cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from chainrouter.app import build_api_app
+
+    role = ServeRole(args.role) if args.role else settings.role
+    if role is ServeRole.RPC:
+        raise CommandError("the RPC router is not part of this build yet; use --role api")
+    app = build_api_app(_engine(settings))
+    uvicorn.run(
+        app,
+        host=settings.api_host,
+        port=settings.api_port,
+        log_level=settings.log_level.value,
+        access_log=False,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chainrouter",
+        description="JSON-RPC router for EVM chains. Settings come from CHAINROUTER_* variables "
+        "(see docs/configuration.md).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the service")
+    serve.add_argument("--role", choices=[r.value for r in ServeRole], help="overrides the setting")
+    serve.set_defaults(handler=_cmd_serve)
+
+    apply = commands.add_parser("apply", help="create or update what an operator file declares")
+    apply.add_argument("file", nargs="?", help="operator configuration file (YAML)")
+    apply.add_argument("--dry-run", action="store_true", help="check and report, write nothing")
+    apply.add_argument("--print-schema", action="store_true", help="print the file's JSON Schema")
+    apply.set_defaults(handler=_cmd_apply)
+
+    chains = commands.add_parser("chains", help="the chain catalog")
+    chain_commands = chains.add_subparsers(dest="chains_command", required=True, metavar="ACTION")
+    chains_import = chain_commands.add_parser(
+        "import", help="import chain metadata in the ethereum-lists chains.json format"
+    )
+    chains_import.add_argument("source", help="a file path or an http(s) URL")
+    chains_import.set_defaults(handler=_cmd_chains_import)
+
+    migrate = commands.add_parser("migrate", help="bring the database schema up to date")
+    migrate.add_argument("--revision", default="head", help="target revision (default: head)")
+    migrate.add_argument("--downgrade", metavar="REVISION", help="go down to REVISION ('base')")
+    migrate.add_argument("--current", action="store_true", help="print the current revision")
+    migrate.set_defaults(handler=_cmd_migrate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        print(f"chainrouter: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(
+        level=settings.log_level.value.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    if settings.log_level is not LogLevel.DEBUG:
+        logging.getLogger("alembic").setLevel(logging.WARNING)
+    handler: Callable[[Settings, argparse.Namespace], int] = args.handler
+    try:
+        return handler(settings, args)
+    except CommandError as exc:
+        print(f"chainrouter: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OperationalError as exc:
+        from chainrouter.stores.sql.engine import describe_database
+
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        print(
+            f"chainrouter: cannot use the database {describe_database(settings.database_url)}: "
+            f"{reason}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

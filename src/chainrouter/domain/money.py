@@ -1,0 +1,73 @@
+"""Exact money: credits are held as integer nano-credits (1 credit = 10**9 nano = 1 USD).
+
+Binary floats never touch money. Values arrive as decimal strings or integers, are converted to
+integer nano-credits once, and are rendered back as exact decimal strings.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+
+NANO_PER_CREDIT = 10**9
+CREDIT_DECIMALS = 9
+
+# Largest amount a signed 64-bit column holds, in whole credits: about 9.2 billion.
+MAX_NANO = 2**63 - 1
+
+
+class MoneyError(ValueError):
+    """A value that cannot be an exact credit amount; the message is shown to the user."""
+
+
+def parse_credits(value: object) -> int:
+    """Convert a credit amount (decimal string, int or Decimal) to nano-credits, exactly.
+
+    Floats are refused because their decimal value is not what the user wrote: write "0.1", not 0.1.
+    """
+    result = int(parse_exact_decimal(value) * NANO_PER_CREDIT)
+    if abs(result) > MAX_NANO:
+        raise MoneyError("is too large")
+    return result
+
+
+def parse_exact_decimal(value: object, places: int = CREDIT_DECIMALS) -> Decimal:
+    """A finite decimal with at most `places` decimal places, from a string, int or Decimal."""
+    if isinstance(value, bool):
+        raise MoneyError("must be a decimal number, not a boolean")
+    if isinstance(value, float):
+        raise MoneyError(
+            'must be written as a decimal string (for example "0.0000003"), not a float'
+        )
+    if isinstance(value, int):
+        amount = Decimal(value)
+    elif isinstance(value, Decimal):
+        amount = value
+    elif isinstance(value, str):
+        text = value.strip()
+        if not text:
+            raise MoneyError("must be a decimal number")
+        try:
+            amount = Decimal(text)
+        except InvalidOperation:
+            raise MoneyError(f"{value!r} is not a decimal number") from None
+    else:
+        raise MoneyError("must be a decimal number")
+    if not amount.is_finite():
+        raise MoneyError("must be a finite decimal number")
+    if amount != amount.quantize(Decimal(1).scaleb(-places), rounding="ROUND_DOWN"):
+        raise MoneyError(f"has more than {places} decimal places")
+    return amount
+
+
+def format_credits(nano: int) -> str:
+    """Render nano-credits as the shortest exact decimal string ("0.0000003", "12", "-1.5")."""
+    sign = "-" if nano < 0 else ""
+    whole, frac = divmod(abs(nano), NANO_PER_CREDIT)
+    if frac == 0:
+        return f"{sign}{whole}"
+    return f"{sign}{whole}.{frac:09d}".rstrip("0")
+
+
+def credits_decimal(nano: int) -> Decimal:
+    """The exact Decimal value of an amount in nano-credits."""
+    return Decimal(nano).scaleb(-CREDIT_DECIMALS)

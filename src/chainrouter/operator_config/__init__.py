@@ -1,0 +1,1 @@
+"""The operator configuration file applied by `chainrouter apply FILE.yaml`."""

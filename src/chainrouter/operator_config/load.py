@@ -1,0 +1,96 @@
+"""Reading an operator file: YAML to a validated `OperatorConfig`, or every problem with its path.
+
+The YAML loader differs from PyYAML's safe loader in two ways that protect money and intent:
+numbers with a fraction are read as exact `Decimal`s (so `cost: 0.0000003` is exactly that), and a
+mapping that repeats a key is an error instead of silently keeping the last value.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from chainrouter.operator_config.model import OperatorConfig, find_duplicates
+from chainrouter.validation import describe_errors
+
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
+class ConfigFileError(Exception):
+    """The file cannot be applied; `problems` lists each mistake as `path: message`."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class _ExactLoader(yaml.SafeLoader):
+    pass
+
+
+def _construct_decimal(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    assert isinstance(node, yaml.ScalarNode)
+    text = str(loader.construct_scalar(node))
+    try:
+        return Decimal(text.replace("_", ""))
+    except InvalidOperation:
+        # .inf / .nan and friends: keep PyYAML's reading; validation refuses them for money.
+        return yaml.SafeLoader.construct_yaml_float(loader, node)
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    assert isinstance(node, yaml.MappingNode)
+    keys: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in keys:
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping",
+                node.start_mark,
+                f"found duplicate key {key!r}",
+                key_node.start_mark,
+            )
+        keys[key] = key_node
+    return loader.construct_mapping(node)
+
+
+_ExactLoader.add_constructor("tag:yaml.org,2002:float", _construct_decimal)
+_ExactLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def parse_yaml(text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_ExactLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        raise ConfigFileError([f"(document): not valid YAML: {exc}"]) from None
+
+
+def validate_document(document: Any) -> OperatorConfig:
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise ConfigFileError(["(document): must be a mapping with chains, providers, customers"])
+    try:
+        config = OperatorConfig.model_validate(document)
+    except ValidationError as exc:
+        raise ConfigFileError(describe_errors(exc.errors())) from None
+    duplicates = find_duplicates(config)
+    if duplicates:
+        raise ConfigFileError(duplicates)
+    return config
+
+
+def load_config_file(path: Path) -> OperatorConfig:
+    if not path.is_file():
+        raise ConfigFileError([f"(document): no such file: {path}"])
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise ConfigFileError([f"(document): larger than {MAX_FILE_BYTES} bytes"])
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigFileError(["(document): not UTF-8 text"]) from None
+    return validate_document(parse_yaml(text))

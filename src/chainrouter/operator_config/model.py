@@ -1,0 +1,380 @@
+"""What the operator file may say; the JSON Schema in docs/ is generated from these models.
+
+The file declares chains, providers with their plans, method prices and nodes, and customers with
+their credits, API keys and management tokens. Applying it creates what is missing and updates what
+differs; it never deletes. Identity: chains by `chain_id`, providers by `slug`, plans by name
+within their provider, method prices by (vm, method, node_target_type, chain_id) within their
+plan, nodes by URL, customers by e-mail, API keys by name and tokens by label within their customer,
+credit entries by `reference` within their customer.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    WithJsonSchema,
+)
+
+from chainrouter.domain.chains import MAX_CHAIN_ID
+from chainrouter.domain.credentials import SecretKind, secret_format_problem
+from chainrouter.domain.domains import normalise_allowed_domain
+from chainrouter.domain.enums import (
+    ChainStatus,
+    LedgerEntryKind,
+    NodeSource,
+    NodeStatus,
+    Role,
+    RoutingStrategy,
+)
+from chainrouter.domain.money import parse_credits, parse_exact_decimal
+
+
+def _credits(value: Any) -> int:
+    return parse_credits(value)
+
+
+def _chain_id(value: Any) -> Any:
+    """Chain IDs may be written as integers, decimal strings or 0x-prefixed hex strings."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            return int(text, 16) if text.startswith("0x") else int(text, 10)
+        except ValueError:
+            raise ValueError("must be a decimal or 0x-prefixed chain ID") from None
+    return value
+
+
+_MONEY_SCHEMA = {
+    "anyOf": [
+        {"type": "string", "pattern": r"^-?\d+(\.\d{1,9})?$"},
+        {"type": "integer"},
+        {"type": "number"},
+    ],
+    "description": "Credits (1 credit = 1 USD), exact to 9 decimal places.",
+}
+
+# Integer nano-credits after validation; written in the file as a decimal number of credits.
+Credits = Annotated[int, BeforeValidator(_credits), WithJsonSchema(_MONEY_SCHEMA)]
+ChainId = Annotated[
+    StrictInt,
+    Field(ge=1, le=MAX_CHAIN_ID),
+    BeforeValidator(_chain_id),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 1, "maximum": MAX_CHAIN_ID},
+                {"type": "string", "pattern": r"^(0x[0-9a-fA-F]+|[0-9]+)$"},
+            ],
+            "description": "EIP-155 chain ID: integer, decimal string or 0x-prefixed hex string.",
+        }
+    ),
+]
+Name = Annotated[StrictStr, Field(min_length=1, max_length=200)]
+Text = Annotated[StrictStr, Field(max_length=10_000)]
+PositiveInt = Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
+NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+# A non-money quantity (plan quota, overage limit), exact, stored as NUMERIC.
+Quantity = Annotated[
+    Decimal,
+    BeforeValidator(parse_exact_decimal),
+    WithJsonSchema(_MONEY_SCHEMA | {"description": "A decimal quantity, at most 9 decimals."}),
+]
+
+_METHOD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_TARGET_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
+
+
+def _check(pattern: re.Pattern[str], what: str) -> Any:
+    def validate(value: str) -> str:
+        if not pattern.match(value):
+            raise ValueError(f"must be {what}")
+        return value
+
+    return AfterValidator(validate)
+
+
+MethodName = Annotated[
+    StrictStr,
+    Field(max_length=100),
+    _check(_METHOD_NAME, "a JSON-RPC method name such as eth_call"),
+]
+Slug = Annotated[
+    StrictStr, _check(_SLUG, "lowercase letters, digits and '-', at most 64 characters")
+]
+Email = Annotated[
+    StrictStr,
+    Field(max_length=320),
+    AfterValidator(lambda v: v.strip().lower()),
+    _check(_EMAIL, "an e-mail address"),
+]
+TargetType = Annotated[StrictStr, _check(_TARGET_TYPE, "a lowercase word such as full or archive")]
+
+
+def _url(schemes: tuple[str, ...]) -> Any:
+    def validate(value: str) -> str:
+        lowered = value.lower()
+        if not lowered.startswith(tuple(f"{s}://" for s in schemes)) or len(value) > 2048:
+            raise ValueError(
+                "must be a URL starting with " + " or ".join(f"{s}://" for s in schemes)
+            )
+        return value
+
+    return AfterValidator(validate)
+
+
+HttpUrl = Annotated[StrictStr, _url(("http", "https"))]
+WsUrl = Annotated[StrictStr, _url(("ws", "wss"))]
+
+
+def _secret(kind: SecretKind) -> Any:
+    def validate(value: str) -> str:
+        problem = secret_format_problem(value, kind)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    return AfterValidator(validate)
+
+
+def _domain(value: str) -> str:
+    return normalise_allowed_domain(value)
+
+
+AllowedDomain = Annotated[StrictStr, AfterValidator(_domain)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NativeCurrency(_Strict):
+    name: Annotated[StrictStr, Field(min_length=1, max_length=100)]
+    symbol: Annotated[StrictStr, Field(min_length=1, max_length=40)]
+    decimals: Annotated[StrictInt, Field(ge=0, le=255)] = 18
+
+
+class ExplorerSpec(_Strict):
+    name: Name
+    url: HttpUrl
+    standard: StrictStr | None = None
+
+
+class ChainSpec(_Strict):
+    """A chain to add to (or correct in) the catalog."""
+
+    chain_id: ChainId
+    name: Name
+    short_name: Annotated[StrictStr, Field(min_length=1, max_length=100)]
+    native_currency: NativeCurrency
+    network: Annotated[StrictStr, Field(max_length=100)] | None = None
+    info_url: HttpUrl | None = None
+    icon: Annotated[StrictStr, Field(max_length=200)] | None = None
+    status: ChainStatus = ChainStatus.ACTIVE
+    explorers: list[ExplorerSpec] = Field(default_factory=list)
+
+
+class MethodPriceSpec(_Strict):
+    """The price of one method on a plan; `chain_id` null means every chain."""
+
+    method: MethodName
+    vm: Literal["evm"] = "evm"
+    node_target_type: TargetType = "full"
+    cost: Annotated[Credits, Field(ge=0)]
+    rate_limit: NonNegativeInt | None = None
+    rate_limit_interval_sec: PositiveInt | None = None
+    chain_id: ChainId | None = None
+
+
+class NodeSpec(_Strict):
+    """An HTTP(S) JSON-RPC node serving one chain for the plan it is listed under."""
+
+    url: HttpUrl
+    chain_id: ChainId
+    vm: Literal["evm"] = "evm"
+    node_target_type: TargetType = "full"
+    rate_limit: NonNegativeInt = 0  # requests per interval; 0 means unlimited
+    rate_limit_interval_sec: PositiveInt = 1
+    source: NodeSource = NodeSource.PROVIDER
+    status: NodeStatus = NodeStatus.HEALTHY
+
+
+class WsNodeSpec(_Strict):
+    """A WebSocket node (ws:// or wss://) serving one chain."""
+
+    url: WsUrl
+    chain_id: ChainId
+    status: NodeStatus = NodeStatus.HEALTHY
+
+
+class PlanSpec(_Strict):
+    name: Name
+    description: Text = ""
+    price: Annotated[Credits, Field(ge=0)] = 0
+    quota: Annotated[Quantity, Field(ge=0)] | None = None
+    quota_unit: Annotated[StrictStr, Field(max_length=40)] | None = None
+    overage_price: Annotated[Credits, Field(ge=0)] | None = None
+    overage_limit: Annotated[Quantity, Field(ge=0)] | None = None
+    rate_limit_req: NonNegativeInt | None = None
+    rate_limit_req_interval_sec: PositiveInt | None = None
+    rate_limit_cr: Annotated[Credits, Field(ge=0)] | None = None
+    rate_limit_cr_interval_sec: PositiveInt | None = None
+    billing_fixed_day: Annotated[StrictInt, Field(ge=1, le=31)] | None = None
+    billing_interval_days: PositiveInt | None = None
+    billing_anchored_start_date: AwareDatetime | None = None
+    methods: list[MethodPriceSpec] = Field(default_factory=list)
+    nodes: list[NodeSpec] = Field(default_factory=list)
+    ws_nodes: list[WsNodeSpec] = Field(default_factory=list)
+
+
+class ProviderSpec(_Strict):
+    slug: Slug
+    name: Name
+    plans: list[PlanSpec] = Field(default_factory=list)
+
+
+class CreditSpec(_Strict):
+    """A purchase or grant. `reference` makes it happen once, however often the file is applied."""
+
+    reference: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    kind: Literal[LedgerEntryKind.PURCHASE, LedgerEntryKind.GRANT] = LedgerEntryKind.GRANT
+    amount: Annotated[Credits, Field(gt=0)]
+    note: Text = ""
+
+
+class ApiKeySpec(_Strict):
+    name: Name
+    secret: Annotated[StrictStr, _secret(SecretKind.API_KEY)] | None = Field(
+        default=None, description="Omit to have a secret generated and printed once."
+    )
+    allowed_domains: Annotated[list[AllowedDomain], Field(min_length=1, max_length=100)]
+    routing_strategy: RoutingStrategy = RoutingStrategy.ECONOMY
+    active: StrictBool = True
+    bypass_credit_check: StrictBool = False
+
+
+class ManagementTokenSpec(_Strict):
+    label: Name
+    role: Role = Role.CUSTOMER
+    secret: Annotated[StrictStr, _secret(SecretKind.MANAGEMENT_TOKEN)] | None = Field(
+        default=None, description="Omit to have a secret generated and printed once."
+    )
+    revoked: StrictBool = Field(
+        default=False, description="true revokes the token; a revoked token is never restored."
+    )
+
+
+class CustomerSpec(_Strict):
+    email: Email
+    name: Name
+    provider: Slug | None = Field(
+        default=None, description="Slug of the provider this customer acts for."
+    )
+    credits: list[CreditSpec] = Field(default_factory=list)
+    api_keys: list[ApiKeySpec] = Field(default_factory=list)
+    management_tokens: list[ManagementTokenSpec] = Field(default_factory=list)
+
+
+class OperatorConfig(_Strict):
+    """The whole operator file."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        title="chainrouter operator configuration",
+        json_schema_extra={"$schema": "https://json-schema.org/draft/2020-12/schema"},
+    )
+
+    version: Literal[1] = 1
+    chains: list[ChainSpec] = Field(default_factory=list)
+    providers: list[ProviderSpec] = Field(default_factory=list)
+    customers: list[CustomerSpec] = Field(default_factory=list)
+
+
+def _first_seen(items: list[tuple[str, object]]) -> list[str]:
+    """Given (path, identity) pairs, a problem line for every identity that comes again."""
+    seen: dict[object, str] = {}
+    problems = []
+    for path, identity in items:
+        if identity in seen:
+            problems.append(f"{path}: duplicate of {seen[identity]}")
+        else:
+            seen[identity] = path
+    return problems
+
+
+def find_duplicates(config: OperatorConfig) -> list[str]:
+    """Entries that claim the same identity twice, as `path: duplicate of path` lines."""
+    problems = _first_seen(
+        [(f"chains[{i}].chain_id", c.chain_id) for i, c in enumerate(config.chains)]
+    )
+    problems += _first_seen(
+        [(f"providers[{i}].slug", p.slug) for i, p in enumerate(config.providers)]
+    )
+    urls: list[tuple[str, object]] = []
+    for i, provider in enumerate(config.providers):
+        problems += _first_seen(
+            [(f"providers[{i}].plans[{j}].name", p.name) for j, p in enumerate(provider.plans)]
+        )
+        for j, plan in enumerate(provider.plans):
+            base = f"providers[{i}].plans[{j}]"
+            problems += _first_seen(
+                [
+                    (f"{base}.methods[{k}]", (m.vm, m.method, m.node_target_type, m.chain_id))
+                    for k, m in enumerate(plan.methods)
+                ]
+            )
+            urls += [(f"{base}.nodes[{k}].url", n.url) for k, n in enumerate(plan.nodes)]
+            urls += [(f"{base}.ws_nodes[{k}].url", n.url) for k, n in enumerate(plan.ws_nodes)]
+    problems += _first_seen(urls)
+    problems += _first_seen(
+        [(f"customers[{i}].email", c.email) for i, c in enumerate(config.customers)]
+    )
+    secrets: list[tuple[str, object]] = []
+    for i, customer in enumerate(config.customers):
+        base = f"customers[{i}]"
+        problems += _first_seen(
+            [
+                (f"{base}.credits[{k}].reference", c.reference)
+                for k, c in enumerate(customer.credits)
+            ]
+        )
+        problems += _first_seen(
+            [(f"{base}.api_keys[{k}].name", k_.name) for k, k_ in enumerate(customer.api_keys)]
+        )
+        problems += _first_seen(
+            [
+                (f"{base}.management_tokens[{k}].label", t.label)
+                for k, t in enumerate(customer.management_tokens)
+            ]
+        )
+        secrets += [
+            (f"{base}.api_keys[{k}].secret", s.secret)
+            for k, s in enumerate(customer.api_keys)
+            if s.secret
+        ]
+        secrets += [
+            (f"{base}.management_tokens[{k}].secret", t.secret)
+            for k, t in enumerate(customer.management_tokens)
+            if t.secret
+        ]
+    # Never echo a secret in an error message: the duplicate's path is enough.
+    problems += _first_seen(secrets)
+    return problems
+
+
+def json_schema() -> dict[str, Any]:
+    return OperatorConfig.model_json_schema(mode="validation")

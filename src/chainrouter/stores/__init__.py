@@ -1,0 +1,1 @@
+"""State behind small interfaces; `sql` is the durable store (SQLite or PostgreSQL)."""

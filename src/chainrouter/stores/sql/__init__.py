@@ -1,0 +1,1 @@
+"""The relational store: schema, engine set-up, migrations and repositories."""

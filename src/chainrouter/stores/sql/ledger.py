@@ -1,0 +1,91 @@
+"""The credit ledger: every change of a balance is one row, and the balance moves with it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, select, update
+
+from chainrouter.domain.enums import LedgerEntryKind
+from chainrouter.stores.sql.schema import credit_ledger, customers, utcnow
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    id: int
+    customer_id: int
+    kind: LedgerEntryKind
+    amount_nano: int
+    balance_after_nano: int
+    reference: str | None
+    note: str
+    created_at: datetime
+
+
+def record_credit_change(
+    connection: Connection,
+    *,
+    customer_id: int,
+    kind: LedgerEntryKind,
+    amount_nano: int,
+    reference: str | None = None,
+    note: str = "",
+) -> LedgerEntry:
+    """Append a ledger row and move the customer's balance by `amount_nano`, atomically.
+
+    Must run inside the caller's transaction. The balance update is a single relative UPDATE, so
+    concurrent writers (routers flushing usage, an admin granting credits) never lose each other's
+    changes; the row lock it takes orders them.
+    """
+    balance_after = connection.execute(
+        update(customers)
+        .where(customers.c.id == customer_id)
+        .values(balance_nano=customers.c.balance_nano + amount_nano)
+        .returning(customers.c.balance_nano)
+    ).scalar_one()
+    created_at = utcnow()
+    entry_id = connection.execute(
+        credit_ledger.insert().values(
+            customer_id=customer_id,
+            kind=kind.value,
+            amount_nano=amount_nano,
+            balance_after_nano=balance_after,
+            reference=reference,
+            note=note,
+            created_at=created_at,
+        )
+    ).inserted_primary_key
+    assert entry_id is not None
+    return LedgerEntry(
+        id=int(entry_id[0]),
+        customer_id=customer_id,
+        kind=kind,
+        amount_nano=amount_nano,
+        balance_after_nano=int(balance_after),
+        reference=reference,
+        note=note,
+        created_at=created_at,
+    )
+
+
+def find_by_reference(
+    connection: Connection, customer_id: int, reference: str
+) -> LedgerEntry | None:
+    row = connection.execute(
+        select(credit_ledger).where(
+            credit_ledger.c.customer_id == customer_id, credit_ledger.c.reference == reference
+        )
+    ).first()
+    if row is None:
+        return None
+    return LedgerEntry(
+        id=row.id,
+        customer_id=row.customer_id,
+        kind=LedgerEntryKind(row.kind),
+        amount_nano=row.amount_nano,
+        balance_after_nano=row.balance_after_nano,
+        reference=row.reference,
+        note=row.note,
+        created_at=row.created_at,
+    )

@@ -1,0 +1,343 @@
+"""The relational schema, shared by SQLite and PostgreSQL.
+
+Money columns hold integer nano-credits (`*_nano`, BIGINT): exact, and summed by the database
+without rounding. Secrets are never stored, only their SHA-256 hex digests (`*_hash`).
+Alembic migrations in `migrations/` create this schema; a test checks they agree.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timestamps are stored as naive UTC and always come back timezone-aware (UTC).
+
+    SQLite has no time zones; storing naive UTC on both backends keeps comparisons and ordering
+    identical everywhere.
+    """
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+# BIGINT primary keys autoincrement on PostgreSQL; SQLite only does so for INTEGER.
+IdType = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _id() -> Column[int]:
+    return Column("id", IdType, primary_key=True, autoincrement=True)
+
+
+def _timestamps() -> tuple[Column[datetime], Column[datetime]]:
+    return (
+        Column("created_at", UtcDateTime(), nullable=False, default=utcnow),
+        Column("updated_at", UtcDateTime(), nullable=False, default=utcnow, onupdate=utcnow),
+    )
+
+
+chains = Table(
+    "chains",
+    metadata,
+    Column("chain_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("name", String(200), nullable=False),
+    Column("short_name", String(100), nullable=False),
+    Column("network", String(100)),
+    Column("vm", String(20), nullable=False, server_default="evm"),
+    Column("native_currency_name", String(100), nullable=False),
+    Column("native_currency_symbol", String(40), nullable=False),
+    Column("native_currency_decimals", Integer, nullable=False),
+    Column("info_url", String(2048)),
+    Column("icon", String(200)),
+    Column("status", String(20), nullable=False, server_default="active"),
+    Column("explorers", JSON, nullable=False),
+    Column("public_rpc_urls", JSON, nullable=False),
+    *_timestamps(),
+    CheckConstraint("chain_id > 0", name="chain_id_positive"),
+    CheckConstraint("native_currency_decimals >= 0", name="decimals_not_negative"),
+)
+
+providers = Table(
+    "providers",
+    metadata,
+    _id(),
+    Column("slug", String(64), nullable=False, unique=True),
+    Column("name", String(200), nullable=False),
+    *_timestamps(),
+)
+
+plans = Table(
+    "plans",
+    metadata,
+    _id(),
+    Column("provider_id", ForeignKey("providers.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("description", Text, nullable=False, server_default=""),
+    Column("price_nano", BigInteger, nullable=False, server_default="0"),
+    Column("quota", Numeric(38, 9)),
+    Column("quota_unit", String(40)),
+    Column("overage_price_nano", BigInteger),
+    Column("overage_limit", Numeric(38, 9)),
+    Column("rate_limit_req", Integer),
+    Column("rate_limit_req_interval_sec", Integer),
+    Column("rate_limit_cr_nano", BigInteger),
+    Column("rate_limit_cr_interval_sec", Integer),
+    Column("billing_fixed_day", Integer),
+    Column("billing_interval_days", Integer),
+    Column("billing_anchored_start_date", UtcDateTime()),
+    *_timestamps(),
+    UniqueConstraint("provider_id", "name"),
+    CheckConstraint("price_nano >= 0", name="price_not_negative"),
+)
+
+plan_methods = Table(
+    "plan_methods",
+    metadata,
+    _id(),
+    Column("plan_id", ForeignKey("plans.id", ondelete="CASCADE"), nullable=False),
+    Column("method", String(100), nullable=False),
+    Column("vm", String(20), nullable=False),
+    Column("node_target_type", String(40), nullable=False),
+    Column("cost_nano", BigInteger, nullable=False),
+    Column("rate_limit", Integer),
+    Column("rate_limit_interval_sec", Integer),
+    # NULL: the price applies on every chain; a chain-specific row wins over it.
+    Column("chain_id", ForeignKey("chains.chain_id"), nullable=True),
+    *_timestamps(),
+    CheckConstraint("cost_nano >= 0", name="cost_not_negative"),
+    # One price per (plan, vm, method, target, chain). NULLs are distinct in a plain unique
+    # constraint, so the all-chains row gets its own partial index.
+    Index(
+        "uq_plan_methods_chain_row",
+        "plan_id",
+        "vm",
+        "method",
+        "node_target_type",
+        "chain_id",
+        unique=True,
+        sqlite_where=text("chain_id IS NOT NULL"),
+        postgresql_where=text("chain_id IS NOT NULL"),
+    ),
+    Index(
+        "uq_plan_methods_all_chains_row",
+        "plan_id",
+        "vm",
+        "method",
+        "node_target_type",
+        unique=True,
+        sqlite_where=text("chain_id IS NULL"),
+        postgresql_where=text("chain_id IS NULL"),
+    ),
+)
+
+nodes = Table(
+    "nodes",
+    metadata,
+    _id(),
+    Column("plan_id", ForeignKey("plans.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("chain_id", ForeignKey("chains.chain_id"), nullable=False, index=True),
+    Column("url", String(2048), nullable=False, unique=True),
+    Column("vm", String(20), nullable=False, server_default="evm"),
+    Column("node_target_type", String(40), nullable=False, server_default="full"),
+    Column("rate_limit", Integer, nullable=False, server_default="0"),
+    Column("rate_limit_interval_sec", Integer, nullable=False, server_default="1"),
+    Column("source", String(40), nullable=False, server_default="provider"),
+    Column("status", String(40), nullable=False, server_default="healthy"),
+    *_timestamps(),
+    CheckConstraint("rate_limit >= 0", name="rate_limit_not_negative"),
+    CheckConstraint("rate_limit_interval_sec > 0", name="interval_positive"),
+)
+
+ws_nodes = Table(
+    "ws_nodes",
+    metadata,
+    _id(),
+    Column("plan_id", ForeignKey("plans.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("chain_id", ForeignKey("chains.chain_id"), nullable=False, index=True),
+    Column("url", String(2048), nullable=False, unique=True),
+    Column("status", String(40), nullable=False, server_default="healthy"),
+    *_timestamps(),
+)
+
+customers = Table(
+    "customers",
+    metadata,
+    _id(),
+    Column("name", String(200), nullable=False),
+    Column("email", String(320), nullable=False, unique=True),
+    # Running total of credit_ledger.amount_nano for this customer, updated in the same
+    # transaction as every ledger insert, so that reading a balance is one row.
+    Column("balance_nano", BigInteger, nullable=False, server_default="0"),
+    *_timestamps(),
+)
+
+# A customer acts for at most one provider; a provider may have several customer accounts.
+provider_customers = Table(
+    "provider_customers",
+    metadata,
+    Column(
+        "customer_id",
+        ForeignKey("customers.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("provider_id", ForeignKey("providers.id", ondelete="CASCADE"), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False, default=utcnow),
+)
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    _id(),
+    Column(
+        "customer_id", ForeignKey("customers.id", ondelete="CASCADE"), nullable=False, index=True
+    ),
+    Column("name", String(200), nullable=False, server_default=""),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("key_hint", String(20), nullable=False),
+    Column("allowed_domains", JSON, nullable=False),
+    Column("routing_strategy", String(20), nullable=False),
+    Column("active", Boolean, nullable=False, server_default=text("true")),
+    Column("bypass_credit_check", Boolean, nullable=False, server_default=text("false")),
+    *_timestamps(),
+)
+
+management_tokens = Table(
+    "management_tokens",
+    metadata,
+    _id(),
+    Column(
+        "customer_id", ForeignKey("customers.id", ondelete="CASCADE"), nullable=False, index=True
+    ),
+    Column("label", String(200), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("token_hint", String(20), nullable=False),
+    Column("role", String(20), nullable=False, server_default="customer"),
+    Column("revoked_at", UtcDateTime()),
+    *_timestamps(),
+)
+
+credit_ledger = Table(
+    "credit_ledger",
+    metadata,
+    _id(),
+    Column("customer_id", ForeignKey("customers.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(20), nullable=False),
+    Column("amount_nano", BigInteger, nullable=False),
+    Column("balance_after_nano", BigInteger, nullable=False),
+    # Idempotency: a purchase or grant carrying a reference is recorded once per customer.
+    Column("reference", String(200)),
+    Column("note", Text, nullable=False, server_default=""),
+    Column("created_at", UtcDateTime(), nullable=False, default=utcnow),
+    UniqueConstraint("customer_id", "reference"),
+    Index("ix_credit_ledger_customer_created", "customer_id", "created_at"),
+)
+
+usage_aggregates = Table(
+    "usage_aggregates",
+    metadata,
+    _id(),
+    Column("customer_id", ForeignKey("customers.id", ondelete="CASCADE"), nullable=False),
+    Column("api_key_id", ForeignKey("api_keys.id", ondelete="CASCADE"), nullable=False),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("method", String(100), nullable=False),
+    Column("scenario", String(40), nullable=False),
+    Column("bucket_start", UtcDateTime(), nullable=False),  # the hour the calls fell in
+    Column("request_count", BigInteger, nullable=False),
+    Column("credits_nano", BigInteger, nullable=False),
+    UniqueConstraint("customer_id", "api_key_id", "chain_id", "method", "scenario", "bucket_start"),
+    Index("ix_usage_aggregates_customer_bucket", "customer_id", "bucket_start"),
+)
+
+chain_requests = Table(
+    "chain_requests",
+    metadata,
+    _id(),
+    Column("status", String(20), nullable=False, server_default="pending"),
+    Column("name", String(200), nullable=False),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("short_name", String(100)),
+    Column("native_currency_name", String(100)),
+    Column("native_currency_decimals", Integer),
+    Column("info_url", String(2048)),
+    Column("icon_url", String(2048)),
+    Column("rpc_urls", JSON, nullable=False),
+    Column("explorer_urls", JSON, nullable=False),
+    Column("requestor_email", String(320)),
+    Column("requestor_name", String(200)),
+    Column("screening", JSON),  # outcome per submitted RPC URL
+    Column("submitter_ip", String(45)),
+    Column("review_note", Text),
+    Column("reviewed_at", UtcDateTime()),
+    *_timestamps(),
+    Index("ix_chain_requests_status_created", "status", "created_at"),
+)
+
+node_requests = Table(
+    "node_requests",
+    metadata,
+    _id(),
+    Column("status", String(20), nullable=False, server_default="pending"),
+    Column("name", String(200), nullable=False),
+    Column("url", String(2048), nullable=False),
+    Column("vm", String(20), nullable=False, server_default="evm"),
+    Column("chain_id", BigInteger),  # as the node reported it during screening
+    Column("email", String(320)),
+    Column("privacy_policy_url", String(2048)),
+    Column("notes", Text),
+    Column("screening", JSON),
+    Column("submitter_ip", String(45)),
+    Column("review_note", Text),
+    Column("reviewed_at", UtcDateTime()),
+    *_timestamps(),
+    Index("ix_node_requests_status_created", "status", "created_at"),
+)
