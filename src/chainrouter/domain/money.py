@@ -13,6 +13,7 @@ CREDIT_DECIMALS = 9
 
 # Largest amount a signed 64-bit column holds, in whole credits: about 9.2 billion.
 MAX_NANO = 2**63 - 1
+_MAX_INTEGER_DIGITS = 18
 
 
 class MoneyError(ValueError):
@@ -54,6 +55,9 @@ def parse_exact_decimal(value: object, places: int = CREDIT_DECIMALS) -> Decimal
         raise MoneyError("must be a decimal number")
     if not amount.is_finite():
         raise MoneyError("must be a finite decimal number")
+    # Checked before quantizing: a huge exponent would overflow the decimal context.
+    if amount != 0 and amount.adjusted() > _MAX_INTEGER_DIGITS:
+        raise MoneyError("is too large")
     if amount != amount.quantize(Decimal(1).scaleb(-places), rounding="ROUND_DOWN"):
         raise MoneyError(f"has more than {places} decimal places")
     return amount

@@ -1,0 +1,280 @@
+"""`chainrouter apply`: creates and updates what the file declares, all or nothing, idempotently,
+and keeps only hashes of secrets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select
+
+from chainrouter.domain.credentials import SecretKind, hash_secret
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import (
+    ConfigFileError,
+    load_config_file,
+    parse_yaml,
+    validate_document,
+)
+from chainrouter.operator_config.model import OperatorConfig
+from chainrouter.stores.sql import schema as t
+from tests.operator_config.test_load import EXAMPLE
+
+
+def _config(text: str) -> OperatorConfig:
+    return validate_document(parse_yaml(text))
+
+
+def _snapshot(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table, in a stable order: what 'nothing changed' is checked against."""
+    with engine.connect() as connection:
+        return {
+            name: sorted((tuple(row) for row in connection.execute(select(table))), key=repr)
+            for name, table in t.metadata.tables.items()
+        }
+
+
+def _all_text(engine: Engine) -> str:
+    return repr(_snapshot(engine))
+
+
+@pytest.fixture
+def example() -> OperatorConfig:
+    return load_config_file(EXAMPLE)
+
+
+def test_the_example_creates_every_declared_resource(
+    engine: Engine, example: OperatorConfig
+) -> None:
+    report = apply_config(engine, example)
+    assert report.count("chains", "created") == 2
+    assert report.count("providers", "created") == 2
+    assert report.count("plans", "created") == 2
+    assert report.count("plan methods", "created") == 6
+    assert report.count("nodes", "created") == 3
+    assert report.count("websocket nodes", "created") == 1
+    assert report.count("customers", "created") == 3
+    assert report.count("api keys", "created") == 2
+    assert report.count("management tokens", "created") == 3
+    assert report.count("credit entries", "created") == 1
+    assert report.count("provider links", "created") == 1
+    with engine.connect() as connection:
+        cheaper = connection.execute(
+            select(t.plan_methods.c.cost_nano).where(
+                t.plan_methods.c.method == "eth_call", t.plan_methods.c.chain_id == 31338
+            )
+        ).scalar_one()
+        assert cheaper == 400  # 0.0000004 credits, exactly
+        balance = connection.execute(
+            select(t.customers.c.balance_nano).where(t.customers.c.email == "dev@example.com")
+        ).scalar_one()
+        assert balance == 25 * 10**9
+        admin_role = connection.execute(
+            select(t.management_tokens.c.role).where(t.management_tokens.c.label == "ops-admin")
+        ).scalar_one()
+        assert admin_role == "administrator"
+        strategies = dict(
+            connection.execute(select(t.api_keys.c.name, t.api_keys.c.routing_strategy)).all()
+        )
+        assert strategies == {"demo": "economy", "dashboard": "performance"}
+
+
+def test_generated_secrets_are_returned_once_and_only_their_hashes_stored(
+    engine: Engine, example: OperatorConfig
+) -> None:
+    report = apply_config(engine, example)
+    assert len(report.generated) == 5
+    stored = _all_text(engine)
+    for item in report.generated:
+        assert item.secret not in stored
+        assert hash_secret(item.secret) in stored
+    keys = [g for g in report.generated if g.kind is SecretKind.API_KEY]
+    assert {g.name for g in keys} == {"demo", "dashboard"}
+    assert all(g.secret.startswith("crk_") for g in keys)
+    # Applying again keeps the secrets already issued: nothing new is generated.
+    assert apply_config(engine, example).generated == []
+
+
+def test_applying_the_same_file_again_changes_nothing(
+    engine: Engine, example: OperatorConfig
+) -> None:
+    apply_config(engine, example)
+    before = _snapshot(engine)
+    report = apply_config(engine, example)
+    assert not report.changed
+    assert _snapshot(engine) == before
+
+
+def test_a_changed_file_updates_in_place(engine: Engine) -> None:
+    base = """
+chains:
+  - {chain_id: 5, name: Five, short_name: five, native_currency: {name: E, symbol: E}}
+providers:
+  - slug: acme
+    name: Acme
+    plans:
+      - name: basic
+        methods: [{method: eth_call, cost: "0.000001"}]
+        nodes: [{url: "https://node.example/rpc", chain_id: 5}]
+customers:
+  - email: c@example.com
+    name: C
+    api_keys: [{name: k, allowed_domains: ["*"]}]
+"""
+    apply_config(engine, _config(base))
+    changed = base.replace('cost: "0.000001"', 'cost: "0.000002"').replace(
+        'allowed_domains: ["*"]', "allowed_domains: [app.example.com], active: false"
+    )
+    report = apply_config(engine, _config(changed))
+    assert report.count("plan methods", "updated") == 1
+    assert report.count("api keys", "updated") == 1
+    assert report.count("nodes", "unchanged") == 1
+    with engine.connect() as connection:
+        assert connection.execute(select(t.plan_methods.c.cost_nano)).scalar_one() == 2000
+        key = connection.execute(select(t.api_keys)).one()
+        assert (key.allowed_domains, key.active) == (["app.example.com"], False)
+        assert connection.execute(select(t.plan_methods)).all().__len__() == 1
+
+
+def test_an_invalid_reference_applies_nothing_and_names_every_path(
+    engine: Engine, example: OperatorConfig
+) -> None:
+    apply_config(engine, example)
+    before = _snapshot(engine)
+    bad = _config(
+        """
+providers:
+  - slug: acme-nodes
+    name: Renamed Acme
+    plans:
+      - name: standard
+        methods: [{method: eth_call, cost: 1, chain_id: 999999999}]
+        nodes: [{url: "https://new.example", chain_id: 31337}]
+customers:
+  - email: new@example.com
+    name: New
+    provider: nobody
+  - email: dev@example.com
+    name: Demo Developer
+    credits: [{reference: welcome-2026, kind: grant, amount: 50}]
+"""
+    )
+    with pytest.raises(ConfigFileError) as caught:
+        apply_config(engine, bad)
+    assert caught.value.problems == [
+        "providers[0].plans[0].methods[0].chain_id: chain 999999999 is not in the catalog; "
+        "declare it under `chains` or run `chainrouter chains import`",
+        "customers[0].provider: no provider with slug 'nobody'",
+        "customers[1].credits[0]: reference 'welcome-2026' was already applied as a grant of 25 "
+        "credits; ledger entries never change, use a new reference for a new entry",
+    ]
+    assert _snapshot(engine) == before
+
+
+def test_a_secret_already_used_elsewhere_is_refused_without_echoing_it(engine: Engine) -> None:
+    secret = "crk_" + "Q" * 40
+    first = f"""
+customers:
+  - email: a@example.com
+    name: A
+    api_keys: [{{name: k, allowed_domains: ["*"], secret: {secret}}}]
+"""
+    apply_config(engine, _config(first))
+    second = first.replace("a@example.com", "b@example.com")
+    with pytest.raises(ConfigFileError) as caught:
+        apply_config(engine, _config(second))
+    assert caught.value.problems == [
+        "customers[0].api_keys[0].secret: already in use by another API key"
+    ]
+    assert secret not in str(caught.value)
+
+
+def test_a_given_secret_replaces_the_stored_one(engine: Engine) -> None:
+    old, new = "crk_" + "a" * 40, "crk_" + "b" * 40
+    text = """
+customers:
+  - email: a@example.com
+    name: A
+    api_keys: [{name: k, allowed_domains: ["*"], secret: SECRET}]
+"""
+    apply_config(engine, _config(text.replace("SECRET", old)))
+    report = apply_config(engine, _config(text.replace("SECRET", new)))
+    assert report.count("api keys", "updated") == 1
+    with engine.connect() as connection:
+        key = connection.execute(select(t.api_keys.c.key_hash, t.api_keys.c.key_hint)).one()
+    assert key.key_hash == hash_secret(new)
+    assert key.key_hint == "crk_...bbbb"
+
+
+def test_a_dry_run_reports_the_changes_and_writes_nothing(
+    engine: Engine, example: OperatorConfig
+) -> None:
+    before = _snapshot(engine)
+    report = apply_config(engine, example, dry_run=True)
+    assert report.count("customers", "created") == 3
+    assert report.generated == []
+    assert _snapshot(engine) == before
+
+
+def test_a_revoked_token_stays_revoked(engine: Engine) -> None:
+    text = """
+customers:
+  - email: a@example.com
+    name: A
+    management_tokens: [{label: ops, revoked: REVOKED}]
+"""
+    apply_config(engine, _config(text.replace("REVOKED", "false")))
+    apply_config(engine, _config(text.replace("REVOKED", "true")))
+    report = apply_config(engine, _config(text.replace("REVOKED", "false")))
+    assert report.warnings == [
+        "customers[0].management_tokens[0]: token 'ops' of a@example.com is revoked and stays "
+        "revoked; give a new label to issue a new token"
+    ]
+    with engine.connect() as connection:
+        revoked_at = connection.execute(select(t.management_tokens.c.revoked_at)).scalar_one()
+    assert revoked_at is not None
+
+
+def test_chains_already_in_the_catalog_may_be_referenced_without_being_declared(
+    engine: Engine,
+) -> None:
+    apply_config(
+        engine,
+        _config(
+            "chains: [{chain_id: 1, name: Ethereum, short_name: eth, "
+            "native_currency: {name: Ether, symbol: ETH}}]"
+        ),
+    )
+    report = apply_config(
+        engine,
+        _config(
+            """
+providers:
+  - slug: p
+    name: P
+    plans: [{name: x, nodes: [{url: "https://eth.example", chain_id: 1}]}]
+"""
+        ),
+    )
+    assert report.count("nodes", "created") == 1
+
+
+def test_credits_with_a_new_reference_add_to_the_balance(engine: Engine) -> None:
+    text = """
+customers:
+  - email: a@example.com
+    name: A
+    credits:
+      - {reference: r1, kind: purchase, amount: "10.5"}
+"""
+    apply_config(engine, _config(text))
+    apply_config(engine, _config(text + '      - {reference: r2, amount: "0.000000001"}\n'))
+    with engine.connect() as connection:
+        balance = connection.execute(select(t.customers.c.balance_nano)).scalar_one()
+        kinds = (
+            connection.execute(select(t.credit_ledger.c.kind).order_by(t.credit_ledger.c.id))
+            .scalars()
+            .all()
+        )
+    assert balance == 10_500_000_001
+    assert kinds == ["purchase", "grant"]

@@ -1,0 +1,179 @@
+"""Reading the operator file: every mistake is reported with its path in the document."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from chainrouter.operator_config.load import (
+    ConfigFileError,
+    load_config_file,
+    parse_yaml,
+    validate_document,
+)
+from tests.conftest import REPO_ROOT
+
+EXAMPLE = REPO_ROOT / "examples" / "operator.yaml"
+
+
+def _problems(text: str) -> list[str]:
+    with pytest.raises(ConfigFileError) as caught:
+        validate_document(parse_yaml(text))
+    return caught.value.problems
+
+
+PLAN_WITH_METHODS = """
+providers:
+  - slug: acme
+    name: Acme
+    plans:
+      - name: basic
+        methods:
+          - {method: eth_call, cost: "0.1"}
+          - {method: eth_getLogs, cost: 0}
+          - {method: eth_chainId, cost: 0}
+          - {method: eth_blockNumber, cost: -1}
+"""
+
+
+def test_the_example_file_is_valid() -> None:
+    config = load_config_file(EXAMPLE)
+    assert config.providers[0].slug == "acme-nodes"
+
+
+def test_a_negative_cost_is_reported_at_its_path() -> None:
+    assert _problems(PLAN_WITH_METHODS) == ["providers[0].plans[0].methods[3].cost: must be >= 0"]
+
+
+def test_fractional_yaml_numbers_are_read_exactly_not_as_floats() -> None:
+    document = parse_yaml("cost: 0.0000003\nbig: 12345678901.123456789\n")
+    assert document == {"cost": Decimal("0.0000003"), "big": Decimal("12345678901.123456789")}
+    config = validate_document(
+        parse_yaml(PLAN_WITH_METHODS.replace("cost: -1", "cost: 0.000000123"))
+    )
+    assert config.providers[0].plans[0].methods[3].cost == 123
+
+
+def test_a_price_finer_than_a_nano_credit_is_refused() -> None:
+    problems = _problems(PLAN_WITH_METHODS.replace("cost: -1", "cost: 0.0000000001"))
+    assert problems == ["providers[0].plans[0].methods[3].cost: has more than 9 decimal places"]
+
+
+def test_every_problem_is_reported_not_only_the_first() -> None:
+    problems = _problems(
+        """
+chains:
+  - {chain_id: 0, name: X, short_name: x, native_currency: {name: E, symbol: E}}
+providers:
+  - slug: Bad Slug
+    name: ""
+customers:
+  - email: not-an-email
+    name: C
+    colour: blue
+    api_keys:
+      - {name: k, allowed_domains: [], routing_strategy: cheapest}
+"""
+    )
+    assert problems == [
+        "chains[0].chain_id: must be >= 1",
+        "providers[0].slug: must be lowercase letters, digits and '-', at most 64 characters",
+        "providers[0].name: must have at least 1 character(s)",
+        "customers[0].email: must be an e-mail address",
+        "customers[0].api_keys[0].allowed_domains: must have at least 1 item(s)",
+        "customers[0].api_keys[0].routing_strategy: must be one of: 'economy' or 'performance'",
+        "customers[0].colour: is not a known field",
+    ]
+
+
+def test_chain_ids_may_be_decimal_or_hex_strings() -> None:
+    config = validate_document(
+        parse_yaml(
+            """
+chains:
+  - {chain_id: "0x7a69", name: A, short_name: a, native_currency: {name: E, symbol: E}}
+  - {chain_id: "10", name: B, short_name: b, native_currency: {name: E, symbol: E}}
+"""
+        )
+    )
+    assert [c.chain_id for c in config.chains] == [31337, 10]
+    assert _problems(
+        "chains:\n  - {chain_id: 'ten', name: A, short_name: a, "
+        "native_currency: {name: E, symbol: E}}\n"
+    ) == ["chains[0].chain_id: must be a decimal or 0x-prefixed chain ID"]
+
+
+def test_entries_that_claim_the_same_identity_twice_are_reported() -> None:
+    problems = _problems(
+        """
+providers:
+  - slug: acme
+    name: Acme
+    plans:
+      - name: basic
+        methods:
+          - {method: eth_call, cost: 1}
+          - {method: eth_call, cost: 2}
+        nodes:
+          - {url: "https://a.example", chain_id: 1}
+      - name: pro
+        nodes:
+          - {url: "https://a.example", chain_id: 1}
+  - slug: acme
+    name: Again
+customers:
+  - email: a@example.com
+    name: A
+    api_keys:
+      - {name: k, allowed_domains: ["*"], secret: crk_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
+      - {name: k, allowed_domains: ["*"], secret: crk_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}
+  - email: A@example.com
+    name: Same person
+"""
+    )
+    assert problems == [
+        "providers[1].slug: duplicate of providers[0].slug",
+        "providers[0].plans[0].methods[1]: duplicate of providers[0].plans[0].methods[0]",
+        "providers[0].plans[1].nodes[0].url: duplicate of providers[0].plans[0].nodes[0].url",
+        "customers[1].email: duplicate of customers[0].email",
+        "customers[0].api_keys[1].name: duplicate of customers[0].api_keys[0].name",
+        "customers[0].api_keys[1].secret: duplicate of customers[0].api_keys[0].secret",
+    ]
+    assert not any("crk_aaaa" in p for p in problems), "a secret was echoed in an error"
+
+
+def test_a_repeated_yaml_key_is_an_error_not_a_silent_override() -> None:
+    with pytest.raises(ConfigFileError, match="duplicate key 'cost'"):
+        parse_yaml("methods:\n  - method: eth_call\n    cost: 1\n    cost: 2\n")
+
+
+def test_yaml_syntax_errors_give_the_line() -> None:
+    with pytest.raises(ConfigFileError, match="line 2"):
+        parse_yaml("providers:\n  - [unclosed\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("- just\n- a list\n", "(document): must be a mapping"),
+        ("version: 2\n", "version: must be one of: 1"),
+    ],
+)
+def test_the_document_itself_must_be_a_version_1_mapping(text: str, problem: str) -> None:
+    assert problem in _problems(text)[0]
+
+
+def test_an_empty_file_is_a_valid_file_that_declares_nothing() -> None:
+    config = validate_document(parse_yaml(""))
+    assert (config.chains, config.providers, config.customers) == ([], [], [])
+
+
+def test_a_missing_or_binary_file_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(ConfigFileError, match="no such file"):
+        load_config_file(tmp_path / "absent.yaml")
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigFileError, match="not UTF-8"):
+        load_config_file(binary)

@@ -1,0 +1,90 @@
+"""The credit ledger: every balance change is a row, and the balance always equals their sum."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from sqlalchemy import Engine, func, select
+from sqlalchemy.exc import IntegrityError
+
+from chainrouter.domain.enums import LedgerEntryKind
+from chainrouter.stores.sql.ledger import find_by_reference, record_credit_change
+from chainrouter.stores.sql.schema import credit_ledger, customers
+
+
+def _customer(engine: Engine, email: str = "a@example.com") -> int:
+    with engine.begin() as connection:
+        result = connection.execute(customers.insert().values(name="A", email=email))
+        assert result.inserted_primary_key is not None
+        return int(result.inserted_primary_key[0])
+
+
+def _balance_and_ledger_sum(engine: Engine, customer_id: int) -> tuple[int, int]:
+    with engine.connect() as connection:
+        balance = connection.execute(
+            select(customers.c.balance_nano).where(customers.c.id == customer_id)
+        ).scalar_one()
+        total = connection.execute(
+            select(func.coalesce(func.sum(credit_ledger.c.amount_nano), 0)).where(
+                credit_ledger.c.customer_id == customer_id
+            )
+        ).scalar_one()
+    return int(balance), int(total)
+
+
+def test_each_change_moves_the_balance_and_records_the_balance_after(engine: Engine) -> None:
+    customer_id = _customer(engine)
+    with engine.begin() as connection:
+        grant = record_credit_change(
+            connection, customer_id=customer_id, kind=LedgerEntryKind.GRANT, amount_nano=5 * 10**9
+        )
+        usage = record_credit_change(
+            connection, customer_id=customer_id, kind=LedgerEntryKind.USAGE, amount_nano=-300
+        )
+    assert grant.balance_after_nano == 5 * 10**9
+    assert usage.balance_after_nano == 5 * 10**9 - 300
+    assert _balance_and_ledger_sum(engine, customer_id) == (4_999_999_700, 4_999_999_700)
+
+
+def test_a_reference_is_recorded_once_per_customer(engine: Engine) -> None:
+    customer_id = _customer(engine)
+    with engine.begin() as connection:
+        record_credit_change(
+            connection,
+            customer_id=customer_id,
+            kind=LedgerEntryKind.PURCHASE,
+            amount_nano=10,
+            reference="order-1",
+        )
+    with pytest.raises(IntegrityError), engine.begin() as connection:
+        record_credit_change(
+            connection,
+            customer_id=customer_id,
+            kind=LedgerEntryKind.PURCHASE,
+            amount_nano=10,
+            reference="order-1",
+        )
+    assert _balance_and_ledger_sum(engine, customer_id) == (10, 10)
+    with engine.connect() as connection:
+        entry = find_by_reference(connection, customer_id, "order-1")
+    assert entry is not None
+    assert entry.amount_nano == 10
+
+
+def test_concurrent_writers_never_lose_a_change(engine: Engine) -> None:
+    customer_id = _customer(engine)
+    amounts = [(-1) ** i * (i + 1) * 1_000 for i in range(40)]
+
+    def write(amount: int) -> None:
+        with engine.begin() as connection:
+            record_credit_change(
+                connection,
+                customer_id=customer_id,
+                kind=LedgerEntryKind.ADJUSTMENT,
+                amount_nano=amount,
+            )
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(write, amounts))
+    assert _balance_and_ledger_sum(engine, customer_id) == (sum(amounts), sum(amounts))
