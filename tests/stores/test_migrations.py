@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, inspect
@@ -55,9 +56,5 @@ def test_migrated_database_matches_the_schema_module(engine: Engine) -> None:
 
 
 def test_an_unmigrated_database_is_reported_with_the_command_to_run(empty_engine: Engine) -> None:
-    try:
+    with pytest.raises(migrate.SchemaNotCurrentError, match="run `chainrouter migrate`"):
         migrate.require_current_schema(empty_engine)
-    except migrate.SchemaNotCurrentError as exc:
-        assert "chainrouter migrate" in str(exc)
-    else:
-        raise AssertionError("an empty database passed the schema check")

@@ -1,0 +1,146 @@
+"""The `chainrouter` command as an operator runs it: a subprocess, its output and exit code."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import CHAINS_JSON, REPO_ROOT
+
+CHAINROUTER = str(Path(sys.executable).with_name("chainrouter"))
+EXAMPLE = REPO_ROOT / "examples" / "operator.yaml"
+
+
+def run(
+    *args: str, database_url: str, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINROUTER_")}
+    env["CHAINROUTER_DATABASE_URL"] = database_url
+    env.update(extra_env or {})
+    return subprocess.run(
+        [CHAINROUTER, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_a_bad_setting_stops_every_command_with_exit_code_2(sqlite_database_url: str) -> None:
+    result = run("migrate", database_url=sqlite_database_url, extra_env={"CHAINROUTER_ROLE": "x"})
+    assert result.returncode == 2
+    assert "CHAINROUTER_ROLE: must be one of: 'rpc', 'api' or 'all'" in result.stderr
+
+
+def test_commands_refuse_an_unmigrated_database_and_say_what_to_run(
+    sqlite_database_url: str,
+) -> None:
+    result = run("apply", str(EXAMPLE), database_url=sqlite_database_url)
+    assert result.returncode == 1
+    assert "run `chainrouter migrate`" in result.stderr
+
+
+def test_migrate_apply_and_import_work_end_to_end(database_url: str) -> None:
+    migrated = run("migrate", database_url=database_url)
+    assert migrated.returncode == 0, migrated.stderr
+    assert "database schema at revision 0001" in migrated.stdout
+
+    applied = run("apply", str(EXAMPLE), database_url=database_url)
+    assert applied.returncode == 0, applied.stderr
+    assert "customers: 3 created" in applied.stdout
+    assert "shown this once" in applied.stdout
+    assert applied.stdout.count("crk_") == 2
+    assert applied.stdout.count("crm_") == 3
+
+    again = run("apply", str(EXAMPLE), database_url=database_url)
+    assert again.returncode == 0
+    assert "(no changes)" in again.stdout
+    assert "crk_" not in again.stdout
+
+    imported = run("chains", "import", str(CHAINS_JSON), database_url=database_url)
+    assert imported.returncode == 0, imported.stderr
+    # 31337 is both in the example file and in the registry; 31338 is only in the file.
+    assert "1939 created, 1 updated" in imported.stdout
+
+
+def test_an_invalid_file_lists_its_problems_and_exits_1(
+    sqlite_database_url: str, tmp_path: Path
+) -> None:
+    run("migrate", database_url=sqlite_database_url)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "providers:\n  - slug: p\n    name: P\n    plans:\n      - name: x\n        methods:\n"
+        "          - {method: eth_call, cost: -1}\n"
+    )
+    result = run("apply", str(bad), database_url=sqlite_database_url)
+    assert result.returncode == 1
+    assert "nothing was applied" in result.stderr
+    assert "providers[0].plans[0].methods[0].cost: must be >= 0" in result.stderr
+
+
+def test_the_schema_of_the_file_can_be_printed(sqlite_database_url: str) -> None:
+    result = run("apply", "--print-schema", database_url=sqlite_database_url)
+    assert result.returncode == 0
+    assert '"title": "chainrouter operator configuration"' in result.stdout
+
+
+def test_an_unreachable_database_is_reported_without_its_password() -> None:
+    result = run(
+        "migrate", database_url="postgresql://admin:hunter2@127.0.0.1:1/none?connect_timeout=2"
+    )
+    assert result.returncode == 1
+    assert (
+        "cannot use the database postgresql+psycopg://admin:***@127.0.0.1:1/none" in result.stderr
+    )
+    assert "hunter2" not in result.stderr
+
+
+def test_migrate_can_go_down_and_report_the_revision(sqlite_database_url: str) -> None:
+    run("migrate", database_url=sqlite_database_url)
+    down = run("migrate", "--downgrade", "base", database_url=sqlite_database_url)
+    assert down.returncode == 0
+    assert "(empty)" in down.stdout
+    assert run("migrate", "--current", database_url=sqlite_database_url).stdout.strip() == "(empty)"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def served(sqlite_database_url: str) -> Iterator[str]:
+    run("migrate", database_url=sqlite_database_url)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINROUTER_")}
+    env |= {"CHAINROUTER_DATABASE_URL": sqlite_database_url, "CHAINROUTER_API_PORT": str(port)}
+    process = subprocess.Popen(
+        [CHAINROUTER, "serve", "--role", "api"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"{base}/health", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_serve_answers_health_with_the_database_state(served: str) -> None:
+    response = httpx.get(f"{served}/health", timeout=5)
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok"}

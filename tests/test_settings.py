@@ -1,0 +1,109 @@
+"""Settings: environment over an optional TOML file over defaults, validated with clear messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chainrouter.settings import LogLevel, ServeRole, SettingsError, load_settings
+
+
+def test_defaults_give_an_embedded_sqlite_service_on_the_conventional_ports() -> None:
+    settings = load_settings()
+    assert settings.database_url.startswith("sqlite:///")
+    assert settings.redis_url is None
+    assert (settings.rpc_port, settings.api_port) == (8545, 8080)
+    assert settings.role is ServeRole.ALL
+    assert settings.allow_private_upstreams is False
+
+
+def test_environment_variables_set_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAINROUTER_DATABASE_URL", "postgresql://u@db/chainrouter")
+    monkeypatch.setenv("CHAINROUTER_REDIS_URL", "redis://127.0.0.1:6379/0")
+    monkeypatch.setenv("CHAINROUTER_LOG_LEVEL", "debug")
+    monkeypatch.setenv("CHAINROUTER_ALLOW_PRIVATE_UPSTREAMS", "true")
+    settings = load_settings()
+    assert settings.database_url == "postgresql://u@db/chainrouter"
+    assert settings.redis_url == "redis://127.0.0.1:6379/0"
+    assert settings.log_level is LogLevel.DEBUG
+    assert settings.allow_private_upstreams is True
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("CHAINROUTER_LOG_LEVEL", "loud", "must be one of: 'debug', 'info', 'warning' or 'error'"),
+        ("CHAINROUTER_ROLE", "proxy", "must be one of: 'rpc', 'api' or 'all'"),
+        ("CHAINROUTER_RPC_PORT", "70000", "must be <= 65535"),
+        ("CHAINROUTER_API_PORT", "eighty", "must be an integer"),
+        ("CHAINROUTER_DATABASE_URL", "mysql://x/y", "must start with sqlite:// or postgresql://"),
+        ("CHAINROUTER_REDIS_URL", "localhost:6379", "must start with redis://"),
+        ("CHAINROUTER_ALLOW_PRIVATE_UPSTREAMS", "perhaps", "must be true or false"),
+    ],
+)
+def test_a_bad_value_names_the_variable_and_what_it_accepts(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert f"{variable}: {message}" in str(caught.value)
+    assert repr(value) in str(caught.value)
+
+
+def test_every_bad_setting_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAINROUTER_RPC_PORT", "0")
+    monkeypatch.setenv("CHAINROUTER_LOG_LEVEL", "verbose")
+    text = str(pytest.raises(SettingsError, load_settings).value)
+    assert "CHAINROUTER_RPC_PORT" in text
+    assert "CHAINROUTER_LOG_LEVEL" in text
+
+
+def test_a_mistyped_variable_is_an_error_not_silently_ignored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CHAINROUTER_DATABSE_URL", "postgresql://db/x")
+    with pytest.raises(SettingsError, match="CHAINROUTER_DATABSE_URL: unknown setting"):
+        load_settings()
+
+
+def test_a_toml_file_supplies_values_and_the_environment_wins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "chainrouter.toml"
+    config.write_text('api_port = 9090\nrpc_port = 9545\nlog_level = "warning"\n')
+    monkeypatch.setenv("CHAINROUTER_CONFIG_FILE", str(config))
+    monkeypatch.setenv("CHAINROUTER_RPC_PORT", "9999")
+    settings = load_settings()
+    assert (settings.api_port, settings.rpc_port, settings.log_level) == (
+        9090,
+        9999,
+        LogLevel.WARNING,
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("api_port = 0\n", "CHAINROUTER_API_PORT: must be >= 1"),
+        ("colour = 'blue'\n", "colour (in CHAINROUTER_CONFIG_FILE): unknown setting"),
+        ("api_port = \n", "is not valid TOML"),
+    ],
+)
+def test_mistakes_in_the_toml_file_are_reported(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, content: str, message: str
+) -> None:
+    config = tmp_path / "chainrouter.toml"
+    config.write_text(content)
+    monkeypatch.setenv("CHAINROUTER_CONFIG_FILE", str(config))
+    with pytest.raises(SettingsError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        load_settings()
+
+
+def test_a_missing_settings_file_is_reported(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("CHAINROUTER_CONFIG_FILE", str(tmp_path / "absent.toml"))
+    with pytest.raises(SettingsError, match="CHAINROUTER_CONFIG_FILE: no such file"):
+        load_settings()
