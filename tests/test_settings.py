@@ -55,9 +55,10 @@ def test_a_bad_value_names_the_variable_and_what_it_accepts(
 def test_every_bad_setting_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHAINROUTER_RPC_PORT", "0")
     monkeypatch.setenv("CHAINROUTER_LOG_LEVEL", "verbose")
-    text = str(pytest.raises(SettingsError, load_settings).value)
-    assert "CHAINROUTER_RPC_PORT" in text
-    assert "CHAINROUTER_LOG_LEVEL" in text
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert "CHAINROUTER_RPC_PORT" in str(caught.value)
+    assert "CHAINROUTER_LOG_LEVEL" in str(caught.value)
 
 
 def test_a_mistyped_variable_is_an_error_not_silently_ignored(
