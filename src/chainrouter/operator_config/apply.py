@@ -232,6 +232,7 @@ class _Writer:
         self.connection = connection
         self.report = report
         self.now = utcnow()
+        self._existing: dict[str, dict[tuple[Any, ...], Any]] = {}
 
     def write(self, config: OperatorConfig) -> None:
         counts = upsert_chains(self.connection, [chain_from_spec(c) for c in config.chains])
@@ -291,29 +292,31 @@ class _Writer:
                 "billing_anchored_start_date": plan.billing_anchored_start_date,
             },
         )
-        for method in plan.methods:
-            self._upsert(
-                "plan methods",
-                t.plan_methods,
+        self._sync_rows(
+            "plan methods",
+            t.plan_methods,
+            ("plan_id", "vm", "method", "node_target_type", "chain_id"),
+            [
                 {
                     "plan_id": plan_id,
                     "vm": method.vm,
                     "method": method.method,
                     "node_target_type": method.node_target_type,
                     "chain_id": method.chain_id,
-                },
-                {
                     "cost_nano": method.cost,
                     "rate_limit": method.rate_limit,
                     "rate_limit_interval_sec": method.rate_limit_interval_sec,
-                },
-            )
-        for node in plan.nodes:
-            self._upsert(
-                "nodes",
-                t.nodes,
-                {"url": node.url},
+                }
+                for method in plan.methods
+            ],
+        )
+        self._sync_rows(
+            "nodes",
+            t.nodes,
+            ("url",),
+            [
                 {
+                    "url": node.url,
                     "plan_id": plan_id,
                     "chain_id": node.chain_id,
                     "vm": node.vm,
@@ -322,15 +325,63 @@ class _Writer:
                     "rate_limit_interval_sec": node.rate_limit_interval_sec,
                     "source": node.source.value,
                     "status": node.status.value,
-                },
-            )
-        for ws_node in plan.ws_nodes:
-            self._upsert(
-                "websocket nodes",
-                t.ws_nodes,
-                {"url": ws_node.url},
-                {"plan_id": plan_id, "chain_id": ws_node.chain_id, "status": ws_node.status.value},
-            )
+                }
+                for node in plan.nodes
+            ],
+        )
+        self._sync_rows(
+            "websocket nodes",
+            t.ws_nodes,
+            ("url",),
+            [
+                {
+                    "url": ws_node.url,
+                    "plan_id": plan_id,
+                    "chain_id": ws_node.chain_id,
+                    "status": ws_node.status.value,
+                }
+                for ws_node in plan.ws_nodes
+            ],
+        )
+
+    def _sync_rows(
+        self, what: str, table: Table, key: tuple[str, ...], rows: list[dict[str, Any]]
+    ) -> None:
+        """Create or update many rows whose ids the caller does not need, in bulk.
+
+        The table's existing rows are read once per apply; new rows go in one executemany.
+        Node and price tables are operator-sized (thousands of rows), so reading them whole is
+        cheaper than a query per row.
+        """
+        if not rows:
+            return
+        existing = self._existing.get(table.name)
+        if existing is None:
+            existing = {
+                tuple(row._mapping[c] for c in key): row._mapping
+                for row in self.connection.execute(select(table))
+            }
+            self._existing[table.name] = existing
+        to_insert = []
+        for values in rows:
+            identity = tuple(values[c] for c in key)
+            current = existing.get(identity)
+            if current is None:
+                to_insert.append({**values, "created_at": self.now, "updated_at": self.now})
+                continue
+            changed = {c: v for c, v in values.items() if current[c] != v}
+            if changed:
+                self.connection.execute(
+                    table.update()
+                    .where(table.c.id == current["id"])
+                    .values(**changed, updated_at=self.now)
+                )
+            self.report.changes[(what, "updated" if changed else "unchanged")] += 1
+        if to_insert:
+            self.connection.execute(table.insert(), to_insert)
+            self.report.changes[(what, "created")] += len(to_insert)
+            # Later plans of the same file may not claim these keys again (checked on load),
+            # so the cache needs no update: it only answers for rows that existed before.
 
     def _write_customer(self, base: str, customer: CustomerSpec) -> None:
         customer_id = self._upsert(

@@ -109,11 +109,13 @@ def _check(pattern: re.Pattern[str], what: str) -> Any:
 
 MethodName = Annotated[
     StrictStr,
-    Field(max_length=100),
+    Field(max_length=100, json_schema_extra={"pattern": _METHOD_NAME.pattern}),
     _check(_METHOD_NAME, "a JSON-RPC method name such as eth_call"),
 ]
 Slug = Annotated[
-    StrictStr, _check(_SLUG, "lowercase letters, digits and '-', at most 64 characters")
+    StrictStr,
+    Field(json_schema_extra={"pattern": _SLUG.pattern}),
+    _check(_SLUG, "lowercase letters, digits and '-', at most 64 characters"),
 ]
 Email = Annotated[
     StrictStr,
@@ -148,6 +150,10 @@ def _secret(kind: SecretKind) -> Any:
         return value
 
     return AfterValidator(validate)
+
+
+def _secret_pattern(kind: SecretKind) -> Any:
+    return Field(json_schema_extra={"pattern": f"^{kind.value}[A-Za-z0-9_-]{{32,}}$"})
 
 
 def _domain(value: str) -> str:
@@ -257,9 +263,10 @@ class CreditSpec(_Strict):
 
 class ApiKeySpec(_Strict):
     name: Name
-    secret: Annotated[StrictStr, _secret(SecretKind.API_KEY)] | None = Field(
-        default=None, description="Omit to have a secret generated and printed once."
-    )
+    secret: (
+        Annotated[StrictStr, _secret(SecretKind.API_KEY), _secret_pattern(SecretKind.API_KEY)]
+        | None
+    ) = Field(default=None, description="Omit to have a secret generated and printed once.")
     allowed_domains: Annotated[list[AllowedDomain], Field(min_length=1, max_length=100)]
     routing_strategy: RoutingStrategy = RoutingStrategy.ECONOMY
     active: StrictBool = True
@@ -269,9 +276,14 @@ class ApiKeySpec(_Strict):
 class ManagementTokenSpec(_Strict):
     label: Name
     role: Role = Role.CUSTOMER
-    secret: Annotated[StrictStr, _secret(SecretKind.MANAGEMENT_TOKEN)] | None = Field(
-        default=None, description="Omit to have a secret generated and printed once."
-    )
+    secret: (
+        Annotated[
+            StrictStr,
+            _secret(SecretKind.MANAGEMENT_TOKEN),
+            _secret_pattern(SecretKind.MANAGEMENT_TOKEN),
+        ]
+        | None
+    ) = Field(default=None, description="Omit to have a secret generated and printed once.")
     revoked: StrictBool = Field(
         default=False, description="true revokes the token; a revoked token is never restored."
     )

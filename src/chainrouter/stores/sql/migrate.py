@@ -65,7 +65,11 @@ def require_current_schema(engine: Engine) -> None:
 
 
 def create_revision(engine: Engine, message: str) -> None:
-    """Write a new migration from the difference between the schema module and the database."""
+    """Write a new migration: the difference between schema.py and the migrations so far.
+
+    `engine` should point at a scratch database; it is brought to head first.
+    """
+    upgrade(engine)
     config = _config()
     with engine.begin() as connection:
         config.attributes["connection"] = connection

@@ -1,0 +1,56 @@
+# Every target runs through uv; `make help` lists them.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+UV := $(shell scripts/uv.sh)
+export UV_LOCKED := 1
+
+.PHONY: help
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+.PHONY: setup
+setup: ## install Python dependencies (from uv.lock) into .venv
+	$(UV) sync --locked
+
+.PHONY: demo
+demo: setup ## run the service locally with the example configuration (SQLite in var/)
+	scripts/demo.sh
+
+.PHONY: test
+test: setup ## run the whole test suite (starts local PostgreSQL and Redis if they are down)
+	scripts/services.sh
+	$(UV) run pytest
+
+.PHONY: lint
+lint: setup ## ruff lint and format check
+	$(UV) run ruff check .
+	$(UV) run ruff format --check .
+
+.PHONY: typecheck
+typecheck: setup ## mypy --strict
+	$(UV) run mypy
+
+.PHONY: check
+check: lint typecheck test ## everything CI runs
+
+.PHONY: format
+format: setup ## apply ruff's fixes and formatting
+	$(UV) run ruff check --fix .
+	$(UV) run ruff format .
+
+.PHONY: schema
+schema: setup ## regenerate docs/operator-config.schema.json
+	$(UV) run chainrouter apply --print-schema > docs/operator-config.schema.json
+
+.PHONY: bench
+bench: setup ## run the benchmarks; results go to bench/results/
+	scripts/services.sh
+	$(UV) run python -m bench.run
+
+.PHONY: migration
+migration: setup ## write a new migration from schema.py changes: make migration m="what changed"
+	@test -n "$(m)" || { echo 'usage: make migration m="what changed"'; exit 2; }
+	mkdir -p var && rm -f var/autogen.db*
+	$(UV) run python -c "import sys; from chainrouter.stores.sql import migrate, engine; \
+	  migrate.create_revision(engine.create_database_engine('sqlite:///var/autogen.db'), sys.argv[1])" "$(m)"
+	rm -f var/autogen.db*
