@@ -177,13 +177,14 @@ def bench_backend(backend: str) -> dict[str, Any]:
 
 
 def main() -> None:
-    results = {
+    backends = {backend: bench_backend(backend) for backend in ("sqlite", "postgresql")}
+    results: dict[str, Any] = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": (
             f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
         ),
         "repeats": REPEATS,
-        "backends": {backend: bench_backend(backend) for backend in ("sqlite", "postgresql")},
+        "backends": backends,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "foundation.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -195,7 +196,7 @@ def main() -> None:
         "| backend | what | time (s) | baseline: bulk INSERT (s) | ratio |",
         "|---|---|---|---|---|",
     ]
-    for backend, r in results["backends"].items():
+    for backend, r in backends.items():
         lines += [
             f"| {backend} | import {r['chains']} chains (empty catalog) | {r['catalog_import_s']} "
             f"| {r['catalog_bulk_insert_s']} | {r['catalog_import_ratio']}x |",
