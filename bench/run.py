@@ -106,7 +106,6 @@ def bench_backend(backend: str) -> dict[str, Any]:
     rows = [chain_to_row(c) for c in parse_catalog(document).chains]
     config = validate_document(big_operator_file())
     node_count = sum(len(p.nodes) for pr in config.providers for p in pr.plans)
-    limits = {"max_bytes": 64 * 1024 * 1024, "timeout_s": 60.0}
     with database(backend) as engine:
         migrate.upgrade(engine)
 
@@ -118,7 +117,7 @@ def bench_backend(backend: str) -> dict[str, Any]:
                 )
 
         def do_import() -> None:
-            import_catalog(engine, str(CHAINS_JSON), **limits)  # type: ignore[arg-type]
+            import_catalog(engine, str(CHAINS_JSON), max_bytes=64 * 1024 * 1024, timeout_s=60.0)
 
         baseline = timed(raw_insert, lambda: clear(engine))
         cold = timed(do_import, lambda: clear(engine))

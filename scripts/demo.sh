@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Local demo: a SQLite database in var/, the example operator file applied, the service running.
+# The demo database is made anew on every run, so the generated keys are printed every time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UV="$(scripts/uv.sh)"
 mkdir -p var
-export CHAINROUTER_DATABASE_URL="${CHAINROUTER_DATABASE_URL:-sqlite:///var/demo.db}"
+rm -f var/demo.db var/demo.db-wal var/demo.db-shm
+export CHAINROUTER_DATABASE_URL="sqlite:///var/demo.db"
 "$UV" run chainrouter migrate
 "$UV" run chainrouter apply examples/operator.yaml
 echo

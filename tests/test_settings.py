@@ -12,22 +12,18 @@ from chainrouter.settings import LogLevel, ServeRole, SettingsError, load_settin
 def test_defaults_give_an_embedded_sqlite_service_on_the_conventional_ports() -> None:
     settings = load_settings()
     assert settings.database_url.startswith("sqlite:///")
-    assert settings.redis_url is None
-    assert (settings.rpc_port, settings.api_port) == (8545, 8080)
+    assert settings.api_port == 8080
     assert settings.role is ServeRole.ALL
-    assert settings.allow_private_upstreams is False
 
 
 def test_environment_variables_set_values(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CHAINROUTER_DATABASE_URL", "postgresql://u@db/chainrouter")
-    monkeypatch.setenv("CHAINROUTER_REDIS_URL", "redis://127.0.0.1:6379/0")
     monkeypatch.setenv("CHAINROUTER_LOG_LEVEL", "debug")
-    monkeypatch.setenv("CHAINROUTER_ALLOW_PRIVATE_UPSTREAMS", "true")
+    monkeypatch.setenv("CHAINROUTER_CHAIN_IMPORT_TIMEOUT_S", "5")
     settings = load_settings()
     assert settings.database_url == "postgresql://u@db/chainrouter"
-    assert settings.redis_url == "redis://127.0.0.1:6379/0"
     assert settings.log_level is LogLevel.DEBUG
-    assert settings.allow_private_upstreams is True
+    assert settings.chain_import_timeout_s == 5
 
 
 @pytest.mark.parametrize(
@@ -35,11 +31,10 @@ def test_environment_variables_set_values(monkeypatch: pytest.MonkeyPatch) -> No
     [
         ("CHAINROUTER_LOG_LEVEL", "loud", "must be one of: 'debug', 'info', 'warning' or 'error'"),
         ("CHAINROUTER_ROLE", "proxy", "must be one of: 'rpc', 'api' or 'all'"),
-        ("CHAINROUTER_RPC_PORT", "70000", "must be <= 65535"),
+        ("CHAINROUTER_API_PORT", "70000", "must be <= 65535"),
         ("CHAINROUTER_API_PORT", "eighty", "must be an integer"),
         ("CHAINROUTER_DATABASE_URL", "mysql://x/y", "must start with sqlite:// or postgresql://"),
-        ("CHAINROUTER_REDIS_URL", "localhost:6379", "must start with redis://"),
-        ("CHAINROUTER_ALLOW_PRIVATE_UPSTREAMS", "perhaps", "must be true or false"),
+        ("CHAINROUTER_CHAIN_IMPORT_MAX_BYTES", "10", "must be >= 1024"),
     ],
 )
 def test_a_bad_value_names_the_variable_and_what_it_accepts(
@@ -53,11 +48,11 @@ def test_a_bad_value_names_the_variable_and_what_it_accepts(
 
 
 def test_every_bad_setting_is_reported_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("CHAINROUTER_RPC_PORT", "0")
+    monkeypatch.setenv("CHAINROUTER_API_PORT", "0")
     monkeypatch.setenv("CHAINROUTER_LOG_LEVEL", "verbose")
     with pytest.raises(SettingsError) as caught:
         load_settings()
-    assert "CHAINROUTER_RPC_PORT" in str(caught.value)
+    assert "CHAINROUTER_API_PORT" in str(caught.value)
     assert "CHAINROUTER_LOG_LEVEL" in str(caught.value)
 
 
@@ -73,15 +68,11 @@ def test_a_toml_file_supplies_values_and_the_environment_wins(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     config = tmp_path / "chainrouter.toml"
-    config.write_text('api_port = 9090\nrpc_port = 9545\nlog_level = "warning"\n')
+    config.write_text('api_port = 9090\nlog_level = "warning"\n')
     monkeypatch.setenv("CHAINROUTER_CONFIG_FILE", str(config))
-    monkeypatch.setenv("CHAINROUTER_RPC_PORT", "9999")
+    monkeypatch.setenv("CHAINROUTER_API_PORT", "9999")
     settings = load_settings()
-    assert (settings.api_port, settings.rpc_port, settings.log_level) == (
-        9090,
-        9999,
-        LogLevel.WARNING,
-    )
+    assert (settings.api_port, settings.log_level) == (9999, LogLevel.WARNING)
 
 
 @pytest.mark.parametrize(
@@ -108,3 +99,16 @@ def test_a_missing_settings_file_is_reported(
     monkeypatch.setenv("CHAINROUTER_CONFIG_FILE", str(tmp_path / "absent.toml"))
     with pytest.raises(SettingsError, match="CHAINROUTER_CONFIG_FILE: no such file"):
         load_settings()
+
+
+def test_every_setting_is_in_the_configuration_reference() -> None:
+    from chainrouter.settings import ENV_PREFIX, Settings
+    from tests.conftest import REPO_ROOT
+
+    reference = (REPO_ROOT / "docs" / "configuration.md").read_text()
+    missing = [
+        ENV_PREFIX + name.upper()
+        for name in Settings.model_fields
+        if f"`{ENV_PREFIX}{name.upper()}`" not in reference
+    ]
+    assert missing == []

@@ -55,23 +55,12 @@ class Settings(BaseSettings):
         default="sqlite:///chainrouter.db",
         description="SQLAlchemy URL: sqlite:///PATH (default, WAL mode) or postgresql://USER@HOST/DB.",
     )
-    redis_url: str | None = Field(
-        default=None,
-        description="redis://HOST:PORT/DB for state shared by several routers; unset: in-process.",
-    )
     role: ServeRole = Field(
         default=ServeRole.ALL, description="What `serve` runs: rpc, api or all."
     )
-    rpc_host: str = Field(default="127.0.0.1", description="Address the RPC router listens on.")
-    rpc_port: int = Field(default=8545, ge=1, le=65535, description="Port of the RPC router.")
     api_host: str = Field(default="127.0.0.1", description="Address the management API listens on.")
     api_port: int = Field(default=8080, ge=1, le=65535, description="Port of the management API.")
     log_level: LogLevel = Field(default=LogLevel.INFO, description="debug, info, warning or error.")
-    allow_private_upstreams: bool = Field(
-        default=False,
-        description="Let the outbound guard dial loopback and private addresses. Tests and local "
-        "development only; logged loudly when on.",
-    )
     chain_import_max_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,
@@ -90,13 +79,6 @@ class Settings(BaseSettings):
         scheme = value.split(":", 1)[0].split("+", 1)[0]
         if scheme not in ("sqlite", "postgresql", "postgres"):
             raise ValueError("must start with sqlite:// or postgresql://")
-        return value
-
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_scheme(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
-            raise ValueError("must start with redis://, rediss:// or unix://")
         return value
 
     @classmethod
