@@ -6,7 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chainrouter.domain.domains import domain_allowed, normalise_allowed_domain
+from chainrouter.domain.domains import (
+    domain_allowed,
+    normalise_allowed_domain,
+    normalise_allowed_domains,
+)
 
 
 @pytest.mark.parametrize(
@@ -65,3 +69,7 @@ def test_a_request_without_origin_passes_only_with_the_any_origin_entry() -> Non
 def test_any_host_passes_the_any_origin_entry_and_matches_itself(host: str) -> None:
     assert domain_allowed(["*"], host)
     assert domain_allowed([normalise_allowed_domain(host)], host)
+
+
+def test_entries_that_mean_the_same_host_are_kept_once_in_order() -> None:
+    assert normalise_allowed_domains(["B.com", "a.com", "b.com.", "*"]) == ["b.com", "a.com", "*"]

@@ -177,3 +177,13 @@ def test_a_missing_or_binary_file_is_reported(tmp_path: Path) -> None:
     binary.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ConfigFileError, match="not UTF-8"):
         load_config_file(binary)
+
+
+def test_allowed_domains_are_normalised_and_kept_once() -> None:
+    config = validate_document(
+        parse_yaml(
+            "customers:\n  - email: a@b.co\n    name: A\n    api_keys:\n"
+            "      - {name: k, allowed_domains: [App.Example.com, app.example.com, '*.x.org']}\n"
+        )
+    )
+    assert config.customers[0].api_keys[0].allowed_domains == ["app.example.com", "*.x.org"]

@@ -32,6 +32,11 @@ def normalise_allowed_domain(entry: str) -> str:
     return value
 
 
+def normalise_allowed_domains(entries: list[str]) -> list[str]:
+    """Canonical forms of all entries, first occurrence kept when two entries mean the same."""
+    return list(dict.fromkeys(normalise_allowed_domain(e) for e in entries))
+
+
 def domain_allowed(allowed: tuple[str, ...] | list[str], host: str | None) -> bool:
     """Whether a request whose Origin (else Referer) host is `host` may use the key.
 

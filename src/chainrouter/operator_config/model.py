@@ -267,7 +267,11 @@ class ApiKeySpec(_Strict):
         Annotated[StrictStr, _secret(SecretKind.API_KEY), _secret_pattern(SecretKind.API_KEY)]
         | None
     ) = Field(default=None, description="Omit to have a secret generated and printed once.")
-    allowed_domains: Annotated[list[AllowedDomain], Field(min_length=1, max_length=100)]
+    allowed_domains: Annotated[
+        list[AllowedDomain],
+        Field(min_length=1, max_length=100),
+        AfterValidator(lambda entries: list(dict.fromkeys(entries))),
+    ]
     routing_strategy: RoutingStrategy = RoutingStrategy.ECONOMY
     active: StrictBool = True
     bypass_credit_check: StrictBool = False
