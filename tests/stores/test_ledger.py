@@ -49,22 +49,20 @@ def test_each_change_moves_the_balance_and_records_the_balance_after(engine: Eng
 
 def test_a_reference_is_recorded_once_per_customer(engine: Engine) -> None:
     customer_id = _customer(engine)
-    with engine.begin() as connection:
-        record_credit_change(
-            connection,
-            customer_id=customer_id,
-            kind=LedgerEntryKind.PURCHASE,
-            amount_nano=10,
-            reference="order-1",
-        )
-    with pytest.raises(IntegrityError), engine.begin() as connection:
-        record_credit_change(
-            connection,
-            customer_id=customer_id,
-            kind=LedgerEntryKind.PURCHASE,
-            amount_nano=10,
-            reference="order-1",
-        )
+
+    def purchase() -> None:
+        with engine.begin() as connection:
+            record_credit_change(
+                connection,
+                customer_id=customer_id,
+                kind=LedgerEntryKind.PURCHASE,
+                amount_nano=10,
+                reference="order-1",
+            )
+
+    purchase()
+    with pytest.raises(IntegrityError):
+        purchase()
     assert _balance_and_ledger_sum(engine, customer_id) == (10, 10)
     with engine.connect() as connection:
         entry = find_by_reference(connection, customer_id, "order-1")

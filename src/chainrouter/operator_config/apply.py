@@ -9,19 +9,17 @@ changes nothing the second time.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, func, select
+from sqlalchemy import Connection, Engine, RowMapping, Table, select
 
-from chainrouter.domain.chains import Chain, Explorer
 from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret, secret_hint
 from chainrouter.domain.enums import LedgerEntryKind
-from chainrouter.domain.money import format_credits
-from chainrouter.operator_config.load import ConfigFileError
+from chainrouter.operator_config.check import check_references
 from chainrouter.operator_config.model import (
     ApiKeySpec,
-    ChainSpec,
     CustomerSpec,
     ManagementTokenSpec,
     OperatorConfig,
@@ -74,157 +72,12 @@ def apply_config(engine: Engine, config: OperatorConfig, *, dry_run: bool = Fals
     """Apply `config`; raise `ConfigFileError` listing every problem, having written nothing."""
     report = ApplyReport()
     with engine.connect() as connection, connection.begin() as transaction:
-        _check_references(connection, config)
+        check_references(connection, config)
         _Writer(connection, report).write(config)
         if dry_run:
             transaction.rollback()
             report.generated.clear()  # never shown: they were not stored
     return report
-
-
-# ---------------------------------------------------------------------------------------------
-# Checks: everything that can be wrong with the file given what the database already holds.
-
-
-def _check_references(connection: Connection, config: OperatorConfig) -> None:
-    known_chains = {c.chain_id for c in config.chains} | set(
-        connection.execute(select(t.chains.c.chain_id)).scalars()
-    )
-    known_providers = {p.slug for p in config.providers} | set(
-        connection.execute(select(t.providers.c.slug)).scalars()
-    )
-    problems: list[str] = []
-
-    def need_chain(path: str, chain_id: int | None) -> None:
-        if chain_id is not None and chain_id not in known_chains:
-            problems.append(
-                f"{path}: chain {chain_id} is not in the catalog; declare it under `chains` or "
-                "run `chainrouter chains import`"
-            )
-
-    for i, provider in enumerate(config.providers):
-        for j, plan in enumerate(provider.plans):
-            base = f"providers[{i}].plans[{j}]"
-            for k, method in enumerate(plan.methods):
-                need_chain(f"{base}.methods[{k}].chain_id", method.chain_id)
-            for k, node in enumerate(plan.nodes):
-                need_chain(f"{base}.nodes[{k}].chain_id", node.chain_id)
-            for k, ws_node in enumerate(plan.ws_nodes):
-                need_chain(f"{base}.ws_nodes[{k}].chain_id", ws_node.chain_id)
-
-    for i, customer in enumerate(config.customers):
-        base = f"customers[{i}]"
-        if customer.provider is not None and customer.provider not in known_providers:
-            problems.append(f"{base}.provider: no provider with slug {customer.provider!r}")
-        customer_id = connection.execute(
-            select(t.customers.c.id).where(t.customers.c.email == customer.email)
-        ).scalar()
-        problems += _check_customer_against_database(connection, base, customer, customer_id)
-
-    if problems:
-        raise ConfigFileError(problems)
-
-
-def _check_customer_against_database(
-    connection: Connection, base: str, customer: CustomerSpec, customer_id: int | None
-) -> list[str]:
-    problems: list[str] = []
-    for k, key in enumerate(customer.api_keys):
-        path = f"{base}.api_keys[{k}]"
-        if customer_id is not None:
-            same_name = _count(
-                connection,
-                t.api_keys,
-                customer_id=customer_id,
-                name=key.name,
-            )
-            if same_name > 1:
-                problems.append(
-                    f"{path}.name: {same_name} keys of this customer are named {key.name!r}; "
-                    "rename all but one through the API first"
-                )
-        if key.secret and _secret_owned_elsewhere(
-            connection, t.api_keys, "key_hash", key.secret, customer_id, "name", key.name
-        ):
-            problems.append(f"{path}.secret: already in use by another API key")
-    for k, token in enumerate(customer.management_tokens):
-        path = f"{base}.management_tokens[{k}]"
-        if customer_id is not None:
-            same_label = _count(
-                connection, t.management_tokens, customer_id=customer_id, label=token.label
-            )
-            if same_label > 1:
-                problems.append(
-                    f"{path}.label: {same_label} tokens of this customer are labelled "
-                    f"{token.label!r}; revoke and relabel all but one first"
-                )
-        if token.secret and _secret_owned_elsewhere(
-            connection,
-            t.management_tokens,
-            "token_hash",
-            token.secret,
-            customer_id,
-            "label",
-            token.label,
-        ):
-            problems.append(f"{path}.secret: already in use by another management token")
-    if customer_id is not None:
-        for k, credit in enumerate(customer.credits):
-            entry = find_by_reference(connection, customer_id, credit.reference)
-            if entry is not None and (entry.amount_nano, entry.kind) != (
-                credit.amount,
-                credit.kind,
-            ):
-                problems.append(
-                    f"{base}.credits[{k}]: reference {credit.reference!r} was already applied as "
-                    f"a {entry.kind.value} of {format_credits(entry.amount_nano)} credits; ledger "
-                    "entries never change, use a new reference for a new entry"
-                )
-    return problems
-
-
-def _count(connection: Connection, table: Table, **where: Any) -> int:
-    query = select(func.count()).select_from(table)
-    for column, value in where.items():
-        query = query.where(table.c[column] == value)
-    return int(connection.execute(query).scalar_one())
-
-
-def _secret_owned_elsewhere(
-    connection: Connection,
-    table: Table,
-    hash_column: str,
-    secret: str,
-    customer_id: int | None,
-    name_column: str,
-    name: str,
-) -> bool:
-    row = connection.execute(
-        select(table.c.customer_id, table.c[name_column]).where(
-            table.c[hash_column] == hash_secret(secret)
-        )
-    ).first()
-    return row is not None and (row[0], row[1]) != (customer_id, name)
-
-
-# ---------------------------------------------------------------------------------------------
-# Writes.
-
-
-def chain_from_spec(spec: ChainSpec) -> Chain:
-    return Chain(
-        chain_id=spec.chain_id,
-        name=spec.name,
-        short_name=spec.short_name,
-        network=spec.network,
-        native_currency_name=spec.native_currency.name,
-        native_currency_symbol=spec.native_currency.symbol,
-        native_currency_decimals=spec.native_currency.decimals,
-        info_url=spec.info_url,
-        icon=spec.icon,
-        status=spec.status,
-        explorers=tuple(Explorer(e.name, e.url, e.standard) for e in spec.explorers),
-    )
 
 
 class _Writer:
@@ -235,7 +88,7 @@ class _Writer:
         self._existing: dict[str, dict[tuple[Any, ...], Any]] = {}
 
     def write(self, config: OperatorConfig) -> None:
-        counts = upsert_chains(self.connection, [chain_from_spec(c) for c in config.chains])
+        counts = upsert_chains(self.connection, [c.to_chain() for c in config.chains])
         for outcome in ("created", "updated", "unchanged"):
             self.report.changes[("chains", outcome)] += getattr(counts, outcome)
         for provider in config.providers:
@@ -247,12 +100,24 @@ class _Writer:
         for i, customer in enumerate(config.customers):
             self._write_customer(f"customers[{i}]", customer)
 
-    def _upsert(self, what: str, table: Table, key: dict[str, Any], values: dict[str, Any]) -> int:
-        """Create the row identified by `key`, or update the columns that differ; return its id."""
+    def _upsert(
+        self,
+        what: str,
+        table: Table,
+        key: dict[str, Any],
+        values: dict[str, Any] | Callable[[RowMapping | None], dict[str, Any]],
+    ) -> int:
+        """Create the row identified by `key`, or update the columns that differ; return its id.
+
+        `values` may be a function of the row as stored (None when there is none yet), for
+        columns whose new value depends on the old one, such as a secret kept unless replaced.
+        """
         query = select(table)
         for column, value in key.items():
             query = query.where(table.c[column] == value)
         row = self.connection.execute(query).first()
+        if callable(values):
+            values = values(None if row is None else row._mapping)
         if row is None:
             stamps = {c: self.now for c in ("created_at", "updated_at") if c in table.c}
             result = self.connection.execute(table.insert().values(**key, **values, **stamps))
@@ -430,12 +295,9 @@ class _Writer:
         return {f"{prefix}_hash": hash_secret(secret), f"{prefix}_hint": secret_hint(secret)}
 
     def _write_api_key(self, path: str, customer_id: int, owner: str, key: ApiKeySpec) -> None:
-        exists = _count(self.connection, t.api_keys, customer_id=customer_id, name=key.name) > 0
-        self._upsert(
-            "api keys",
-            t.api_keys,
-            {"customer_id": customer_id, "name": key.name},
-            {
+        def values(current: RowMapping | None) -> dict[str, Any]:
+            exists = current is not None
+            return {
                 **self._secret_values(
                     path, SecretKind.API_KEY, key.secret, exists, owner, key.name
                 ),
@@ -443,33 +305,31 @@ class _Writer:
                 "routing_strategy": key.routing_strategy.value,
                 "active": key.active,
                 "bypass_credit_check": key.bypass_credit_check,
-            },
-        )
+            }
+
+        self._upsert("api keys", t.api_keys, {"customer_id": customer_id, "name": key.name}, values)
 
     def _write_token(
         self, path: str, customer_id: int, owner: str, token: ManagementTokenSpec
     ) -> None:
-        current = self.connection.execute(
-            select(t.management_tokens.c.revoked_at).where(
-                t.management_tokens.c.customer_id == customer_id,
-                t.management_tokens.c.label == token.label,
-            )
-        ).first()
-        exists = current is not None
-        already_revoked = current is not None and current.revoked_at is not None
-        if already_revoked and not token.revoked:
-            self.report.warnings.append(
-                f"{path}: token {token.label!r} of {owner} is revoked and stays revoked; "
-                "give a new label to issue a new token"
-            )
-        values: dict[str, Any] = {
-            "role": token.role.value,
-            **self._secret_values(
-                path, SecretKind.MANAGEMENT_TOKEN, token.secret, exists, owner, token.label
-            ),
-        }
-        if token.revoked and not already_revoked:
-            values["revoked_at"] = self.now
+        def values(current: RowMapping | None) -> dict[str, Any]:
+            already_revoked = current is not None and current["revoked_at"] is not None
+            if already_revoked and not token.revoked:
+                self.report.warnings.append(
+                    f"{path}: token {token.label!r} of {owner} is revoked and stays revoked; "
+                    "give a new label to issue a new token"
+                )
+            exists = current is not None
+            result: dict[str, Any] = {
+                "role": token.role.value,
+                **self._secret_values(
+                    path, SecretKind.MANAGEMENT_TOKEN, token.secret, exists, owner, token.label
+                ),
+            }
+            if token.revoked and not already_revoked:
+                result["revoked_at"] = self.now
+            return result
+
         self._upsert(
             "management tokens",
             t.management_tokens,

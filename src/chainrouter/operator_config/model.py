@@ -27,7 +27,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from chainrouter.domain.chains import MAX_CHAIN_ID
+from chainrouter.domain.chains import MAX_CHAIN_ID, Chain, Explorer
 from chainrouter.domain.credentials import SecretKind, secret_format_problem
 from chainrouter.domain.domains import normalise_allowed_domain
 from chainrouter.domain.enums import (
@@ -191,6 +191,21 @@ class ChainSpec(_Strict):
     icon: Annotated[StrictStr, Field(max_length=200)] | None = None
     status: ChainStatus = ChainStatus.ACTIVE
     explorers: list[ExplorerSpec] = Field(default_factory=list)
+
+    def to_chain(self) -> Chain:
+        return Chain(
+            chain_id=self.chain_id,
+            name=self.name,
+            short_name=self.short_name,
+            network=self.network,
+            native_currency_name=self.native_currency.name,
+            native_currency_symbol=self.native_currency.symbol,
+            native_currency_decimals=self.native_currency.decimals,
+            info_url=self.info_url,
+            icon=self.icon,
+            status=self.status,
+            explorers=tuple(Explorer(e.name, e.url, e.standard) for e in self.explorers),
+        )
 
 
 class MethodPriceSpec(_Strict):
