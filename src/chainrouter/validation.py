@@ -7,7 +7,6 @@ they all read the same: `providers[1].plans[0].methods[3].cost: must be >= 0`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from pydantic_core import ErrorDetails
 
@@ -66,25 +65,3 @@ def format_path(loc: Sequence[int | str]) -> str:
 
 def describe_errors(errors: Iterable[ErrorDetails], prefix: Sequence[int | str] = ()) -> list[str]:
     return [f"{format_path([*prefix, *err['loc']])}: {error_message(err)}" for err in errors]
-
-
-def strip_union_tags(errors: Iterable[ErrorDetails]) -> list[ErrorDetails]:
-    """Drop the type names pydantic adds to locations of tagged unions and function validators."""
-    cleaned: list[ErrorDetails] = []
-    for err in errors:
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and _is_tag(p)))
-        cleaned.append({**err, "loc": loc})
-    return cleaned
-
-
-def _is_tag(part: str) -> bool:
-    return part.startswith(("function-", "json-or-python[", "lax-or-strict[")) or part in (
-        "str",
-        "int",
-        "decimal",
-        "Decimal",
-    )
-
-
-def first_line(value: Any) -> str:
-    return str(value).splitlines()[0] if str(value) else ""

@@ -41,10 +41,6 @@ from chainrouter.domain.enums import (
 from chainrouter.domain.money import parse_credits, parse_exact_decimal
 
 
-def _credits(value: Any) -> int:
-    return parse_credits(value)
-
-
 def _chain_id(value: Any) -> Any:
     """Chain IDs may be written as integers, decimal strings or 0x-prefixed hex strings."""
     if isinstance(value, str):
@@ -66,7 +62,7 @@ _MONEY_SCHEMA = {
 }
 
 # Integer nano-credits after validation; written in the file as a decimal number of credits.
-Credits = Annotated[int, BeforeValidator(_credits), WithJsonSchema(_MONEY_SCHEMA)]
+Credits = Annotated[int, BeforeValidator(parse_credits), WithJsonSchema(_MONEY_SCHEMA)]
 ChainId = Annotated[
     StrictInt,
     Field(ge=1, le=MAX_CHAIN_ID),
