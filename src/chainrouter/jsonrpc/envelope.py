@@ -1,0 +1,123 @@
+"""Strict parsing of a JSON-RPC 2.0 payload: one request or a batch (spec section 2).
+
+A request must have exactly the members `jsonrpc` ("2.0"), `method` (a string), `id` (required,
+any JSON value) and optionally `params` (an array or an object). Anything else makes that request
+invalid; in a batch, an invalid item gets its own error and the others go on.
+
+The payload is parsed with orjson, except when it holds a run of 20 or more decimal digits: orjson
+reads integers beyond 64 bits as floats, silently losing digits, so such payloads go through the
+standard library, which keeps every integer exact. (A long digit run inside a hex string only costs
+the slower parser, never correctness.)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from chainrouter.jsonrpc.errors import (
+    RpcError,
+    batch_too_large,
+    invalid_request,
+    parse_error,
+)
+
+_ALLOWED_MEMBERS = frozenset({"jsonrpc", "method", "params", "id"})
+NULL_ID = b"null"
+
+
+@dataclass(frozen=True, slots=True)
+class RpcCall:
+    """A valid request. `id_json` is the id encoded for the response."""
+
+    id: Any
+    id_json: bytes
+    method: str
+    params: list[Any] | dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class InvalidCall:
+    """A batch item (or the only request) that breaks the rules; answered with `failure`."""
+
+    id_json: bytes
+    failure: RpcError
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    calls: list[RpcCall | InvalidCall]
+    is_batch: bool
+
+
+def encode_id(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        # Integers beyond 64 bits: the standard library writes any Python int exactly.
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+_POSSIBLY_BEYOND_64_BITS = re.compile(rb"[0-9]{20}")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _loads(body: bytes) -> Any:
+    if _POSSIBLY_BEYOND_64_BITS.search(body) is None:
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise parse_error(str(exc)) from None
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise parse_error(str(exc)) from None
+
+
+def parse_payload(body: bytes, *, max_batch: int) -> Payload:
+    """Parse a request body; raise `RpcError` when the payload as a whole cannot be served."""
+    document = _loads(body)
+    if isinstance(document, dict):
+        return Payload([_parse_call(document)], is_batch=False)
+    if isinstance(document, list):
+        if not document:
+            raise invalid_request("empty batch")
+        if len(document) > max_batch:
+            raise batch_too_large(len(document), max_batch)
+        return Payload([_parse_call(item) for item in document], is_batch=True)
+    raise invalid_request("the body must be a JSON object or an array of them")
+
+
+def _parse_call(item: Any) -> RpcCall | InvalidCall:
+    if not isinstance(item, dict):
+        return InvalidCall(NULL_ID, invalid_request("a request must be a JSON object"))
+    id_json = encode_id(item["id"]) if "id" in item else NULL_ID
+    problem = _problem(item)
+    if problem is not None:
+        return InvalidCall(id_json, invalid_request(problem))
+    return RpcCall(id=item["id"], id_json=id_json, method=item["method"], params=item.get("params"))
+
+
+def _problem(item: dict[str, Any]) -> str | None:
+    if item.get("jsonrpc") != "2.0":
+        return 'jsonrpc must be "2.0"'
+    method = item.get("method")
+    if not isinstance(method, str):
+        return "method must be a string"
+    if not method:
+        return "method must not be empty"
+    if "params" in item and not isinstance(item["params"], list | dict):
+        return "params must be an array or an object"
+    if "id" not in item:
+        return "id is required (notifications are not supported)"
+    extra = item.keys() - _ALLOWED_MEMBERS
+    if extra:
+        return "unexpected member " + ", ".join(repr(k) for k in sorted(extra))
+    return None
