@@ -45,7 +45,9 @@ schema: setup ## regenerate docs/operator-config.schema.json
 .PHONY: bench
 bench: setup ## run the benchmarks; results go to bench/results/
 	scripts/services.sh
+	scripts/bench-deps.sh
 	$(UV) run python -m bench.run
+	$(UV) run python -m bench.transport
 
 .PHONY: migration
 migration: setup ## write a new migration from schema.py changes: make migration m="what changed"

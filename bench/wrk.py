@@ -1,0 +1,80 @@
+"""Running wrk with a JSON-RPC POST body and reading its figures."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+_SCRIPT = """
+wrk.method = "POST"
+wrk.body = '{body}'
+wrk.headers["Content-Type"] = "application/json"
+"""
+_UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
+
+
+@dataclass(frozen=True, slots=True)
+class WrkResult:
+    requests_per_s: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+def _ms(text: str) -> float:
+    match = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    if match is None:
+        raise ValueError(f"unexpected latency {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def run_wrk(
+    url: str,
+    body: str,
+    *,
+    connections: int,
+    duration_s: int,
+    threads: int = 1,
+) -> WrkResult:
+    """Load `url` with POSTs of `body` from `connections` keep-alive connections."""
+    with tempfile.TemporaryDirectory() as directory:
+        script = Path(directory) / "post.lua"
+        script.write_text(_SCRIPT.format(body=body))
+        output = subprocess.run(
+            [
+                "wrk",
+                f"-t{threads}",
+                f"-c{connections}",
+                f"-d{duration_s}s",
+                "--latency",
+                "-s",
+                str(script),
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=duration_s + 60,
+        ).stdout
+    errors = sum(
+        int(n)
+        for n in re.findall(
+            r"(?:Non-2xx or 3xx responses:|connect|read|write|timeout) (\d+)", output
+        )
+    )
+    return WrkResult(
+        requests_per_s=float(_field(r"Requests/sec:\s+([\d.]+)", output)),
+        p50_ms=_ms(_field(r"(?m)^\s+50%\s+(\S+)\s*$", output)),
+        p99_ms=_ms(_field(r"(?m)^\s+99%\s+(\S+)\s*$", output)),
+        errors=errors,
+    )
+
+
+def _field(pattern: str, output: str) -> str:
+    match = re.search(pattern, output)
+    if match is None:
+        raise ValueError(f"wrk printed no {pattern!r}:\n{output}")
+    return match.group(1)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what the benchmarks drive from outside Python: wrk (load) and nginx (baseline, upstream).
+set -euo pipefail
+missing=()
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "the benchmarks need: ${missing[*]} (apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
