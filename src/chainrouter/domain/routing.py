@@ -1,0 +1,154 @@
+"""Routes: which node may serve a method on a chain, under which plan, at what price.
+
+A route is a node, the plan it belongs to, and the plan's price row for the method (a row for the
+chain wins over the all-chains row). The `RouteTable` is built once from storage and answers
+"which routes serve (chain, method)" with a cached, cost-ordered tuple; strategies then order
+that tuple for one request using live node health.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from chainrouter.domain.enums import NodeStatus, RoutingStrategy
+
+
+@dataclass(frozen=True, slots=True)
+class PlanLimits:
+    """A plan's own limits across all its nodes (None: unlimited)."""
+
+    plan_id: int
+    provider_id: int
+    requests: int | None = None
+    requests_interval_s: int | None = None
+    credits_nano: int | None = None
+    credits_interval_s: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    node_id: int
+    plan_id: int
+    chain_id: int
+    url: str
+    node_target_type: str = "full"
+    status: NodeStatus = NodeStatus.HEALTHY
+    rate_limit: int = 0  # requests per interval; 0: unlimited
+    rate_limit_interval_s: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class MethodPrice:
+    plan_id: int
+    method: str
+    cost_nano: int
+    node_target_type: str = "full"
+    chain_id: int | None = None  # None: every chain
+    rate_limit: int | None = None
+    rate_limit_interval_s: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    node: NodeInfo
+    plan: PlanLimits
+    price: MethodPrice
+
+    @property
+    def cost_nano(self) -> int:
+        return self.price.cost_nano
+
+
+@dataclass(slots=True)
+class RouteTable:
+    """Routes per (chain, method), resolved on first use and kept for the table's lifetime.
+
+    Only nodes whose status is `healthy` take part; disabled and deleted nodes never route.
+    """
+
+    nodes_by_chain: Mapping[int, tuple[NodeInfo, ...]]
+    plans: Mapping[int, PlanLimits]
+    # (plan_id, node_target_type, method, chain_id or None) -> price
+    prices: Mapping[tuple[int, str, str, int | None], MethodPrice]
+    methods_by_plan: Mapping[int, frozenset[str]]
+    _cache: dict[tuple[int, str], tuple[Route, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls, nodes: Iterable[NodeInfo], plans: Iterable[PlanLimits], prices: Iterable[MethodPrice]
+    ) -> RouteTable:
+        by_chain: dict[int, list[NodeInfo]] = {}
+        for node in nodes:
+            if node.status is NodeStatus.HEALTHY:
+                by_chain.setdefault(node.chain_id, []).append(node)
+        price_map = {(p.plan_id, p.node_target_type, p.method, p.chain_id): p for p in prices}
+        methods: dict[int, set[str]] = {}
+        for plan_id, _, method, _ in price_map:
+            methods.setdefault(plan_id, set()).add(method)
+        return cls(
+            nodes_by_chain={chain: tuple(found) for chain, found in by_chain.items()},
+            plans={plan.plan_id: plan for plan in plans},
+            prices=price_map,
+            methods_by_plan={plan: frozenset(found) for plan, found in methods.items()},
+        )
+
+    def serves_chain(self, chain_id: int) -> bool:
+        return chain_id in self.nodes_by_chain
+
+    def routes(self, chain_id: int, method: str) -> tuple[Route, ...]:
+        """Routes able to serve `method` on `chain_id`, cheapest first (ties: lowest node id)."""
+        key = (chain_id, method)
+        found = self._cache.get(key)
+        if found is None:
+            found = self._resolve(chain_id, method)
+            self._cache[key] = found
+        return found
+
+    def _resolve(self, chain_id: int, method: str) -> tuple[Route, ...]:
+        resolved = []
+        for node in self.nodes_by_chain.get(chain_id, ()):
+            plan = self.plans.get(node.plan_id)
+            if plan is None or method not in self.methods_by_plan.get(node.plan_id, ()):
+                continue
+            target = node.node_target_type
+            price = self.prices.get((node.plan_id, target, method, chain_id)) or self.prices.get(
+                (node.plan_id, target, method, None)
+            )
+            if price is not None:
+                resolved.append(Route(node, plan, price))
+        resolved.sort(key=lambda r: (r.price.cost_nano, r.node.node_id))
+        return tuple(resolved)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHealth:
+    """What the health checker last saw of a node."""
+
+    in_sync: bool = True
+    latency_ms: float | None = None  # smoothed; None: not measured yet
+
+
+UNKNOWN_HEALTH = NodeHealth()
+
+
+def order_routes(
+    routes: tuple[Route, ...],
+    strategy: RoutingStrategy,
+    health: Callable[[int], NodeHealth],
+) -> list[Route]:
+    """The order in which to try `routes` for one request.
+
+    Nodes known to be out of sync are dropped. `economy` keeps the cost order; `performance` puts
+    the lowest measured latency first, unmeasured nodes after measured ones, and breaks ties on
+    cost, so that equal speed goes to the cheaper route.
+    """
+    in_sync = [r for r in routes if health(r.node.node_id).in_sync]
+    if strategy is RoutingStrategy.ECONOMY:
+        return in_sync
+
+    def speed(route: Route) -> tuple[bool, float, int, int]:
+        latency = health(route.node.node_id).latency_ms
+        return (latency is None, latency or 0.0, route.price.cost_nano, route.node.node_id)
+
+    return sorted(in_sync, key=speed)
