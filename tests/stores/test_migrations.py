@@ -14,6 +14,7 @@ EXPECTED_TABLES = {
     "api_keys",
     "chain_requests",
     "chains",
+    "config_version",
     "credit_ledger",
     "customers",
     "management_tokens",

@@ -9,6 +9,7 @@ from sqlalchemy import Engine
 from chainrouter.catalog.parse import EntryProblem, parse_catalog
 from chainrouter.catalog.source import read_catalog_source
 from chainrouter.stores.sql.chains import UpsertCounts, upsert_chains
+from chainrouter.stores.sql.config_version import bump_config_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,4 +37,6 @@ def import_catalog(
     parsed = parse_catalog(document)
     with engine.begin() as connection:
         counts = upsert_chains(connection, parsed.chains)
+        if counts.created or counts.updated:
+            bump_config_version(connection)
     return ImportReport(counts=counts, problems=parsed.problems)

@@ -27,6 +27,7 @@ from chainrouter.operator_config.model import (
 )
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.chains import upsert_chains
+from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.ledger import find_by_reference, record_credit_change
 from chainrouter.stores.sql.schema import utcnow
 
@@ -74,6 +75,8 @@ def apply_config(engine: Engine, config: OperatorConfig, *, dry_run: bool = Fals
     with engine.connect() as connection, connection.begin() as transaction:
         check_references(connection, config)
         _Writer(connection, report).write(config)
+        if report.changed:
+            bump_config_version(connection)
         if dry_run:
             transaction.rollback()
             report.generated.clear()  # never shown: they were not stored

@@ -36,7 +36,8 @@ def record_credit_change(
 
     Must run inside the caller's transaction. The balance update is a single relative UPDATE, so
     concurrent writers (routers flushing usage, an admin granting credits) never lose each other's
-    changes; the row lock it takes orders them.
+    changes; the row lock it takes orders them. Routers learn of purchases and grants through the
+    configuration version, which the caller bumps; usage written by routers does not bump it.
     """
     balance_after = connection.execute(
         update(customers)

@@ -341,3 +341,14 @@ node_requests = Table(
     *_timestamps(),
     Index("ix_node_requests_status_created", "status", "created_at"),
 )
+
+# One row (id 1). Every write of what routers cache (keys, chains, plans, prices, nodes, credits)
+# increments `version` in the same transaction; routers poll this row and reload when it moves.
+config_version = Table(
+    "config_version",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("version", BigInteger, nullable=False),
+    Column("changed_at", UtcDateTime(), nullable=False),
+    CheckConstraint("id = 1", name="single_row"),
+)

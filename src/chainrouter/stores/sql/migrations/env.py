@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
 from alembic import context
+from alembic.autogenerate.api import AutogenContext
 from sqlalchemy import Connection
 
-from chainrouter.stores.sql.schema import metadata
+from chainrouter.stores.sql.schema import UtcDateTime, metadata
+
+
+def _render_item(kind: str, item: Any, autogen_context: AutogenContext) -> str | Literal[False]:
+    """Write the storage type of our own column types, so migrations never import schema.py."""
+    if kind == "type" and isinstance(item, UtcDateTime):
+        return "sa.DateTime()"
+    return False
 
 
 def _run(connection: Connection) -> None:
@@ -15,6 +25,7 @@ def _run(connection: Connection) -> None:
         # SQLite cannot ALTER most things in place; batch mode rebuilds the table instead.
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        render_item=_render_item,
     )
     with context.begin_transaction():
         context.run_migrations()
