@@ -187,3 +187,13 @@ def test_allowed_domains_are_normalised_and_kept_once() -> None:
         )
     )
     assert config.customers[0].api_keys[0].allowed_domains == ["app.example.com", "*.x.org"]
+
+
+def test_only_true_and_false_are_booleans_so_words_like_off_and_no_stay_strings() -> None:
+    document = parse_yaml("a: off\nb: NO\nc: yes\nd: true\ne: False\n")
+    assert document == {"a": "off", "b": "NO", "c": "yes", "d": True, "e": False}
+    problems = _problems(
+        "customers:\n  - email: a@b.co\n    name: off\n    api_keys:\n"
+        "      - {name: k, allowed_domains: ['*'], active: yes}\n"
+    )
+    assert problems == ["customers[0].api_keys[0].active: must be true or false"]

@@ -1,12 +1,15 @@
 """Reading an operator file: YAML to a validated `OperatorConfig`, or every problem with its path.
 
-The YAML loader differs from PyYAML's safe loader in two ways that protect money and intent:
-numbers with a fraction are read as exact `Decimal`s (so `cost: 0.0000003` is exactly that), and a
-mapping that repeats a key is an error instead of silently keeping the last value.
+The YAML loader differs from PyYAML's safe loader in three ways that protect money and intent:
+numbers with a fraction are read as exact `Decimal`s (so `cost: 0.0000003` is exactly that); a
+mapping that repeats a key is an error instead of silently keeping the last value; and only `true`
+and `false` are booleans, as in YAML 1.2 (YAML 1.1 also reads yes, no, on, off, y and n as
+booleans, so that a key named `off` or a country `NO` would silently become `false`).
 """
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -58,6 +61,13 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     return loader.construct_mapping(node)
 
 
+_ExactLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_ExactLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 _ExactLoader.add_constructor("tag:yaml.org,2002:float", _construct_decimal)
 _ExactLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 

@@ -1,0 +1,16 @@
+"""What a router knows about an API key: enough to admit, route and bill a request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chainrouter.domain.enums import RoutingStrategy
+
+
+@dataclass(frozen=True, slots=True)
+class KeyAccess:
+    key_id: int
+    customer_id: int
+    allowed_domains: tuple[str, ...]
+    strategy: RoutingStrategy
+    bypass_credit_check: bool

@@ -1,0 +1,17 @@
+"""Everything a router serves from memory, loaded at once and replaced whole when it changes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.routing import RouteTable
+
+
+@dataclass(frozen=True, slots=True)
+class RouterSnapshot:
+    version: int  # the configuration version it was loaded at
+    keys_by_hash: Mapping[str, KeyAccess]  # active keys only, by SHA-256 hex digest
+    routes: RouteTable
+    balances_nano: Mapping[int, int]  # customer id -> balance when loaded

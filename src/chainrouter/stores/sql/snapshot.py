@@ -1,0 +1,77 @@
+"""Loading a `RouterSnapshot`: a handful of whole-table reads, no per-request queries after."""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, select
+
+from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.enums import NodeStatus, RoutingStrategy
+from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteTable
+from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.config_version import read_config_version
+
+
+def load_router_snapshot(connection: Connection) -> RouterSnapshot:
+    """Read a consistent snapshot; call inside one transaction so the parts agree."""
+    version = read_config_version(connection)
+    keys = {
+        row.key_hash: KeyAccess(
+            key_id=row.id,
+            customer_id=row.customer_id,
+            allowed_domains=tuple(row.allowed_domains),
+            strategy=RoutingStrategy(row.routing_strategy),
+            bypass_credit_check=row.bypass_credit_check,
+        )
+        for row in connection.execute(select(t.api_keys).where(t.api_keys.c.active.is_(True)))
+    }
+    nodes = [
+        NodeInfo(
+            node_id=row.id,
+            plan_id=row.plan_id,
+            chain_id=row.chain_id,
+            url=row.url,
+            node_target_type=row.node_target_type,
+            status=NodeStatus(row.status),
+            rate_limit=row.rate_limit,
+            rate_limit_interval_s=row.rate_limit_interval_sec,
+        )
+        for row in connection.execute(
+            select(t.nodes).where(t.nodes.c.status == NodeStatus.HEALTHY.value)
+        )
+    ]
+    plans = [
+        PlanLimits(
+            plan_id=row.id,
+            provider_id=row.provider_id,
+            requests=row.rate_limit_req,
+            requests_interval_s=row.rate_limit_req_interval_sec,
+            credits_nano=row.rate_limit_cr_nano,
+            credits_interval_s=row.rate_limit_cr_interval_sec,
+        )
+        for row in connection.execute(select(t.plans))
+    ]
+    prices = [
+        MethodPrice(
+            plan_id=row.plan_id,
+            method=row.method,
+            cost_nano=row.cost_nano,
+            node_target_type=row.node_target_type,
+            chain_id=row.chain_id,
+            rate_limit=row.rate_limit,
+            rate_limit_interval_s=row.rate_limit_interval_sec,
+        )
+        for row in connection.execute(select(t.plan_methods))
+    ]
+    balances = {
+        customer_id: balance
+        for customer_id, balance in connection.execute(
+            select(t.customers.c.id, t.customers.c.balance_nano)
+        )
+    }
+    return RouterSnapshot(
+        version=version,
+        keys_by_hash=keys,
+        routes=RouteTable.build(nodes, plans, prices),
+        balances_nano=balances,
+    )

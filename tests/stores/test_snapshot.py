@@ -1,0 +1,78 @@
+"""The router snapshot holds what the operator configured: active keys, healthy routes, prices,
+balances, and the configuration version it was read at."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+from chainrouter.domain.credentials import hash_secret
+from chainrouter.domain.enums import RoutingStrategy
+from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import parse_yaml, validate_document
+from chainrouter.stores.sql.snapshot import load_router_snapshot
+
+KEY = "crk_" + "k" * 40
+OFF_KEY = "crk_" + "o" * 40
+FILE = f"""
+chains:
+  - {{chain_id: 31337, name: Local, short_name: local, native_currency: {{name: E, symbol: E}}}}
+providers:
+  - slug: cheap
+    name: Cheap
+    plans:
+      - name: basic
+        rate_limit_req: 50
+        rate_limit_req_interval_sec: 1
+        methods:
+          - {{method: eth_blockNumber, cost: "0.0000002"}}
+          - {{method: eth_blockNumber, cost: "0.0000001", chain_id: 31337}}
+        nodes:
+          - {{url: "http://127.0.0.1:1/a", chain_id: 31337, rate_limit: 10}}
+          - {{url: "http://127.0.0.1:1/off", chain_id: 31337, status: disabled by provider}}
+customers:
+  - email: c@example.com
+    name: C
+    credits: [{{reference: r, amount: 3}}]
+    api_keys:
+      - name: live
+        secret: {KEY}
+        allowed_domains: ["*.example.com"]
+        routing_strategy: performance
+      - {{name: off, secret: {OFF_KEY}, allowed_domains: ["*"], active: false}}
+"""
+
+
+def _snapshot(engine: Engine) -> RouterSnapshot:
+    with engine.begin() as connection:
+        return load_router_snapshot(connection)
+
+
+def test_the_snapshot_reflects_the_applied_configuration(engine: Engine) -> None:
+    apply_config(engine, validate_document(parse_yaml(FILE)))
+    snapshot = _snapshot(engine)
+    assert snapshot.version == 1
+    access = snapshot.keys_by_hash[hash_secret(KEY)]
+    assert access.allowed_domains == ("*.example.com",)
+    assert access.strategy is RoutingStrategy.PERFORMANCE
+    assert access.bypass_credit_check is False
+    assert hash_secret(OFF_KEY) not in snapshot.keys_by_hash
+    assert snapshot.balances_nano[access.customer_id] == 3 * 10**9
+    [route] = snapshot.routes.routes(31337, "eth_blockNumber")
+    assert route.node.url == "http://127.0.0.1:1/a"
+    assert route.cost_nano == 100
+    assert route.node.rate_limit == 10
+    assert route.plan.requests == 50
+
+
+def test_a_deactivated_key_leaves_the_next_snapshot(engine: Engine) -> None:
+    apply_config(engine, validate_document(parse_yaml(FILE)))
+    apply_config(
+        engine,
+        validate_document(
+            parse_yaml(FILE.replace("routing_strategy: performance", "active: false"))
+        ),
+    )
+    snapshot = _snapshot(engine)
+    assert snapshot.version == 2
+    assert hash_secret(KEY) not in snapshot.keys_by_hash
