@@ -63,12 +63,7 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
         )
         for row in connection.execute(select(t.plan_methods))
     ]
-    balances = {
-        customer_id: balance
-        for customer_id, balance in connection.execute(
-            select(t.customers.c.id, t.customers.c.balance_nano)
-        )
-    }
+    balances = dict(connection.execute(select(t.customers.c.id, t.customers.c.balance_nano)).all())
     return RouterSnapshot(
         version=version,
         keys_by_hash=keys,
