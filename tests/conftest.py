@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
+from chainrouter.testing.faulty_upstream import FaultyUpstream
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "CHAINROUTER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -73,3 +74,15 @@ def empty_engine(database_url: str) -> Iterator[Engine]:
 def engine(empty_engine: Engine) -> Engine:
     migrate.upgrade(empty_engine)
     return empty_engine
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def upstream() -> Iterator[FaultyUpstream]:
+    """One fault-injecting upstream for the whole run; each test reads its own paths' counts."""
+    with FaultyUpstream() as server:
+        yield server

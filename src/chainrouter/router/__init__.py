@@ -1,0 +1,1 @@
+"""The RPC router's data plane: request in, upstream out, on the event loop, from memory only."""

@@ -1,0 +1,196 @@
+"""A JSON-RPC upstream that misbehaves on request, for tests, demos and benchmarks.
+
+It is a real HTTP/1.1 server on a loopback port, written on asyncio streams so that it can also
+fail at the socket level. The first path segment picks the behaviour, so that one server can play
+many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as another):
+
+| path | answer |
+|---|---|
+| `/ok` | 200, a JSON-RPC result for every request (batches too), echoing each id |
+| `/status/N` | HTTP status N with a small body |
+| `/sleep/MS` | the `/ok` answer after MS milliseconds |
+| `/drip/MS` | the `/ok` answer, its body sent one byte every MS milliseconds |
+| `/garbage` | 200 with a body that is not JSON |
+| `/wrong-id` | 200, a JSON-RPC result carrying another id |
+| `/reset` | the connection is reset without an answer |
+| `/rpc-error` | 200, a JSON-RPC error object (an answer, like an execution revert) |
+
+`requests[path]` counts what each path received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import struct
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+OK_RESULT = "0x10d4f"
+
+
+def _result_for(request: Any, result: Any) -> dict[str, Any]:
+    request_id = request.get("id") if isinstance(request, dict) else None
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _answer_ok(body: bytes) -> bytes:
+    try:
+        payload = json.loads(body)
+    except ValueError:
+        return json.dumps(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
+        ).encode()
+    if isinstance(payload, list):
+        return json.dumps([_result_for(item, OK_RESULT) for item in payload]).encode()
+    return json.dumps(_result_for(payload, OK_RESULT)).encode()
+
+
+def _answer_rpc_error(body: bytes) -> bytes:
+    payload = json.loads(body)
+    request_id = payload.get("id") if isinstance(payload, dict) else None
+    error = {"code": 3, "message": "execution reverted", "data": "0x"}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+def _answer_wrong_id(body: bytes) -> bytes:
+    payload = json.loads(body)
+    request_id = payload.get("id") if isinstance(payload, dict) else None
+    other = f"not-{request_id}"
+    return json.dumps({"jsonrpc": "2.0", "id": other, "result": OK_RESULT}).encode()
+
+
+def _head(status: int, length: int) -> bytes:
+    reason = {200: "OK", 429: "Too Many Requests"}.get(status, "Status")
+    return (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+class FaultyUpstream:
+    """Start with `with FaultyUpstream() as upstream:`; `upstream.url("/ok")` is a node URL."""
+
+    def __init__(self) -> None:
+        self.requests: Counter[str] = Counter()
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def __enter__(self) -> FaultyUpstream:
+        self._thread = threading.Thread(target=self._run, name="faulty-upstream", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the faulty upstream did not start")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        loop = self._loop
+        if loop is not None:
+            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(10)
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(10)
+
+    async def _shutdown(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        await self._server.wait_closed()
+
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        self._server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            # Handlers still sleeping (a /sleep whose client gave up) are cancelled, not leaked.
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            await self._serve_connection(reader, writer)
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _serve_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
+            while True:
+                request_line = await reader.readline()
+                if not request_line:
+                    break
+                length = 0
+                while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    name, _, value = line.decode("latin-1").partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value.strip())
+                body = await reader.readexactly(length)
+                path = request_line.split(b" ")[1].decode()
+                self.requests[path] = self.requests[path] + 1
+                if not await self._respond(path, body, writer):
+                    return
+
+    async def _respond(self, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+        """Answer one request; False when the connection must not be used again."""
+        parts = path.strip("/").split("/")
+        kind = parts[0]
+        if kind == "reset":
+            sock = writer.get_extra_info("socket")
+            # Linger 0: close() sends RST instead of FIN, as a crashed node would.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+            return False
+        if kind == "status":
+            answer = b'{"error":"upstream status"}'
+            writer.write(_head(int(parts[1]), len(answer)) + answer)
+        elif kind == "garbage":
+            answer = b"<html>definitely not json"
+            writer.write(_head(200, len(answer)) + answer)
+        elif kind == "wrong-id":
+            answer = _answer_wrong_id(body)
+            writer.write(_head(200, len(answer)) + answer)
+        elif kind == "rpc-error":
+            answer = _answer_rpc_error(body)
+            writer.write(_head(200, len(answer)) + answer)
+        elif kind == "drip":
+            answer = _answer_ok(body)
+            writer.write(_head(200, len(answer)))
+            for byte in answer:
+                await writer.drain()
+                await asyncio.sleep(int(parts[1]) / 1000)
+                writer.write(bytes([byte]))
+        else:
+            if kind == "sleep":
+                await asyncio.sleep(int(parts[1]) / 1000)
+            answer = _answer_ok(body)
+            writer.write(_head(200, len(answer)) + answer)
+        await writer.drain()
+        return True
+
+
+@contextlib.contextmanager
+def faulty_upstream() -> Iterator[FaultyUpstream]:
+    with FaultyUpstream() as upstream:
+        yield upstream
