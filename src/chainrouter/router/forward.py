@@ -1,0 +1,110 @@
+"""Forwarding one JSON-RPC body along an ordered list of routes until one answers.
+
+Failover happens on transport errors, timeouts, HTTP 5xx and 429, answers too large, and answers
+that are not the JSON-RPC answer to the request (not JSON, wrong id). A JSON-RPC error object in
+a well-formed answer is an answer: it is returned, and billed, like a result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from chainrouter.domain.routing import Route
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.upstream import FailureKind, UpstreamClient, UpstreamError
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    route: Route
+    body: bytes  # the upstream's answer, byte for byte
+    attempts: int  # routes tried; 1 means the first choice answered
+
+
+@dataclass(frozen=True, slots=True)
+class Unserved:
+    """No route answered; `error` is what the client is told."""
+
+    error: RpcError
+    attempts: int
+
+
+def answers_call(body: bytes, request_id: Any) -> bool:
+    """Whether `body` is a JSON-RPC 2.0 response to the request with `request_id`."""
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return (
+        isinstance(answer, dict)
+        and answer.get("jsonrpc") == "2.0"
+        and "id" in answer
+        and answer["id"] == request_id
+        and ("result" in answer or isinstance(answer.get("error"), dict))
+    )
+
+
+def failure_for(kinds: Sequence[FailureKind], cooled: int) -> RpcError:
+    """What the client is told when nothing answered (spec section 7)."""
+    if not kinds:
+        if cooled:
+            return RpcError(429, RpcCode.ALL_NODES_ON_COOLDOWN, "all nodes are on cooldown")
+        return RpcError(424, RpcCode.NO_PROVIDERS_AVAILABLE, "no providers available")
+    if all(k is FailureKind.RATE_LIMITED for k in kinds):
+        return RpcError(
+            429, RpcCode.ALL_NODES_ON_COOLDOWN, "all upstream providers are rate limited"
+        )
+    if all(k is FailureKind.TIMEOUT for k in kinds):
+        return RpcError(504, RpcCode.ALL_NODES_FAILED, "upstream providers timed out")
+    return RpcError(424, RpcCode.ALL_NODES_FAILED, f"all {len(kinds)} upstream providers failed")
+
+
+async def forward(
+    client: UpstreamClient,
+    routes: Sequence[Route],
+    body: bytes,
+    *,
+    request_id: Any,
+    attempt_timeout_s: float,
+    deadline_s: float,
+    cooldowns: MemoryCooldowns,
+    on_latency: Callable[[int, float], None] | None = None,
+    validate: Callable[[bytes, Any], bool] = answers_call,
+) -> Served | Unserved:
+    """Try `routes` in order; skip nodes on cooldown; stop at the first valid answer."""
+    started = time.monotonic()
+    failures: list[FailureKind] = []
+    cooled = 0
+    for route in routes:
+        node_id = route.node.node_id
+        if not cooldowns.available(node_id):
+            cooled += 1
+            continue
+        remaining = deadline_s - (time.monotonic() - started)
+        if remaining <= 0:
+            failures.append(FailureKind.TIMEOUT)
+            break
+        sent = time.monotonic()
+        try:
+            reply = await client.post(
+                route.node.url, body, timeout_s=min(attempt_timeout_s, remaining)
+            )
+        except UpstreamError as exc:
+            failures.append(exc.kind)
+            cooldowns.failed(node_id)
+            continue
+        if not validate(reply.body, request_id):
+            failures.append(FailureKind.INVALID_ANSWER)
+            cooldowns.failed(node_id)
+            continue
+        cooldowns.succeeded(node_id)
+        if on_latency is not None:
+            on_latency(node_id, (time.monotonic() - sent) * 1000)
+        return Served(route, reply.body, attempts=len(failures) + 1)
+    return Unserved(failure_for(failures, cooled), attempts=len(failures))
