@@ -111,6 +111,7 @@ class FaultyUpstream:
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
         self._loop = loop
         self._server = loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
         self.port = self._server.sockets[0].getsockname()[1]
@@ -122,13 +123,18 @@ class FaultyUpstream:
             pending = asyncio.all_tasks(loop)
             for task in pending:
                 task.cancel()
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         try:
             await self._serve_connection(reader, writer)
+        except asyncio.CancelledError:
+            # Shutdown cancelled a handler still waiting (a /sleep whose client gave up). This
+            # task is the top of its connection: ending it quietly is the whole of the cleanup.
+            pass
         finally:
             self._writers.discard(writer)
             writer.close()
