@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,7 +17,8 @@ from pathlib import Path
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
-from chainrouter.settings import LogLevel, ServeRole, Settings, SettingsError, load_settings
+from chainrouter.logs import configure_logging
+from chainrouter.settings import ServeRole, Settings, SettingsError, load_settings
 
 log = logging.getLogger("chainrouter")
 
@@ -108,21 +110,60 @@ def _cmd_chains_import(settings: Settings, args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
+    role = ServeRole(args.role) if args.role else settings.role
+    _engine(settings).dispose()  # fail fast, with one clear message, on a bad database or schema
+    if role is ServeRole.API:
+        return _serve_api(settings)
+    if role is ServeRole.RPC:
+        return _serve_rpc(settings)
+    # Both: the management API in a child process, the router in this one; each has its own
+    # server and event loop, as they would when run as separate roles.
+    api = subprocess.Popen([sys.executable, "-m", "chainrouter.cli", "serve", "--role", "api"])
+    try:
+        return _serve_rpc(settings)
+    finally:
+        api.terminate()
+        try:
+            api.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            api.kill()
+
+
+def _serve_api(settings: Settings) -> int:
     import uvicorn
 
     from chainrouter.app import build_api_app
 
-    role = ServeRole(args.role) if args.role else settings.role
-    if role is ServeRole.RPC:
-        raise CommandError("the RPC router is not part of this build yet; use --role api")
-    app = build_api_app(_engine(settings))
     uvicorn.run(
-        app,
+        build_api_app(_engine(settings)),
         host=settings.api_host,
         port=settings.api_port,
         log_level=settings.log_level.value,
         access_log=False,
     )
+    return 0
+
+
+def _serve_rpc(settings: Settings) -> int:
+    from granian.constants import Interfaces, Loops
+    from granian.log import LogLevels
+    from granian.server import Server
+
+    if settings.free_tier_enabled and not settings.trusted_proxies:
+        log.info("free tier on: client IPs are taken from the socket (no trusted proxies)")
+    Server(
+        "chainrouter.router.web:create_app",
+        factory=True,
+        address=settings.rpc_host,
+        port=settings.rpc_port,
+        interface=Interfaces.RSGI,
+        workers=settings.rpc_workers,
+        runtime_threads=1,  # measured best for a proxy on one core per worker
+        loop=Loops.uvloop,
+        log_level=LogLevels(settings.log_level.value),
+        log_access=False,
+        backlog=2048,
+    ).serve()
     return 0
 
 
@@ -167,13 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"chainrouter: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    logging.basicConfig(
-        level=settings.log_level.value.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-    if settings.log_level is not LogLevel.DEBUG:
-        logging.getLogger("alembic").setLevel(logging.WARNING)
+    configure_logging(settings.log_level)
     handler: Callable[[Settings, argparse.Namespace], int] = args.handler
     try:
         return handler(settings, args)

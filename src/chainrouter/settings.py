@@ -6,6 +6,7 @@ environment variable and what it accepts, and the command line exits non-zero wi
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from collections.abc import Mapping
@@ -72,6 +73,127 @@ class Settings(BaseSettings):
         le=3600,
         description="Time limit for downloading a chain catalog, seconds.",
     )
+
+    redis_url: str | None = Field(
+        default=None,
+        description="redis://HOST:PORT/DB. When set, rate limits (per node, plan, method and "
+        "free-tier IP) are shared by every router using it; unset, each process keeps its own.",
+    )
+    rpc_host: str = Field(default="127.0.0.1", description="Address the RPC router listens on.")
+    rpc_port: int = Field(default=8545, ge=1, le=65535, description="Port of the RPC router.")
+    rpc_workers: int = Field(
+        default=1, ge=1, le=64, description="RPC router worker processes (one event loop each)."
+    )
+    max_body_bytes: int = Field(
+        default=5 * 1024 * 1024,
+        ge=1024,
+        description="Largest RPC request body accepted, in bytes; larger bodies get HTTP 413.",
+    )
+    max_batch_size: int = Field(
+        default=100, ge=1, le=10_000, description="Most requests in one JSON-RPC batch."
+    )
+    max_response_bytes: int = Field(
+        default=32 * 1024 * 1024,
+        ge=1024,
+        description="Largest upstream answer accepted, in bytes; a larger one counts as a "
+        "failure of that node and the router fails over.",
+    )
+    upstream_timeout_s: float = Field(
+        default=10.0, gt=0, le=300, description="Time one upstream node gets to answer, seconds."
+    )
+    request_deadline_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="Time a call gets across all its failover attempts, seconds; when it runs "
+        "out the client gets HTTP 504.",
+    )
+    upstream_connect_timeout_s: float = Field(
+        default=5.0, gt=0, le=60, description="Time to open a connection to an upstream, seconds."
+    )
+    sync_interval_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="How often a router checks storage for changed keys, nodes and prices "
+        "(and reloads them), seconds. A revoked key stops working within this time plus the "
+        "reload (well under a second for 6,000 nodes).",
+    )
+    usage_flush_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=300,
+        description="How often metered usage is written and balances re-read, seconds. Also "
+        "the window in which concurrent routers can overdraw a balance (see docs/router.md).",
+    )
+    health_check_interval_s: float = Field(
+        default=15.0, gt=0, le=3600, description="Target time between two checks of one node."
+    )
+    health_check_max_per_s: float = Field(
+        default=100.0,
+        gt=0,
+        le=10_000,
+        description="Most health checks a router process starts per second; with many nodes "
+        "a round takes longer than health_check_interval_s instead of flooding anything.",
+    )
+    health_check_concurrency: int = Field(
+        default=32, ge=1, le=1024, description="Most health checks in flight at once."
+    )
+    health_check_timeout_s: float = Field(
+        default=5.0, gt=0, le=60, description="Time a node gets to answer a health check."
+    )
+    max_block_lag: int = Field(
+        default=10,
+        ge=0,
+        description="A node more than this many blocks behind its chain's head is out of sync "
+        "and gets no traffic.",
+    )
+    max_logs_block_range: int = Field(
+        default=10_000,
+        ge=1,
+        description="Widest eth_getLogs block range served; wider queries get -32005.",
+    )
+    free_tier_enabled: bool = Field(
+        default=True, description="Serve the anonymous free tier at /rpc/evm/{chainId}."
+    )
+    free_tier_ip_requests: int = Field(
+        default=60, ge=1, description="Free-tier calls one client IP may make per interval."
+    )
+    free_tier_ip_interval_s: float = Field(
+        default=60.0, gt=0, description="The free tier's per-IP interval, seconds."
+    )
+    free_tier_capacity_per_s: int = Field(
+        default=200,
+        ge=1,
+        description="Free-tier calls per second across all IPs (per router process, or per "
+        "Redis when redis_url is set); beyond it: -32030.",
+    )
+    signup_url: str | None = Field(
+        default=None,
+        description="Where free-tier limit messages send people to get an API key.",
+    )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For "
+        'names the client, e.g. ["10.0.0.0/8"]. In the environment: a JSON list.',
+    )
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(f"{entry!r} is not an IP address or CIDR network") from None
+        return value
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must start with redis://, rediss:// or unix://")
+        return value
 
     @field_validator("database_url")
     @classmethod

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall, encode_id, parse_payload
+from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall, encode_json, parse_payload
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import batch_response, error_response
 
@@ -171,7 +171,7 @@ def test_any_valid_request_is_accepted_and_its_id_comes_back_equal(
     assert call.method == method
     assert call.params == request_params
     assert json.loads(call.id_json) == request_id
-    assert json.loads(encode_id(request_id)) == request_id
+    assert json.loads(encode_json(request_id)) == request_id
 
 
 def _outcome(body: bytes) -> RpcError | list[RpcCall | InvalidCall]:

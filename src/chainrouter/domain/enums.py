@@ -54,3 +54,16 @@ class ChainStatus(StrEnum):
 
 
 SUPPORTED_VMS = frozenset({"evm"})
+
+
+class Scenario(StrEnum):
+    """The routing outcome of one metered call, as usage reports group it."""
+
+    FIRST_CHOICE = "first_choice"  # served by the strategy's first route
+    FAILOVER = "failover"  # served by a later route after the earlier ones failed or were skipped
+    NO_ROUTE = "no_route"  # no eligible route (all out of sync); -32008
+    ALL_FAILED = "all_failed"  # every route tried failed or timed out; -32009
+    RATE_LIMITED = "rate_limited"  # every route rate limited or cooling down; -32003
+    INSUFFICIENT_CREDITS = "insufficient_credits"  # refused before routing; -32601
+    UNSUPPORTED_METHOD = "unsupported_method"  # no plan prices the method on the chain; -32002
+    REFUSED = "refused"  # a router rule refused the call, e.g. the eth_getLogs range; -32005

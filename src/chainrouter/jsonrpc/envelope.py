@@ -54,7 +54,7 @@ class Payload:
     is_batch: bool
 
 
-def encode_id(value: Any) -> bytes:
+def encode_json(value: Any) -> bytes:
     try:
         return orjson.dumps(value)
     except TypeError:
@@ -69,7 +69,8 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _loads(body: bytes) -> Any:
+def load_json(body: bytes) -> Any:
+    """Parse JSON keeping every integer exact; raise a parse-error `RpcError` if it is not JSON."""
     if _POSSIBLY_BEYOND_64_BITS.search(body) is None:
         try:
             return orjson.loads(body)
@@ -83,7 +84,7 @@ def _loads(body: bytes) -> Any:
 
 def parse_payload(body: bytes, *, max_batch: int) -> Payload:
     """Parse a request body; raise `RpcError` when the payload as a whole cannot be served."""
-    document = _loads(body)
+    document = load_json(body)
     if isinstance(document, dict):
         return Payload([_parse_call(document)], is_batch=False)
     if isinstance(document, list):
@@ -98,7 +99,7 @@ def parse_payload(body: bytes, *, max_batch: int) -> Payload:
 def _parse_call(item: Any) -> RpcCall | InvalidCall:
     if not isinstance(item, dict):
         return InvalidCall(NULL_ID, invalid_request("a request must be a JSON object"))
-    id_json = encode_id(item["id"]) if "id" in item else NULL_ID
+    id_json = encode_json(item["id"]) if "id" in item else NULL_ID
     problem = _problem(item)
     if problem is not None:
         return InvalidCall(id_json, invalid_request(problem))

@@ -8,13 +8,12 @@ a well-formed answer is an answer: it is returned, and billed, like a result.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from chainrouter.domain.routing import Route
+from chainrouter.jsonrpc.envelope import load_json
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.upstream import FailureKind, UpstreamClient, UpstreamError
@@ -38,8 +37,8 @@ class Unserved:
 def answers_call(body: bytes, request_id: Any) -> bool:
     """Whether `body` is a JSON-RPC 2.0 response to the request with `request_id`."""
     try:
-        answer = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        answer = load_json(body)  # exact integers: an id beyond 64 bits must still compare equal
+    except RpcError:
         return False
     return (
         isinstance(answer, dict)
@@ -50,11 +49,19 @@ def answers_call(body: bytes, request_id: Any) -> bool:
     )
 
 
-def failure_for(kinds: Sequence[FailureKind], cooled: int) -> RpcError:
-    """What the client is told when nothing answered (spec section 7)."""
+def failure_for(kinds: Sequence[FailureKind], skipped: int) -> RpcError:
+    """What the client is told when nothing answered (spec section 7).
+
+    `kinds` are the failures of the routes tried; `skipped` counts routes not tried because
+    they were cooling down or at a rate limit.
+    """
     if not kinds:
-        if cooled:
-            return RpcError(429, RpcCode.ALL_NODES_ON_COOLDOWN, "all nodes are on cooldown")
+        if skipped:
+            return RpcError(
+                429,
+                RpcCode.ALL_NODES_ON_COOLDOWN,
+                "all nodes are on cooldown or at their rate limits; retry shortly",
+            )
         return RpcError(424, RpcCode.NO_PROVIDERS_AVAILABLE, "no providers available")
     if all(k is FailureKind.RATE_LIMITED for k in kinds):
         return RpcError(
@@ -74,17 +81,22 @@ async def forward(
     attempt_timeout_s: float,
     deadline_s: float,
     cooldowns: MemoryCooldowns,
+    admit: Callable[[Route], Awaitable[bool]] | None = None,
     on_latency: Callable[[int, float], None] | None = None,
     validate: Callable[[bytes, Any], bool] = answers_call,
 ) -> Served | Unserved:
-    """Try `routes` in order; skip nodes on cooldown; stop at the first valid answer."""
+    """Try `routes` in order; stop at the first valid answer.
+
+    A route is skipped, not tried, while its node cools down or when `admit` refuses it (its
+    node, plan or method is at a rate limit).
+    """
     started = time.monotonic()
     failures: list[FailureKind] = []
-    cooled = 0
+    skipped = 0
     for route in routes:
         node_id = route.node.node_id
-        if not cooldowns.available(node_id):
-            cooled += 1
+        if not cooldowns.available(node_id) or (admit is not None and not await admit(route)):
+            skipped += 1
             continue
         remaining = deadline_s - (time.monotonic() - started)
         if remaining <= 0:
@@ -107,4 +119,4 @@ async def forward(
         if on_latency is not None:
             on_latency(node_id, (time.monotonic() - sent) * 1000)
         return Served(route, reply.body, attempts=len(failures) + 1)
-    return Unserved(failure_for(failures, cooled), attempts=len(failures))
+    return Unserved(failure_for(failures, skipped), attempts=len(failures))

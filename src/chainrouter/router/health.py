@@ -1,0 +1,204 @@
+"""Node health: head block, chain head, in-sync flag, latency and failures, checked in background.
+
+Each node is asked `eth_blockNumber` about once per `interval_s`; with many nodes the checker
+never starts more than `max_per_s` checks a second nor keeps more than `concurrency` in flight,
+so a round over 1,940 chains x 3 nodes stretches out rather than flooding the nodes or the router.
+
+A chain's head is the highest head its nodes report, ignoring any report more than
+`_IMPLAUSIBLE_LEAD` blocks ahead of the chain's median, so one lying or broken node cannot put
+all the honest ones out of sync. A node more than `max_block_lag` blocks behind the head is out of
+sync. Latency is smoothed from health checks and from the answers to real calls.
+A failed check puts the node on cooldown (as a failed call does); a passing one lifts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import statistics
+import time
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from chainrouter.domain.routing import UNKNOWN_HEALTH, NodeHealth, NodeInfo
+from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.upstream import UpstreamClient, UpstreamError
+
+log = logging.getLogger(__name__)
+
+_PROBE = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
+_IMPLAUSIBLE_LEAD = 1000
+_SMOOTHING = 0.2  # weight of a new latency sample
+
+
+@dataclass(slots=True)
+class NodeState:
+    head: int | None = None
+    latency_ms: float | None = None
+    failures: int = 0  # consecutive failed checks
+    checked_at: float | None = None  # monotonic time of the last check
+    last_error: str | None = None
+
+
+def parse_block_number(body: bytes) -> int:
+    """The block number in an `eth_blockNumber` answer; ValueError when there is none."""
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise ValueError("answer is not JSON") from None
+    result = answer.get("result") if isinstance(answer, dict) else None
+    if not isinstance(result, str) or not result.startswith("0x") or len(result) > 18:
+        raise ValueError(f"not a block number: {str(result)[:40]!r}")
+    return int(result, 16)
+
+
+class HealthMonitor:
+    def __init__(
+        self,
+        client: UpstreamClient,
+        cooldowns: MemoryCooldowns,
+        *,
+        interval_s: float,
+        max_per_s: float,
+        concurrency: int,
+        timeout_s: float,
+        max_block_lag: int,
+    ) -> None:
+        self._client = client
+        self._cooldowns = cooldowns
+        self._interval_s = interval_s
+        self._max_per_s = max_per_s
+        self._concurrency = concurrency
+        self._timeout_s = timeout_s
+        self._max_lag = max_block_lag
+        self._states: dict[int, NodeState] = {}
+        self._health: dict[int, NodeHealth] = {}
+        self._chain_heads: dict[int, int] = {}
+        self._chain_of: dict[int, int] = {}
+        self._members: dict[int, set[int]] = {}  # chain id -> node ids
+
+    # -- read by the request path: dictionary look-ups only --------------------------------
+
+    def health(self, node_id: int) -> NodeHealth:
+        return self._health.get(node_id, UNKNOWN_HEALTH)
+
+    def chain_head(self, chain_id: int) -> int | None:
+        return self._chain_heads.get(chain_id)
+
+    def state(self, node_id: int) -> NodeState | None:
+        return self._states.get(node_id)
+
+    def observe_latency(self, node_id: int, latency_ms: float) -> None:
+        state = self._states.setdefault(node_id, NodeState())
+        state.latency_ms = (
+            latency_ms
+            if state.latency_ms is None
+            else state.latency_ms + _SMOOTHING * (latency_ms - state.latency_ms)
+        )
+        self._publish(node_id, state)
+
+    # -- checking ----------------------------------------------------------------------------
+
+    async def check(self, node: NodeInfo) -> None:
+        if self._chain_of.get(node.node_id) != node.chain_id:  # new, or moved to another chain
+            self._forget(node.node_id)
+            self._chain_of[node.node_id] = node.chain_id
+            self._members.setdefault(node.chain_id, set()).add(node.node_id)
+        state = self._states.setdefault(node.node_id, NodeState())
+        started = time.monotonic()
+        try:
+            reply = await self._client.post(node.url, _PROBE, timeout_s=self._timeout_s)
+            head = parse_block_number(reply.body)
+        except (UpstreamError, ValueError) as exc:
+            state.failures += 1
+            state.last_error = str(exc)
+            state.checked_at = time.monotonic()
+            self._cooldowns.failed(node.node_id)
+            if state.failures == 1:
+                log.info("node %d failed its health check: %s", node.node_id, exc)
+            return
+        if state.failures:
+            log.info("node %d passes its health check again", node.node_id)
+        state.failures = 0
+        state.last_error = None
+        state.head = head
+        state.checked_at = time.monotonic()
+        self._cooldowns.succeeded(node.node_id)
+        self.observe_latency(node.node_id, (state.checked_at - started) * 1000)
+        self._update_chain_head(node.chain_id)
+
+    def _update_chain_head(self, chain_id: int) -> None:
+        members = [self._states[n] for n in self._members.get(chain_id, ()) if n in self._states]
+        heads = [state.head for state in members if state.head is not None]
+        median = statistics.median_low(heads)
+        self._chain_heads[chain_id] = max(h for h in heads if h - median <= _IMPLAUSIBLE_LEAD)
+        for node_id in self._members[chain_id]:
+            if node_id in self._states:
+                self._publish(node_id, self._states[node_id])
+
+    def _publish(self, node_id: int, state: NodeState) -> None:
+        chain_head = self._chain_heads.get(self._chain_of.get(node_id, -1))
+        in_sync = (
+            state.head is None or chain_head is None or chain_head - state.head <= self._max_lag
+        )
+        self._health[node_id] = NodeHealth(in_sync=in_sync, latency_ms=state.latency_ms)
+
+    def forget_except(self, node_ids: set[int]) -> None:
+        """Drop what is known of nodes no longer configured."""
+        for gone in [n for n in self._states if n not in node_ids]:
+            self._forget(gone)
+
+    def _forget(self, node_id: int) -> None:
+        self._states.pop(node_id, None)
+        self._health.pop(node_id, None)
+        chain_id = self._chain_of.pop(node_id, None)
+        if chain_id is not None:
+            self._members.get(chain_id, set()).discard(node_id)
+
+    async def run(self, current_nodes: Callable[[], Sequence[NodeInfo]]) -> None:
+        """Check every node, round after round, until cancelled."""
+        in_flight = asyncio.Semaphore(self._concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+
+        async def guarded(node: NodeInfo) -> None:
+            try:
+                await self.check(node)
+            except Exception:  # a bug in one check must not stop the checker
+                log.exception("health check of node %d crashed", node.node_id)
+            finally:
+                in_flight.release()
+
+        try:
+            await self._rounds(current_nodes, in_flight, tasks, guarded)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _rounds(
+        self,
+        current_nodes: Callable[[], Sequence[NodeInfo]],
+        in_flight: asyncio.Semaphore,
+        tasks: set[asyncio.Task[None]],
+        guarded: Callable[[NodeInfo], Coroutine[Any, Any, None]],
+    ) -> None:
+        while True:
+            nodes = current_nodes()
+            self.forget_except({node.node_id for node in nodes})
+            round_started = time.monotonic()
+            round_s = max(self._interval_s, len(nodes) / self._max_per_s)
+            gap_s = round_s / max(len(nodes), 1)
+            for index, node in enumerate(nodes):
+                await in_flight.acquire()
+                task = asyncio.create_task(guarded(node))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                # Pace the starts against the round's schedule, not the previous start, so a
+                # slow node does not push the whole round back.
+                wait_s = round_started + (index + 1) * gap_s - time.monotonic()
+                if wait_s > 0:
+                    await asyncio.sleep(wait_s)
+            if not nodes:
+                await asyncio.sleep(self._interval_s)

@@ -1,0 +1,55 @@
+"""The `eth_getLogs` block-range rule: wide ranges are refused before they reach a node.
+
+A range is checked when both ends are known: hex block numbers, `earliest` (0), and `latest`,
+`safe`, `finalized` or `pending` (the chain head, when the health checker knows it). Queries by
+`blockHash`, and ends the router cannot read, are left for the node to judge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chainrouter.jsonrpc.envelope import RpcCall
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
+
+_HEAD_TAGS = frozenset({"latest", "safe", "finalized", "pending"})
+
+
+def _block(value: Any, head: int | None) -> int | None:
+    if not isinstance(value, str):
+        return None
+    if value in _HEAD_TAGS:
+        return head
+    if value == "earliest":
+        return 0
+    if value.startswith("0x") and 2 < len(value) <= 18:
+        try:
+            return int(value, 16)
+        except ValueError:
+            return None
+    return None
+
+
+def logs_range_problem(call: RpcCall, max_range: int, head: int | None) -> RpcError | None:
+    if call.method != "eth_getLogs":
+        return None
+    params = call.params
+    if not isinstance(params, list) or not params or not isinstance(params[0], dict):
+        return None
+    query: dict[str, Any] = params[0]
+    if "blockHash" in query:
+        return None
+    start = _block(query.get("fromBlock", "latest"), head)
+    end = _block(query.get("toBlock", "latest"), head)
+    if start is None or end is None or end < start:
+        return None
+    span = end - start + 1
+    if span <= max_range:
+        return None
+    return RpcError(
+        200,
+        RpcCode.LOG_RANGE_TOO_LARGE,
+        f"eth_getLogs over {span} blocks exceeds the limit; "
+        f"try a block range of at most {max_range} blocks",
+        data=max_range,
+    )

@@ -1,0 +1,112 @@
+"""Metering: what each call cost, aggregated in memory until the next flush to storage.
+
+Also the router's view of balances for the credit check: the balance storage last reported, minus
+what this process has spent since and not yet written, minus what calls in flight have reserved.
+Nothing here touches storage; `chainrouter.router.sync` moves batches in and balances out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from chainrouter.domain.enums import Scenario
+
+# (customer id, API key id, chain id, method, scenario, hour start as Unix seconds)
+UsageKey = tuple[int, int, int, str, str, int]
+UNSUPPORTED_METHOD_NAME = "(unsupported)"  # unknown names are not stored: clients choose them
+_HOUR = 3600
+
+
+@dataclass(slots=True)
+class UsageBatch:
+    """Usage taken out of the meter for one flush."""
+
+    rows: dict[UsageKey, list[int]]  # key -> [request count, credits in nano]
+    spend: dict[int, int]  # customer id -> nano-credits charged
+    sequence: int  # flush number in this process; makes the ledger reference unique
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+
+@dataclass(slots=True)
+class UsageMeter:
+    _rows: dict[UsageKey, list[int]] = field(default_factory=dict)
+    _spend: dict[int, int] = field(default_factory=dict)
+    _sequence: int = 0
+
+    def record(
+        self,
+        customer_id: int,
+        key_id: int,
+        chain_id: int,
+        method: str,
+        scenario: Scenario,
+        credits_nano: int,
+    ) -> None:
+        hour = int(time.time()) // _HOUR * _HOUR
+        key = (customer_id, key_id, chain_id, method, scenario.value, hour)
+        row = self._rows.get(key)
+        if row is None:
+            self._rows[key] = [1, credits_nano]
+        else:
+            row[0] += 1
+            row[1] += credits_nano
+        if credits_nano:
+            self._spend[customer_id] = self._spend.get(customer_id, 0) + credits_nano
+
+    def take(self) -> UsageBatch:
+        self._sequence += 1
+        batch = UsageBatch(self._rows, self._spend, self._sequence)
+        self._rows, self._spend = {}, {}
+        return batch
+
+    def pending_requests(self) -> int:
+        return sum(row[0] for row in self._rows.values())
+
+
+@dataclass(slots=True)
+class CreditView:
+    """Balances as this router must see them for the credit check."""
+
+    _stored: dict[int, int] = field(default_factory=dict)  # as storage last reported
+    _unwritten: dict[int, int] = field(default_factory=dict)  # charged here, not yet stored
+    _reserved: dict[int, int] = field(default_factory=dict)  # held by calls in flight
+
+    def available(self, customer_id: int) -> int:
+        return (
+            self._stored.get(customer_id, 0)
+            - self._unwritten.get(customer_id, 0)
+            - self._reserved.get(customer_id, 0)
+        )
+
+    def reserve(self, customer_id: int, amount_nano: int) -> None:
+        if amount_nano:
+            self._reserved[customer_id] = self._reserved.get(customer_id, 0) + amount_nano
+
+    def release(self, customer_id: int, amount_nano: int) -> None:
+        if amount_nano:
+            left = self._reserved[customer_id] - amount_nano
+            if left:
+                self._reserved[customer_id] = left
+            else:
+                del self._reserved[customer_id]
+
+    def charge(self, customer_id: int, amount_nano: int) -> None:
+        if amount_nano:
+            self._unwritten[customer_id] = self._unwritten.get(customer_id, 0) + amount_nano
+
+    def replace_stored(self, balances: dict[int, int]) -> None:
+        """Balances read while nothing of this process was being written."""
+        self._stored = balances
+
+    def written(self, spend: dict[int, int], balances: dict[int, int]) -> None:
+        """`spend` is now in storage, and `balances` were read after writing it."""
+        for customer_id, amount in spend.items():
+            left = self._unwritten.get(customer_id, 0) - amount
+            if left:
+                self._unwritten[customer_id] = left
+            else:
+                self._unwritten.pop(customer_id, None)
+        self._stored = balances

@@ -1,0 +1,121 @@
+"""Assembling a router process from settings: storage, snapshot, clients, limits, background."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine
+
+from chainrouter.domain.routing import NodeInfo
+from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.health import HealthMonitor
+from chainrouter.router.limits import Limiter, MemoryLimiter
+from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.service import FreeTierLimits, RouterLimits, RpcService
+from chainrouter.router.sync import StorageSync, load_snapshot
+from chainrouter.router.upstream import PyreqwestUpstream
+from chainrouter.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RouterRuntime:
+    service: RpcService
+    sync: StorageSync
+    health: HealthMonitor
+    limiter: Limiter
+    client: PyreqwestUpstream
+    engine: Engine
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def start_background(self, *, health_checks: bool = True) -> None:
+        """Start the storage sync (and the health checker); call from the serving loop."""
+        self._tasks.append(asyncio.create_task(self.sync.run(), name="storage-sync"))
+        if health_checks:
+            self._tasks.append(
+                asyncio.create_task(self.health.run(self._current_nodes), name="health-checks")
+            )
+
+    def _current_nodes(self) -> list[NodeInfo]:
+        routes = self.service.snapshot.routes
+        return [node for nodes in routes.nodes_by_chain.values() for node in nodes]
+
+    async def stop(self) -> None:
+        """Stop background work, then write every metered call before closing."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if not await self.sync.flush():
+            log.error("usage could not be written at shutdown; see the warnings above")
+        await self.client.close()
+        await self.limiter.close()
+        self.engine.dispose()
+
+
+def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
+    """Everything a router process needs; the snapshot is loaded before this returns."""
+    snapshot = load_snapshot(engine)
+    client = PyreqwestUpstream(
+        max_response_bytes=settings.max_response_bytes,
+        connect_timeout_s=settings.upstream_connect_timeout_s,
+    )
+    cooldowns = MemoryCooldowns()
+    health = HealthMonitor(
+        client,
+        cooldowns,
+        interval_s=settings.health_check_interval_s,
+        max_per_s=settings.health_check_max_per_s,
+        concurrency=settings.health_check_concurrency,
+        timeout_s=settings.health_check_timeout_s,
+        max_block_lag=settings.max_block_lag,
+    )
+    limiter: Limiter
+    if settings.redis_url:
+        from chainrouter.router.redis_limits import RedisLimiter
+
+        limiter = RedisLimiter(settings.redis_url)
+    else:
+        limiter = MemoryLimiter()
+    meter = UsageMeter()
+    credits = CreditView()
+    credits.replace_stored(dict(snapshot.balances_nano))
+    service = RpcService(
+        snapshot,
+        client=client,
+        limiter=limiter,
+        cooldowns=cooldowns,
+        health=health,
+        meter=meter,
+        credits=credits,
+        limits=RouterLimits(
+            max_body_bytes=settings.max_body_bytes,
+            max_batch_size=settings.max_batch_size,
+            attempt_timeout_s=settings.upstream_timeout_s,
+            deadline_s=settings.request_deadline_s,
+            max_logs_block_range=settings.max_logs_block_range,
+        ),
+        free_tier=FreeTierLimits(
+            enabled=settings.free_tier_enabled,
+            ip_requests=settings.free_tier_ip_requests,
+            ip_interval_s=settings.free_tier_ip_interval_s,
+            capacity_per_s=settings.free_tier_capacity_per_s,
+            signup_url=settings.signup_url,
+        ),
+    )
+    sync = StorageSync(
+        engine,
+        meter,
+        credits,
+        service.install,
+        version=snapshot.version,
+        sync_interval_s=settings.sync_interval_s,
+        flush_interval_s=settings.usage_flush_interval_s,
+    )
+    return RouterRuntime(service, sync, health, limiter, client, engine)

@@ -1,0 +1,400 @@
+"""The RPC router's request pipeline, independent of any web server.
+
+Keyed route `/rpc/{chainId}/{apiKey}`: key, allowed domain, payload, chain, then per call: method,
+request rules, credit check, routing strategy, failover with rate limits and cooldowns, billing.
+Free tier `/rpc/evm/{chainId}`: per-IP and global limits instead of key and credits; not billed.
+
+Everything the pipeline reads is in memory (the snapshot, health, balances, limits); storage is
+only touched by the background sync (chainrouter.router.sync).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.chains import MAX_CHAIN_ID
+from chainrouter.domain.credentials import SecretKind, hash_secret
+from chainrouter.domain.domains import domain_allowed
+from chainrouter.domain.enums import RoutingStrategy, Scenario
+from chainrouter.domain.routing import Route, order_routes
+from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.jsonrpc.encode import encode_call
+from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall, parse_payload
+from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
+from chainrouter.jsonrpc.responses import batch_response, error_response
+from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.forward import Served, forward
+from chainrouter.router.health import HealthMonitor
+from chainrouter.router.limits import Bucket, Limiter
+from chainrouter.router.logs_range import logs_range_problem
+from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, CreditView, UsageMeter
+from chainrouter.router.upstream import UpstreamClient
+
+_OK = 200
+
+
+@dataclass(frozen=True, slots=True)
+class RouterLimits:
+    max_body_bytes: int
+    max_batch_size: int
+    attempt_timeout_s: float
+    deadline_s: float
+    max_logs_block_range: int
+
+
+@dataclass(frozen=True, slots=True)
+class FreeTierLimits:
+    enabled: bool
+    ip_requests: int
+    ip_interval_s: float
+    capacity_per_s: int
+    signup_url: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+    batch_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Caller:
+    """Who a call is for: a key's customer (billed) or the anonymous free tier (not billed)."""
+
+    chain_id: int
+    strategy: RoutingStrategy
+    access: KeyAccess | None
+
+
+class BatchIds:
+    """Correlation ids: a random per-process prefix and a counter; unique, cheap, sortable."""
+
+    def __init__(self) -> None:
+        self._prefix = secrets.token_hex(6)
+        self._counter = itertools.count(1)
+
+    def next(self) -> str:
+        return f"{self._prefix}-{next(self._counter):x}"
+
+
+def origin_host(origin: str | None, referer: str | None) -> str | None:
+    """The host the design notes match against `allowed_domains`: Origin's, else Referer's."""
+    for header in (origin, referer):
+        if header and header != "null":  # "null": an opaque origin (sandbox, file://)
+            try:
+                host = urlsplit(header).hostname
+            except ValueError:
+                return None
+            return host or None
+    return None
+
+
+def parse_chain_id(segment: str) -> int | None:
+    if not segment.isdigit() or not segment.isascii() or len(segment) > 20:
+        return None
+    value = int(segment)
+    return value if 0 < value <= MAX_CHAIN_ID else None
+
+
+def combined_status(statuses: Sequence[int]) -> int:
+    """HTTP status of a batch: 200, unless every item failed in the same way (then that status).
+
+    Clients such as viem and ethers fail a whole batch on a non-2xx status, so a batch with any
+    answered item stays 200 and each item carries its own error.
+    """
+    first = statuses[0]
+    if first != _OK and all(status == first for status in statuses):
+        return first
+    return _OK
+
+
+class RpcService:
+    def __init__(
+        self,
+        snapshot: RouterSnapshot,
+        *,
+        client: UpstreamClient,
+        limiter: Limiter,
+        cooldowns: MemoryCooldowns,
+        health: HealthMonitor,
+        meter: UsageMeter,
+        credits: CreditView,
+        limits: RouterLimits,
+        free_tier: FreeTierLimits,
+    ) -> None:
+        self.snapshot = snapshot
+        # Limits per route, by the route object's identity; routes live as long as their
+        # snapshot, and the cache is dropped with it.
+        self._buckets: dict[int, list[Bucket]] = {}
+        self._client = client
+        self._limiter = limiter
+        self._cooldowns = cooldowns
+        self._health = health
+        self._meter = meter
+        self._credits = credits
+        self._limits = limits
+        self._free = free_tier
+        self._ids = BatchIds()
+        signup = f" at {free_tier.signup_url}" if free_tier.signup_url else ""
+        self._signup_hint = f"sign up for an API key{signup} for higher limits"
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self._limits.max_body_bytes
+
+    def install(self, snapshot: RouterSnapshot) -> None:
+        """Serve from `snapshot` from now on; calls in flight finish on the one they started."""
+        self.snapshot = snapshot
+        self._buckets = {}
+
+    def new_batch_id(self) -> str:
+        return self._ids.next()
+
+    def refuse(self, failure: RpcError, batch_id: str | None = None) -> Reply:
+        return Reply(failure.http_status, error_response(failure), batch_id or self._ids.next())
+
+    # -- entry points ------------------------------------------------------------------------
+
+    async def handle_keyed(
+        self,
+        chain_segment: str,
+        api_key: str,
+        body: bytes,
+        *,
+        origin: str | None = None,
+        referer: str | None = None,
+    ) -> Reply:
+        batch_id = self._ids.next()
+        snapshot = self.snapshot
+        access = None
+        if api_key.startswith(SecretKind.API_KEY.value):
+            access = snapshot.keys_by_hash.get(hash_secret(api_key))
+        if access is None:
+            return self.refuse(RpcError(401, RpcCode.SERVER_ERROR, "invalid API key"), batch_id)
+        if not domain_allowed(access.allowed_domains, origin_host(origin, referer)):
+            return self.refuse(
+                RpcError(403, RpcCode.SERVER_ERROR, "this API key is not allowed from this domain"),
+                batch_id,
+            )
+        chain_id = self._supported_chain(chain_segment, snapshot)
+        if isinstance(chain_id, RpcError):
+            return self.refuse(chain_id, batch_id)
+        return await self._serve(body, _Caller(chain_id, access.strategy, access), batch_id)
+
+    async def handle_public(self, chain_segment: str, client_ip: str, body: bytes) -> Reply:
+        batch_id = self._ids.next()
+        if not self._free.enabled:
+            return self.refuse(
+                RpcError(
+                    503,
+                    RpcCode.PUBLIC_CAPACITY_EXHAUSTED,
+                    f"the public free tier is not available here; {self._signup_hint}",
+                ),
+                batch_id,
+            )
+        chain_id = self._supported_chain(chain_segment, self.snapshot)
+        if isinstance(chain_id, RpcError):
+            return self.refuse(chain_id, batch_id)
+        return await self._serve(
+            body, _Caller(chain_id, RoutingStrategy.ECONOMY, None), batch_id, client_ip=client_ip
+        )
+
+    # -- the pipeline --------------------------------------------------------------------------
+
+    def _supported_chain(self, segment: str, snapshot: RouterSnapshot) -> int | RpcError:
+        chain_id = parse_chain_id(segment)
+        if chain_id is None:
+            return RpcError(
+                422,
+                RpcCode.CHAIN_NOT_SUPPORTED,
+                f"chain {segment[:40]!r} is not supported: the path needs a decimal chain ID",
+            )
+        if not snapshot.routes.serves_chain(chain_id):
+            return RpcError(422, RpcCode.CHAIN_NOT_SUPPORTED, f"chain {chain_id} is not supported")
+        return chain_id
+
+    async def _serve(
+        self, body: bytes, caller: _Caller, batch_id: str, *, client_ip: str | None = None
+    ) -> Reply:
+        if len(body) > self._limits.max_body_bytes:
+            return self.refuse(body_too_large(self._limits.max_body_bytes), batch_id)
+        try:
+            payload = parse_payload(body, max_batch=self._limits.max_batch_size)
+        except RpcError as failure:
+            return self.refuse(failure, batch_id)
+        if client_ip is not None:
+            valid = sum(isinstance(call, RpcCall) for call in payload.calls)
+            refused = await self._free_tier_refusal(client_ip, valid)
+            if refused is not None:
+                return self.refuse(refused, batch_id)
+        if not payload.is_batch:
+            call = payload.calls[0]
+            if isinstance(call, InvalidCall):
+                return self.refuse(call.failure, batch_id)
+            status, answer = await self._call(caller, call, body)
+            return Reply(status, answer, batch_id)
+        results = await asyncio.gather(*(self._batch_item(caller, c) for c in payload.calls))
+        return Reply(
+            combined_status([status for status, _ in results]),
+            batch_response([answer for _, answer in results]),
+            batch_id,
+        )
+
+    async def _free_tier_refusal(self, client_ip: str, calls: int) -> RpcError | None:
+        if calls == 0:
+            return None
+        per_ip = Bucket(
+            f"free:ip:{client_ip}", self._free.ip_requests, self._free.ip_interval_s, calls
+        )
+        if not await self._limiter.acquire([per_ip]):
+            return RpcError(
+                429,
+                RpcCode.PUBLIC_RATE_LIMITED,
+                f"public free tier: at most {self._free.ip_requests} calls per "
+                f"{self._free.ip_interval_s:g} s per IP; {self._signup_hint}",
+            )
+        if not await self._limiter.acquire(
+            [Bucket("free:capacity", self._free.capacity_per_s, 1.0, calls)]
+        ):
+            return RpcError(
+                429,
+                RpcCode.PUBLIC_CAPACITY_EXHAUSTED,
+                f"the public free tier is at capacity; {self._signup_hint}",
+            )
+        return None
+
+    async def _batch_item(self, caller: _Caller, call: RpcCall | InvalidCall) -> tuple[int, bytes]:
+        if isinstance(call, InvalidCall):
+            return call.failure.http_status, error_response(call.failure, call.id_json)
+        return await self._call(caller, call, encode_call(call))
+
+    async def _call(self, caller: _Caller, call: RpcCall, body: bytes) -> tuple[int, bytes]:
+        """Route, forward and bill one call; returns its HTTP status and encoded response."""
+        access = caller.access
+        routes = self.snapshot.routes.routes(caller.chain_id, call.method)
+        if not routes:
+            self._meter_call(caller, UNSUPPORTED_METHOD_NAME, Scenario.UNSUPPORTED_METHOD)
+            return self._fail(
+                call,
+                RpcError(
+                    422,
+                    RpcCode.METHOD_NOT_SUPPORTED,
+                    f"method {call.method[:100]!r} is not supported on chain {caller.chain_id}",
+                ),
+            )
+        problem = logs_range_problem(
+            call, self._limits.max_logs_block_range, self._health.chain_head(caller.chain_id)
+        )
+        if problem is not None:
+            self._meter_call(caller, call.method, Scenario.REFUSED)
+            # An answer in a well-formed exchange, like a node's own -32005: HTTP 200, so that
+            # clients see the code and the range hint rather than a transport error.
+            return _OK, error_response(problem, call.id_json)
+        ordered = order_routes(routes, caller.strategy, self._health.health)
+        if not ordered:
+            self._meter_call(caller, call.method, Scenario.NO_ROUTE)
+            return self._fail(
+                call,
+                RpcError(
+                    424,
+                    RpcCode.NO_PROVIDERS_AVAILABLE,
+                    f"no provider is in sync for chain {caller.chain_id}",
+                ),
+            )
+        price = ordered[0].cost_nano
+        customer = access.customer_id if access is not None else None
+        if (
+            access is not None
+            and not access.bypass_credit_check
+            and self._credits.available(access.customer_id) < price
+        ):
+            self._meter_call(caller, call.method, Scenario.INSUFFICIENT_CREDITS)
+            return self._fail(
+                call, RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
+            )
+        if customer is not None:
+            # Held while the call is in flight, so concurrent calls cannot all spend the same
+            # credits; released when the call ends, and the served route's price is charged.
+            self._credits.reserve(customer, price)
+        try:
+            outcome = await forward(
+                self._client,
+                ordered,
+                body,
+                request_id=call.id,
+                attempt_timeout_s=self._limits.attempt_timeout_s,
+                deadline_s=self._limits.deadline_s,
+                cooldowns=self._cooldowns,
+                admit=self._admit,
+                on_latency=self._health.observe_latency,
+            )
+        finally:
+            if customer is not None:
+                self._credits.release(customer, price)
+        if isinstance(outcome, Served):
+            cost = outcome.route.cost_nano if access is not None else 0
+            if customer is not None:
+                self._credits.charge(customer, cost)
+            first = outcome.route is ordered[0]
+            scenario = Scenario.FIRST_CHOICE if first else Scenario.FAILOVER
+            self._meter_call(caller, call.method, scenario, cost)
+            return _OK, outcome.body
+        failure = outcome.error
+        scenario = Scenario.RATE_LIMITED if failure.http_status == 429 else Scenario.ALL_FAILED
+        self._meter_call(caller, call.method, scenario)
+        return self._fail(call, failure)
+
+    async def _admit(self, route: Route) -> bool:
+        buckets = self._buckets.get(id(route))
+        if buckets is None:
+            buckets = self._buckets[id(route)] = _route_buckets(route)
+        return not buckets or await self._limiter.acquire(buckets)
+
+    def _meter_call(
+        self, caller: _Caller, method: str, scenario: Scenario, credits_nano: int = 0
+    ) -> None:
+        access = caller.access
+        if access is not None:
+            self._meter.record(
+                access.customer_id, access.key_id, caller.chain_id, method, scenario, credits_nano
+            )
+
+    @staticmethod
+    def _fail(call: RpcCall, failure: RpcError) -> tuple[int, bytes]:
+        return failure.http_status, error_response(failure, call.id_json)
+
+
+def _route_buckets(route: Route) -> list[Bucket]:
+    """The limits one call on `route` counts against: node, plan requests, plan credits, method."""
+    buckets = []
+    node, plan, price = route.node, route.plan, route.price
+    if node.rate_limit > 0:
+        buckets.append(Bucket(f"node:{node.node_id}", node.rate_limit, node.rate_limit_interval_s))
+    if plan.requests and plan.requests_interval_s:
+        buckets.append(Bucket(f"plan:{plan.plan_id}", plan.requests, plan.requests_interval_s))
+    if plan.credits_nano and plan.credits_interval_s and price.cost_nano:
+        buckets.append(
+            Bucket(
+                f"plan-credits:{plan.plan_id}",
+                plan.credits_nano,
+                plan.credits_interval_s,
+                price.cost_nano,
+            )
+        )
+    if price.rate_limit and price.rate_limit_interval_s:
+        chain = "*" if price.chain_id is None else price.chain_id
+        buckets.append(
+            Bucket(
+                f"method:{price.plan_id}:{price.node_target_type}:{chain}:{price.method}",
+                price.rate_limit,
+                price.rate_limit_interval_s,
+            )
+        )
+    return buckets

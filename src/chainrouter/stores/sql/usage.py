@@ -1,0 +1,127 @@
+"""Writing metered usage: hourly aggregates plus one `usage` ledger row per customer and flush."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Connection, Engine, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+
+from chainrouter.domain.enums import LedgerEntryKind
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.ledger import record_credit_change
+
+# (customer id, API key id, chain id, method, scenario, hour start as Unix seconds)
+UsageRowKey = tuple[int, int, int, str, str, int]
+_KEY_COLUMNS = ("customer_id", "api_key_id", "chain_id", "method", "scenario", "bucket_start")
+
+
+def read_balances(connection: Connection) -> dict[int, int]:
+    return dict(connection.execute(select(t.customers.c.id, t.customers.c.balance_nano)).all())
+
+
+def _upsert(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    insert = (
+        postgresql.insert(t.usage_aggregates)
+        if connection.dialect.name == "postgresql"
+        else sqlite.insert(t.usage_aggregates)
+    )
+    statement = insert.on_conflict_do_update(
+        index_elements=list(_KEY_COLUMNS),
+        set_={
+            "request_count": t.usage_aggregates.c.request_count + insert.excluded.request_count,
+            "credits_nano": t.usage_aggregates.c.credits_nano + insert.excluded.credits_nano,
+        },
+    )
+    connection.execute(statement, rows)
+
+
+def write_usage(
+    engine: Engine,
+    rows: Mapping[UsageRowKey, list[int]],
+    spend: Mapping[int, int],
+    *,
+    reference: str,
+) -> dict[int, int]:
+    """Store one flush in one transaction and return the balances as they then stand.
+
+    `reference` names the flush (router instance and flush number). The ledger refuses a second
+    row with the same reference for a customer, so a flush retried after a commit whose outcome
+    was lost is detected and not charged twice: the retry changes nothing.
+    """
+    values = [
+        {
+            "customer_id": customer_id,
+            "api_key_id": key_id,
+            "chain_id": chain_id,
+            "method": method[:100],
+            "scenario": scenario,
+            "bucket_start": datetime.fromtimestamp(hour, UTC),
+            "request_count": count_and_credits[0],
+            "credits_nano": count_and_credits[1],
+        }
+        for (customer_id, key_id, chain_id, method, scenario, hour), count_and_credits in sorted(
+            rows.items()
+        )
+    ]
+    try:
+        with engine.begin() as connection:
+            values, spend = _drop_vanished(connection, values, spend)
+            if values:
+                # Sorted keys give every writer the same lock order, so concurrent flushes of
+                # several routers cannot deadlock on PostgreSQL.
+                _upsert(connection, values)
+            for customer_id in sorted(spend):
+                if spend[customer_id]:
+                    record_credit_change(
+                        connection,
+                        customer_id=customer_id,
+                        kind=LedgerEntryKind.USAGE,
+                        amount_nano=-spend[customer_id],
+                        reference=reference,
+                    )
+    except IntegrityError:
+        with engine.connect() as connection:
+            if not _already_written(connection, spend, reference):
+                raise
+    with engine.connect() as connection:
+        return read_balances(connection)
+
+
+def _drop_vanished(
+    connection: Connection, values: list[dict[str, Any]], spend: Mapping[int, int]
+) -> tuple[list[dict[str, Any]], Mapping[int, int]]:
+    """Leave out usage of keys or customers deleted since the calls were made.
+
+    Without this one deleted key would make every later flush fail on its foreign key.
+    """
+    key_ids = {row["api_key_id"] for row in values}
+    live_keys = set(
+        connection.execute(select(t.api_keys.c.id).where(t.api_keys.c.id.in_(key_ids))).scalars()
+    )
+    live_customers = set(
+        connection.execute(
+            select(t.customers.c.id).where(t.customers.c.id.in_(set(spend)))
+        ).scalars()
+    )
+    if len(live_keys) == len(key_ids) and len(live_customers) == len(spend):
+        return values, spend
+    return (
+        [row for row in values if row["api_key_id"] in live_keys],
+        {customer: amount for customer, amount in spend.items() if customer in live_customers},
+    )
+
+
+def _already_written(connection: Connection, spend: Mapping[int, int], reference: str) -> bool:
+    charged = [customer for customer, amount in spend.items() if amount]
+    if not charged:
+        return False
+    found = connection.execute(
+        select(t.credit_ledger.c.id).where(
+            t.credit_ledger.c.customer_id == charged[0], t.credit_ledger.c.reference == reference
+        )
+    ).first()
+    return found is not None
