@@ -28,6 +28,7 @@ class RouterRuntime:
     sync: StorageSync
     health: HealthMonitor
     limiter: Limiter
+    cooldowns: MemoryCooldowns
     client: PyreqwestUpstream
     engine: Engine
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -118,4 +119,4 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         sync_interval_s=settings.sync_interval_s,
         flush_interval_s=settings.usage_flush_interval_s,
     )
-    return RouterRuntime(service, sync, health, limiter, client, engine)
+    return RouterRuntime(service, sync, health, limiter, cooldowns, client, engine)

@@ -14,6 +14,10 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/wrong-id` | 200, a JSON-RPC result carrying another id |
 | `/reset` | the connection is reset without an answer |
 | `/rpc-error` | 200, a JSON-RPC error object (an answer, like an execution revert) |
+| `/block/N` | like `/ok`, but every result is the hex quantity N (a node whose head is block N) |
+
+Further segments are free: `/ok/a` and `/ok/b` behave alike but are two nodes with their own
+counts.
 
 `requests[path]` counts what each path received.
 """
@@ -38,7 +42,7 @@ def _result_for(request: Any, result: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
-def _answer_ok(body: bytes) -> bytes:
+def _answer_ok(body: bytes, result: str = OK_RESULT) -> bytes:
     try:
         payload = json.loads(body)
     except ValueError:
@@ -46,8 +50,8 @@ def _answer_ok(body: bytes) -> bytes:
             {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
         ).encode()
     if isinstance(payload, list):
-        return json.dumps([_result_for(item, OK_RESULT) for item in payload]).encode()
-    return json.dumps(_result_for(payload, OK_RESULT)).encode()
+        return json.dumps([_result_for(item, result) for item in payload]).encode()
+    return json.dumps(_result_for(payload, result)).encode()
 
 
 def _answer_rpc_error(body: bytes) -> bytes:
@@ -187,6 +191,9 @@ class FaultyUpstream:
                 await writer.drain()
                 await asyncio.sleep(int(parts[1]) / 1000)
                 writer.write(bytes([byte]))
+        elif kind == "block":
+            answer = _answer_ok(body, hex(int(parts[1])))
+            writer.write(_head(200, len(answer)) + answer)
         else:
             if kind == "sleep":
                 await asyncio.sleep(int(parts[1]) / 1000)

@@ -1,0 +1,260 @@
+"""Router fixtures: real anvil nodes, the fault-injecting upstream, and a router built on a real
+database from an operator file, exactly as `chainrouter serve` builds it.
+
+A test describes its world (providers with prices and nodes, keys, credits) with the helpers
+below, gets a `World`, and calls the router's pipeline directly or through the RSGI server.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import Engine, select
+
+from chainrouter.domain.credentials import SecretKind, generate_secret
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import validate_document
+from chainrouter.router.runtime import RouterRuntime, build_runtime
+from chainrouter.router.service import Reply
+from chainrouter.settings import Settings
+from chainrouter.stores.sql import migrate
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.engine import create_database_engine
+from tests.conftest import REPO_ROOT
+
+CHAIN_A = 31337
+CHAIN_B = 31338
+CUSTOMER_EMAIL = "dev@router.test"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def anvil_binary() -> str:
+    local = REPO_ROOT / "node_modules" / ".bin" / "anvil"
+    if local.exists():
+        return str(local)
+    found = shutil.which("anvil")
+    if found is None:
+        pytest.fail("anvil is missing: `make setup` installs it (npm ci)")
+    return found
+
+
+@dataclass
+class AnvilNodes:
+    """Three real nodes: two of chain A (31337), one of chain B (31338)."""
+
+    urls: dict[str, str] = field(default_factory=dict)  # "a1", "a2", "b1" -> URL
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+
+def _wait_until_answering(url: str) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError(f"anvil at {url} did not start")
+
+
+@pytest.fixture(scope="session")
+def anvil() -> Iterator[AnvilNodes]:
+    nodes = AnvilNodes()
+    binary = anvil_binary()
+    for name, chain_id in (("a1", CHAIN_A), ("a2", CHAIN_A), ("b1", CHAIN_B)):
+        port = free_port()
+        process = subprocess.Popen(
+            [binary, "--port", str(port), "--chain-id", str(chain_id), "--silent"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        nodes.processes.append(process)
+        nodes.urls[name] = f"http://127.0.0.1:{port}"
+    try:
+        for url in nodes.urls.values():
+            _wait_until_answering(url)
+        yield nodes
+    finally:
+        for process in nodes.processes:
+            process.terminate()
+        for process in nodes.processes:
+            process.wait(10)
+
+
+# -- describing a world ---------------------------------------------------------------------
+
+
+def provider(
+    slug: str,
+    prices: dict[str, str],
+    nodes: list[tuple[str, int]] | list[tuple[str, int, dict[str, Any]]],
+    **plan: Any,
+) -> dict[str, Any]:
+    """A provider with one plan pricing `prices` (method -> credits) on the given nodes."""
+    return {
+        "slug": slug,
+        "name": slug.title(),
+        "plans": [
+            {
+                "name": f"{slug}-plan",
+                "methods": [
+                    {"method": method, "cost": Decimal(cost)} for method, cost in prices.items()
+                ],
+                "nodes": [
+                    {"url": node[0], "chain_id": node[1], **(node[2] if len(node) > 2 else {})}  # type: ignore[misc]
+                    for node in nodes
+                ],
+                **plan,
+            }
+        ],
+    }
+
+
+def api_key(name: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "secret": generate_secret(SecretKind.API_KEY),
+        "allowed_domains": ["*"],
+        "routing_strategy": "economy",
+        **fields,
+    }
+
+
+def world_config(
+    providers: list[dict[str, Any]],
+    keys: list[dict[str, Any]] | None = None,
+    *,
+    credits: str | None = "10",
+) -> dict[str, Any]:
+    customer: dict[str, Any] = {
+        "email": CUSTOMER_EMAIL,
+        "name": "Router Test",
+        "api_keys": keys if keys is not None else [api_key("main")],
+    }
+    if credits is not None:
+        customer["credits"] = [{"reference": "test-grant", "amount": Decimal(credits)}]
+    return {
+        "version": 1,
+        "chains": [
+            {
+                "chain_id": chain_id,
+                "name": f"Test chain {chain_id}",
+                "short_name": f"t{chain_id}",
+                "native_currency": {"name": "Ether", "symbol": "ETH"},
+            }
+            for chain_id in (CHAIN_A, CHAIN_B)
+        ],
+        "providers": providers,
+        "customers": [customer],
+    }
+
+
+# -- a running world ------------------------------------------------------------------------
+
+
+def rpc(method: str, params: Any = None, request_id: Any = 1) -> dict[str, Any]:
+    call: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        call["params"] = params
+    return call
+
+
+@dataclass
+class World:
+    engine: Engine
+    runtime: RouterRuntime
+    secrets: dict[str, str]  # key name -> secret
+    customer_id: int
+
+    @property
+    def service(self):  # type: ignore[no-untyped-def]
+        return self.runtime.service
+
+    async def call(
+        self,
+        payload: Any,
+        *,
+        chain: int | str = CHAIN_A,
+        key: str = "main",
+        origin: str | None = None,
+        referer: str | None = None,
+    ) -> Reply:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        secret = self.secrets.get(key, key)
+        return await self.runtime.service.handle_keyed(
+            str(chain), secret, body, origin=origin, referer=referer
+        )
+
+    async def public(
+        self, payload: Any, *, ip: str = "198.51.100.7", chain: int = CHAIN_A
+    ) -> Reply:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return await self.runtime.service.handle_public(str(chain), ip, body)
+
+    def stored_balance(self) -> int:
+        with self.engine.connect() as connection:
+            balance: int = connection.execute(
+                select(t.customers.c.balance_nano).where(t.customers.c.id == self.customer_id)
+            ).scalar_one()
+            return balance
+
+
+WorldFactory = Callable[..., Awaitable[World]]
+
+
+async def _make_world(
+    database_url: str, config: dict[str, Any], **settings: Any
+) -> tuple[World, Engine]:
+    engine = create_database_engine(database_url)
+    migrate.upgrade(engine)
+    apply_config(engine, validate_document(config))
+    runtime = build_runtime(Settings(database_url=database_url, **settings), engine)
+    with engine.connect() as connection:
+        customer_id = connection.execute(
+            select(t.customers.c.id).where(t.customers.c.email == CUSTOMER_EMAIL)
+        ).scalar_one()
+    keys = config["customers"][0]["api_keys"]
+    return World(engine, runtime, {k["name"]: k["secret"] for k in keys}, customer_id), engine
+
+
+async def _factory(database_url: str) -> AsyncIterator[WorldFactory]:
+    worlds: list[World] = []
+
+    async def make(config: dict[str, Any], **settings: Any) -> World:
+        world, _ = await _make_world(database_url, config, **settings)
+        worlds.append(world)
+        return world
+
+    yield make
+    for world in worlds:
+        await world.runtime.stop()
+
+
+@pytest.fixture
+async def make_world(sqlite_database_url: str) -> AsyncIterator[WorldFactory]:
+    """A router on SQLite: for rules that do not depend on the storage backend."""
+    async for factory in _factory(sqlite_database_url):
+        yield factory
+
+
+@pytest.fixture
+async def make_world_on_each_backend(database_url: str) -> AsyncIterator[WorldFactory]:
+    """A router on SQLite, then on PostgreSQL: for billing and anything stored."""
+    async for factory in _factory(database_url):
+        yield factory
