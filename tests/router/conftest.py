@@ -244,6 +244,7 @@ async def _factory(database_url: str) -> AsyncIterator[WorldFactory]:
     yield make
     for world in worlds:
         await world.runtime.stop()
+        world.engine.dispose()  # the test may have used it after the router stopped
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ class RouterRuntime:
     client: PyreqwestUpstream
     engine: Engine
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _stopped: bool = False
 
     def start_background(self, *, health_checks: bool = True) -> None:
         """Start the storage sync (and the health checker); call from the serving loop."""
@@ -46,7 +47,10 @@ class RouterRuntime:
         return [node for nodes in routes.nodes_by_chain.values() for node in nodes]
 
     async def stop(self) -> None:
-        """Stop background work, then write every metered call before closing."""
+        """Stop background work, then write every metered call before closing (once)."""
+        if self._stopped:
+            return
+        self._stopped = True
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -49,7 +49,7 @@ class StorageSync:
         sync_interval_s: float,
         flush_interval_s: float,
     ) -> None:
-        self._engine = engine
+        self.engine = engine
         self._meter = meter
         self._credits = credits
         self._install = install
@@ -76,10 +76,10 @@ class StorageSync:
 
     async def refresh(self) -> bool:
         """Load and install a new snapshot if the configuration changed; True if it did."""
-        version = await asyncio.to_thread(_read_version, self._engine)
+        version = await asyncio.to_thread(_read_version, self.engine)
         if version == self.version:
             return False
-        snapshot = await asyncio.to_thread(load_snapshot, self._engine)
+        snapshot = await asyncio.to_thread(load_snapshot, self.engine)
         self._install(snapshot)
         self._credits.replace_stored(dict(snapshot.balances_nano))
         log.info("configuration version %d loaded (was %d)", snapshot.version, self.version)
@@ -97,7 +97,7 @@ class StorageSync:
             try:
                 balances = await asyncio.to_thread(
                     write_usage,
-                    self._engine,
+                    self.engine,
                     batch.rows,
                     batch.spend,
                     reference=f"usage:{self._instance}:{batch.sequence}",
@@ -116,7 +116,7 @@ class StorageSync:
         if not wrote:
             # Nothing of ours to write, but others (routers, purchases) may have moved balances.
             try:
-                balances = await asyncio.to_thread(_read_balances, self._engine)
+                balances = await asyncio.to_thread(_read_balances, self.engine)
             except SQLAlchemyError as exc:
                 log.warning("cannot read balances: %s", _first_line(exc))
                 return True

@@ -1,0 +1,225 @@
+"""Billing and usage (design notes, "Routing and billing"): each successful call costs exactly the
+price of the route that served it; rejected and failed calls cost nothing; usage is aggregated
+per scenario and written by the flush, once, even when a flush is retried; on both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.usage import write_usage
+from chainrouter.testing.faulty_upstream import FaultyUpstream
+from tests.router.conftest import CHAIN_A, World, WorldFactory, api_key, provider, rpc, world_config
+
+pytestmark = pytest.mark.anyio
+
+# Paths that answer, and what a call served there costs (nano-credits).
+CHEAP, DEAR, REVERT, BROKEN = (
+    "/ok/bill-cheap",
+    "/ok/bill-dear",
+    "/rpc-error/bill",
+    "/status/500/bill",
+)
+PRICES_NANO = {CHEAP: 300, DEAR: 1_700, REVERT: 900}
+
+
+def _world_config(upstream: FaultyUpstream, **key_fields: object) -> dict[str, object]:
+    # eth_blockNumber: cheap route first, dear second. eth_call: a broken route first (never
+    # answers), then a route whose node reverts (an answer, charged). eth_getBalance: only dear.
+    cheap = provider(
+        "cheap",
+        {"eth_blockNumber": "0.0000003"},
+        [(upstream.url(CHEAP), CHAIN_A)],
+    )
+    dear = provider(
+        "dear",
+        {"eth_blockNumber": "0.0000017", "eth_getBalance": "0.0000017"},
+        [(upstream.url(DEAR), CHAIN_A)],
+    )
+    broken = provider("broken", {"eth_call": "0.0000001"}, [(upstream.url(BROKEN), CHAIN_A)])
+    revert = provider("revert", {"eth_call": "0.0000009"}, [(upstream.url(REVERT), CHAIN_A)])
+    return world_config([cheap, dear, broken, revert], [api_key("main", **key_fields)])
+
+
+def _served_nano(upstream: FaultyUpstream, before: Counter[str]) -> int:
+    return sum((upstream.requests[p] - before[p]) * price for p, price in PRICES_NANO.items())
+
+
+async def _usage_rows(world: World) -> dict[str, tuple[int, int]]:
+    with world.engine.connect() as connection:
+        rows = connection.execute(
+            select(
+                t.usage_aggregates.c.scenario,
+                func.sum(t.usage_aggregates.c.request_count),
+                func.sum(t.usage_aggregates.c.credits_nano),
+            ).group_by(t.usage_aggregates.c.scenario)
+        ).all()
+    return {scenario: (int(count), int(credits)) for scenario, count, credits in rows}
+
+
+async def test_mixed_calls_with_failovers_cost_exactly_the_prices_served(
+    make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    world = await make_world_on_each_backend(_world_config(upstream))
+    before_requests = Counter(upstream.requests)
+    before_balance = world.stored_balance()
+    methods = ["eth_blockNumber", "eth_call", "eth_getBalance", "eth_unpriced"]
+    chooser = random.Random(20261122)
+    calls = 0
+    for round_number in range(60):
+        picks = [chooser.choice(methods) for _ in range(chooser.randint(1, 4))]
+        payload = [rpc(m, [], f"{round_number}-{i}") for i, m in enumerate(picks)]
+        await world.call(payload if len(payload) > 1 else payload[0])
+        calls += len(picks)
+        if round_number % 20 == 0:
+            # Let the broken node's cooldown lapse now and then so failover keeps happening.
+            world.runtime.cooldowns.succeeded(
+                next(
+                    n.node_id
+                    for n in world.service.snapshot.routes.nodes_by_chain[CHAIN_A]
+                    if "500" in n.url
+                )
+            )
+    expected = _served_nano(upstream, before_requests)
+    assert expected > 0
+    assert await world.runtime.sync.flush()
+    assert before_balance - world.stored_balance() == expected
+    usage = await _usage_rows(world)
+    assert sum(credits for _, credits in usage.values()) == expected
+    assert sum(count for count, _ in usage.values()) == calls
+    assert usage["failover"][0] > 0  # eth_call fails over from the broken route
+    assert usage["unsupported_method"][1] == 0
+    with world.engine.connect() as connection:
+        ledger = (
+            connection.execute(
+                select(t.credit_ledger.c.amount_nano).where(t.credit_ledger.c.kind == "usage")
+            )
+            .scalars()
+            .all()
+        )
+    assert sum(ledger) == -expected
+
+
+async def test_concurrent_calls_are_each_charged_once(
+    make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    world = await make_world_on_each_backend(_world_config(upstream))
+    before_requests = Counter(upstream.requests)
+    before_balance = world.stored_balance()
+    replies = await asyncio.gather(
+        *(
+            world.call(rpc("eth_blockNumber" if i % 2 else "eth_getBalance", [], i))
+            for i in range(80)
+        )
+    )
+    assert all(reply.status == 200 for reply in replies)
+    assert await world.runtime.sync.flush()
+    assert before_balance - world.stored_balance() == _served_nano(upstream, before_requests)
+    assert before_balance - world.stored_balance() == 40 * 300 + 40 * 1_700
+
+
+async def test_failures_and_refusals_cost_nothing(
+    make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    broken_only = provider(
+        "broken", {"eth_blockNumber": "0.001"}, [(upstream.url("/status/503/free"), CHAIN_A)]
+    )
+    world = await make_world_on_each_backend(world_config([broken_only]))
+    before = world.stored_balance()
+    statuses = [
+        (await world.call(rpc("eth_blockNumber"))).status,  # the node fails: 424
+        (await world.call(rpc("eth_blockNumber"))).status,  # cooling down: 429
+        (await world.call(rpc("eth_nothing"))).status,  # unsupported: 422
+        (await world.call(b"{")).status,  # not JSON: 400
+    ]
+    assert statuses == [424, 429, 422, 400]
+    assert await world.runtime.sync.flush()
+    assert world.stored_balance() == before
+    usage = await _usage_rows(world)
+    assert usage == {
+        "all_failed": (1, 0),
+        "rate_limited": (1, 0),
+        "unsupported_method": (1, 0),
+    }
+
+
+async def test_spending_counts_against_the_balance_before_it_is_written(
+    make_world: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    only = provider(
+        "only", {"eth_blockNumber": "0.000001"}, [(upstream.url("/ok/spend-down"), CHAIN_A)]
+    )
+    world = await make_world(world_config([only], credits="0.000003"))
+    statuses = [(await world.call(rpc("eth_blockNumber"))).status for _ in range(4)]
+    assert statuses == [200, 200, 200, 402]
+    assert await world.runtime.sync.flush()
+    assert world.stored_balance() == 0
+    assert (await world.call(rpc("eth_blockNumber"))).status == 402
+
+
+async def test_a_key_that_bypasses_the_check_is_still_charged(
+    make_world: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    only = provider(
+        "only", {"eth_blockNumber": "0.000001"}, [(upstream.url("/ok/bypass-charge"), CHAIN_A)]
+    )
+    world = await make_world(
+        world_config([only], [api_key("main", bypass_credit_check=True)], credits=None)
+    )
+    assert (await world.call(rpc("eth_blockNumber"))).status == 200
+    assert await world.runtime.sync.flush()
+    assert world.stored_balance() == -1_000
+
+
+async def test_usage_survives_an_unreachable_database_and_is_written_once_it_returns(
+    make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    world = await make_world_on_each_backend(_world_config(upstream))
+    before = world.stored_balance()
+    await world.call(rpc("eth_getBalance"))
+    sync = world.runtime.sync
+    reachable = sync.engine
+    sync.engine = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    try:
+        assert not await sync.flush()
+        await world.call(rpc("eth_getBalance"))
+        assert not await sync.flush()
+    finally:
+        sync.engine.dispose()
+        sync.engine = reachable
+    assert world.stored_balance() == before
+    assert await sync.flush()
+    assert before - world.stored_balance() == 2 * 1_700
+
+
+async def test_a_flush_retried_after_it_was_written_is_not_charged_twice(
+    make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    world = await make_world_on_each_backend(_world_config(upstream))
+    before = world.stored_balance()
+    rows = {
+        (world.customer_id, 1, CHAIN_A, "eth_call", "first_choice", 1_700_000_000 // 3600 * 3600): [
+            2,
+            1_800,
+        ]
+    }
+    spend = {world.customer_id: 1_800}
+    write_usage(world.engine, rows, spend, reference="usage:test:1")
+    balances = write_usage(world.engine, rows, spend, reference="usage:test:1")
+    assert balances[world.customer_id] == before - 1_800
+    assert (await _usage_rows(world))["first_choice"] == (2, 1_800)
+
+
+async def test_shutdown_writes_what_was_metered(
+    make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    world = await make_world_on_each_backend(_world_config(upstream))
+    before = world.stored_balance()
+    await world.call([rpc("eth_getBalance", [], 1), rpc("eth_blockNumber", [], 2)])
+    await world.runtime.stop()
+    assert before - world.stored_balance() == 1_700 + 300
