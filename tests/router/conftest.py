@@ -25,7 +25,7 @@ from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.router.runtime import RouterRuntime, build_runtime
-from chainrouter.router.service import Reply
+from chainrouter.router.service import Reply, RpcService
 from chainrouter.settings import Settings
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
@@ -117,7 +117,7 @@ def provider(
                     {"method": method, "cost": Decimal(cost)} for method, cost in prices.items()
                 ],
                 "nodes": [
-                    {"url": node[0], "chain_id": node[1], **(node[2] if len(node) > 2 else {})}  # type: ignore[misc]
+                    {"url": node[0], "chain_id": node[1], **(node[2] if len(node) > 2 else {})}
                     for node in nodes
                 ],
                 **plan,
@@ -183,7 +183,7 @@ class World:
     customer_id: int
 
     @property
-    def service(self):  # type: ignore[no-untyped-def]
+    def service(self) -> RpcService:
         return self.runtime.service
 
     async def call(

@@ -12,6 +12,7 @@ from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import (
     CHAIN_A,
     CHAIN_B,
+    World,
     WorldFactory,
     api_key,
     provider,
@@ -29,7 +30,7 @@ def _error(body: bytes) -> tuple[object, int, str]:
 
 
 @pytest.fixture
-async def world(make_world: WorldFactory, upstream: FaultyUpstream):  # type: ignore[no-untyped-def]
+async def world(make_world: WorldFactory, upstream: FaultyUpstream) -> World:
     config = world_config(
         [provider("p", PRICES, [(upstream.url("/ok/statuses"), CHAIN_A)])],
         [
@@ -41,7 +42,7 @@ async def world(make_world: WorldFactory, upstream: FaultyUpstream):  # type: ig
     return await make_world(config)
 
 
-async def test_a_served_call_is_200_with_the_upstream_answer(world) -> None:  # type: ignore[no-untyped-def]
+async def test_a_served_call_is_200_with_the_upstream_answer(world: World) -> None:
     reply = await world.call(rpc("eth_blockNumber", [], 5))
     assert reply.status == 200
     assert json.loads(reply.body) == {"jsonrpc": "2.0", "id": 5, "result": "0x10d4f"}
@@ -52,7 +53,7 @@ async def test_a_served_call_is_200_with_the_upstream_answer(world) -> None:  # 
     "body",
     [b"{", b"", b"not json", b'{"jsonrpc":"2.0","id":1,"method":"x"', b"\xff\xfe"],
 )
-async def test_a_body_that_is_not_json_is_400_parse_error(world, body: bytes) -> None:  # type: ignore[no-untyped-def]
+async def test_a_body_that_is_not_json_is_400_parse_error(world: World, body: bytes) -> None:
     reply = await world.call(body)
     assert reply.status == 400
     assert _error(reply.body)[:2] == (None, -32700)
@@ -71,7 +72,9 @@ async def test_a_body_that_is_not_json_is_400_parse_error(world, body: bytes) ->
         (5, "object"),
     ],
 )
-async def test_an_invalid_request_is_400_invalid_request(world, payload: object, why: str) -> None:  # type: ignore[no-untyped-def]
+async def test_an_invalid_request_is_400_invalid_request(
+    world: World, payload: object, why: str
+) -> None:
     reply = await world.call(payload)
     assert reply.status == 400
     _, code, message = _error(reply.body)
@@ -105,7 +108,7 @@ async def test_a_body_over_the_limit_is_413(
 
 
 @pytest.mark.parametrize("key", ["crk_unknownunknownunknownunknownunknown", "nonsense", "", "off"])
-async def test_an_unknown_malformed_or_inactive_key_is_401(world, key: str) -> None:  # type: ignore[no-untyped-def]
+async def test_an_unknown_malformed_or_inactive_key_is_401(world: World, key: str) -> None:
     reply = await world.call(rpc("eth_chainId"), key=key)
     assert reply.status == 401
     assert _error(reply.body)[2] == "invalid API key"
@@ -127,8 +130,8 @@ async def test_an_unknown_malformed_or_inactive_key_is_401(world, key: str) -> N
         (None, None, False),  # neither header: only "*" lets it through
     ],
 )
-async def test_allowed_domains_decide_on_origin_else_referer(  # type: ignore[no-untyped-def]
-    world, origin: str | None, referer: str | None, allowed: bool
+async def test_allowed_domains_decide_on_origin_else_referer(
+    world: World, origin: str | None, referer: str | None, allowed: bool
 ) -> None:
     reply = await world.call(rpc("eth_chainId"), key="site", origin=origin, referer=referer)
     assert reply.status == (200 if allowed else 403)
@@ -136,24 +139,24 @@ async def test_allowed_domains_decide_on_origin_else_referer(  # type: ignore[no
         assert "not allowed from this domain" in _error(reply.body)[2]
 
 
-async def test_a_key_allowing_any_origin_needs_no_header(world) -> None:  # type: ignore[no-untyped-def]
+async def test_a_key_allowing_any_origin_needs_no_header(world: World) -> None:
     assert (await world.call(rpc("eth_chainId"))).status == 200
 
 
 @pytest.mark.parametrize("chain", ["1", "abc", "0x7a69", "-5", "0", "99999999999999999999999"])
-async def test_a_chain_without_service_is_422_chain_not_supported(world, chain: str) -> None:  # type: ignore[no-untyped-def]
+async def test_a_chain_without_service_is_422_chain_not_supported(world: World, chain: str) -> None:
     reply = await world.call(rpc("eth_chainId"), chain=chain)
     assert reply.status == 422
     assert _error(reply.body)[1] == -32001
 
 
-async def test_a_chain_in_the_catalog_without_nodes_is_not_supported(world) -> None:  # type: ignore[no-untyped-def]
+async def test_a_chain_in_the_catalog_without_nodes_is_not_supported(world: World) -> None:
     reply = await world.call(rpc("eth_chainId"), chain=CHAIN_B)
     assert reply.status == 422
     assert _error(reply.body)[1] == -32001
 
 
-async def test_an_unpriced_method_is_422_method_not_supported(world) -> None:  # type: ignore[no-untyped-def]
+async def test_an_unpriced_method_is_422_method_not_supported(world: World) -> None:
     reply = await world.call(rpc("eth_sendRawTransaction", ["0x00"], "tx"))
     assert reply.status == 422
     assert _error(reply.body)[:2] == ("tx", -32002)
@@ -228,7 +231,7 @@ async def test_a_key_that_bypasses_the_credit_check_is_served_without_credits(
     "request_id",
     [0, -1, 2**63 - 1, 2**64 + 7, 10**30, "0x1", "", "ü", None, 1.5, 0.1],
 )
-async def test_ids_are_echoed_exactly(world, request_id: object) -> None:  # type: ignore[no-untyped-def]
+async def test_ids_are_echoed_exactly(world: World, request_id: object) -> None:
     body = b'{"jsonrpc":"2.0","method":"eth_chainId","id":' + json.dumps(request_id).encode() + b"}"
     reply = await world.call(body)
     assert reply.status == 200
@@ -239,7 +242,9 @@ async def test_ids_are_echoed_exactly(world, request_id: object) -> None:  # typ
     assert json.loads(single_error.body)["id"] == request_id
 
 
-async def test_a_batch_answers_each_item_in_order_and_a_bad_item_sinks_nothing(world) -> None:  # type: ignore[no-untyped-def]
+async def test_a_batch_answers_each_item_in_order_and_a_bad_item_sinks_nothing(
+    world: World,
+) -> None:
     batch = [
         rpc("eth_blockNumber", [], "first"),
         {"jsonrpc": "2.0", "id": "bad", "method": 1},
@@ -258,13 +263,13 @@ async def test_a_batch_answers_each_item_in_order_and_a_bad_item_sinks_nothing(w
     assert "result" in answers[4]
 
 
-async def test_a_batch_whose_items_all_fail_alike_takes_their_status(world) -> None:  # type: ignore[no-untyped-def]
+async def test_a_batch_whose_items_all_fail_alike_takes_their_status(world: World) -> None:
     reply = await world.call([rpc("eth_nope", [], 1), rpc("eth_nope", [], 2)])
     assert reply.status == 422
     assert [a["error"]["code"] for a in orjson.loads(reply.body)] == [-32002, -32002]
 
 
-async def test_batch_ids_differ_for_every_reply(world) -> None:  # type: ignore[no-untyped-def]
+async def test_batch_ids_differ_for_every_reply(world: World) -> None:
     replies = [await world.call(rpc("eth_chainId")) for _ in range(3)]
     replies.append(await world.call(b"{"))
     replies.append(await world.call(rpc("eth_chainId"), key="nope"))
