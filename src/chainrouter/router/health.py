@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 _PROBE = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
 _IMPLAUSIBLE_LEAD = 1000
-_SMOOTHING = 0.2  # weight of a new latency sample
+_SMOOTHING = 0.2
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")  # weight of a new latency sample
 
 
 @dataclass(slots=True)
@@ -50,9 +51,10 @@ def parse_block_number(body: bytes) -> int:
     except orjson.JSONDecodeError:
         raise ValueError("answer is not JSON") from None
     result = answer.get("result") if isinstance(answer, dict) else None
-    if not isinstance(result, str) or not result.startswith("0x") or len(result) > 18:
+    digits = result[2:] if isinstance(result, str) and result.startswith("0x") else ""
+    if not 0 < len(digits) <= 16 or not all(c in _HEX_DIGITS for c in digits):
         raise ValueError(f"not a block number: {str(result)[:40]!r}")
-    return int(result, 16)
+    return int(digits, 16)
 
 
 class HealthMonitor:
@@ -68,7 +70,7 @@ class HealthMonitor:
         max_block_lag: int,
     ) -> None:
         self._client = client
-        self._cooldowns = cooldowns
+        self.cooldowns = cooldowns
         self._interval_s = interval_s
         self._max_per_s = max_per_s
         self._concurrency = concurrency
@@ -116,7 +118,7 @@ class HealthMonitor:
             state.failures += 1
             state.last_error = str(exc)
             state.checked_at = time.monotonic()
-            self._cooldowns.failed(node.node_id)
+            self.cooldowns.failed(node.node_id)
             if state.failures == 1:
                 log.info("node %d failed its health check: %s", node.node_id, exc)
             return
@@ -126,7 +128,7 @@ class HealthMonitor:
         state.last_error = None
         state.head = head
         state.checked_at = time.monotonic()
-        self._cooldowns.succeeded(node.node_id)
+        self.cooldowns.succeeded(node.node_id)
         self.observe_latency(node.node_id, (state.checked_at - started) * 1000)
         self._update_chain_head(node.chain_id)
 
@@ -141,8 +143,12 @@ class HealthMonitor:
 
     def _publish(self, node_id: int, state: NodeState) -> None:
         chain_head = self._chain_heads.get(self._chain_of.get(node_id, -1))
+        # Unknown counts as in sync (a node is not punished before it is checked); a head
+        # implausibly far ahead of the chain is as wrong as one far behind.
         in_sync = (
-            state.head is None or chain_head is None or chain_head - state.head <= self._max_lag
+            state.head is None
+            or chain_head is None
+            or -_IMPLAUSIBLE_LEAD <= chain_head - state.head <= self._max_lag
         )
         self._health[node_id] = NodeHealth(in_sync=in_sync, latency_ms=state.latency_ms)
 
