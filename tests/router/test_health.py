@@ -101,7 +101,7 @@ async def test_a_failed_check_cools_the_node_down_and_a_passing_one_lifts_it(
     client: PyreqwestUpstream, upstream: FaultyUpstream, path: str
 ) -> None:
     monitor = _monitor(client, timeout_s=0.2)
-    cooldowns = monitor._cooldowns
+    cooldowns = monitor.cooldowns
     sick = _node(upstream.url(path))
     await monitor.check(sick)
     assert not cooldowns.available(sick.node_id)
