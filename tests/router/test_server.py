@@ -1,0 +1,204 @@
+"""The router as users run it: `chainrouter serve --role rpc` (granian), real anvil nodes behind it,
+real clients in front (`cast` and plain HTTP). Every response carries X-Batch-Id; browsers get
+CORS; a stop by SIGTERM writes the usage metered so far."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import validate_document
+from chainrouter.stores.sql import migrate
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.engine import create_database_engine
+from tests.conftest import REPO_ROOT
+from tests.router.conftest import (
+    CHAIN_A,
+    CHAIN_B,
+    AnvilNodes,
+    api_key,
+    free_port,
+    provider,
+    rpc,
+    world_config,
+)
+
+ACCOUNT = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+
+
+@dataclass
+class Served:
+    base: str
+    key: str  # allows any origin
+    restricted_key: str  # allows app.example.com only
+    database_url: str
+    process: subprocess.Popen[bytes]
+
+    def url(self, chain: int = CHAIN_A) -> str:
+        return f"{self.base}/rpc/{chain}/{self.key}"
+
+
+def _start(tmp: Path, anvil: AnvilNodes) -> Served:
+    database_url = f"sqlite:///{tmp / 'served.db'}"
+    engine = create_database_engine(database_url)
+    migrate.upgrade(engine)
+    key = api_key("main", allowed_domains=["app.example.com"])
+    open_key = api_key("open")
+    prices = {"eth_chainId": "0", "eth_blockNumber": "0.0000001", "eth_getBalance": "0.0000002"}
+    config = world_config(
+        [
+            provider("cheap", prices, [(anvil.urls["a1"], CHAIN_A), (anvil.urls["b1"], CHAIN_B)]),
+            provider("dear", dict.fromkeys(prices, "0.000001"), [(anvil.urls["a2"], CHAIN_A)]),
+        ],
+        [key, open_key],
+    )
+    apply_config(engine, validate_document(config))
+    engine.dispose()
+    port = free_port()
+    env = {
+        **os.environ,
+        "CHAINROUTER_DATABASE_URL": database_url,
+        "CHAINROUTER_RPC_PORT": str(port),
+        "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "300",  # only the shutdown flush writes
+        "CHAINROUTER_MAX_BODY_BYTES": "2048",
+        "CHAINROUTER_LOG_LEVEL": "warning",
+    }
+    process = subprocess.Popen(
+        [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"],
+        env=env,
+        cwd=tmp,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return Served(base, open_key["secret"], key["secret"], database_url, process)
+        except httpx.TransportError:
+            time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("the router did not start")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes) -> Iterator[Served]:
+    server = _start(tmp_path_factory.mktemp("served"), anvil)
+    yield server
+    if server.process.poll() is None:
+        server.process.terminate()
+        server.process.wait(20)
+
+
+def _cast(*args: str) -> str:
+    binary = REPO_ROOT / "node_modules" / ".bin" / "cast"
+    done = subprocess.run(
+        [str(binary), *args], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_cast_reads_through_the_router(served: Served) -> None:
+    assert _cast("chain-id", "--rpc-url", served.url()) == str(CHAIN_A)
+    assert _cast("chain-id", "--rpc-url", served.url(CHAIN_B)) == str(CHAIN_B)
+    assert int(_cast("block-number", "--rpc-url", served.url())) >= 0
+    assert _cast("balance", ACCOUNT, "--rpc-url", served.url()) == str(10_000 * 10**18)
+
+
+def test_a_batch_over_http_is_answered_in_order(served: Served) -> None:
+    batch = [rpc("eth_chainId", [], "a"), rpc("eth_nope", [], "b"), rpc("eth_blockNumber", [], "c")]
+    response = httpx.post(served.url(), json=batch)
+    assert response.status_code == 200
+    assert [item["id"] for item in response.json()] == ["a", "b", "c"]
+    assert response.json()[1]["error"]["code"] == -32002
+    assert response.headers["x-batch-id"]
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status"),
+    [
+        ("POST", "/rpc/31337/crk_wrong", b"{}", 401),
+        ("POST", "/rpc/31337/{key}", b"{", 400),
+        ("POST", "/rpc/1/{key}", json.dumps(rpc("eth_chainId")).encode(), 422),
+        ("GET", "/rpc/31337/{key}", b"", 405),
+        ("POST", "/rpc/31337", b"{}", 404),
+        ("POST", "/rpc/31337/{key}/extra", b"{}", 404),
+        ("POST", "/rpc/31337/{key}", b"[" + b" " * 3000 + b"]", 413),
+    ],
+)
+def test_every_router_response_carries_a_batch_id(
+    served: Served, method: str, path: str, body: bytes, status: int
+) -> None:
+    response = httpx.request(method, served.base + path.format(key=served.key), content=body)
+    assert response.status_code == status
+    assert response.headers["x-batch-id"]
+    assert "error" in response.json()
+
+
+def test_a_body_sent_in_chunks_is_bounded_too(served: Served) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(10):
+            yield b" " * 500
+
+    response = httpx.post(served.url(), content=chunks())
+    assert response.status_code == 413
+    small = httpx.post(served.url(), content=iter([json.dumps(rpc("eth_chainId")).encode()]))
+    assert small.json()["result"] == hex(CHAIN_A)
+
+
+def test_browsers_get_cors_and_the_key_decides_the_origin(served: Served) -> None:
+    preflight = httpx.options(served.url(), headers={"origin": "https://app.example.com"})
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-origin"] == "https://app.example.com"
+    assert "POST" in preflight.headers["access-control-allow-methods"]
+    restricted = served.url().replace(served.key, served.restricted_key)
+    allowed = httpx.post(
+        restricted, json=rpc("eth_chainId"), headers={"origin": "https://app.example.com"}
+    )
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-expose-headers"] == "x-batch-id"
+    refused = httpx.post(
+        restricted, json=rpc("eth_chainId"), headers={"origin": "https://evil.example"}
+    )
+    assert refused.status_code == 403
+
+
+def test_the_free_tier_ignores_forwarded_for_without_a_trusted_proxy(served: Served) -> None:
+    response = httpx.post(
+        f"{served.base}/rpc/evm/{CHAIN_A}",
+        json=rpc("eth_chainId"),
+        headers={"x-forwarded-for": "203.0.113.50"},
+    )
+    assert response.status_code == 200
+    assert response.json()["result"] == hex(CHAIN_A)
+    assert response.headers["x-batch-id"]
+
+
+def test_sigterm_writes_the_usage_metered_so_far(served: Served) -> None:
+    for _ in range(3):
+        httpx.post(served.url(), json=rpc("eth_getBalance", [ACCOUNT, "latest"]))
+    served.process.send_signal(signal.SIGTERM)
+    assert served.process.wait(30) == 0
+    engine = create_database_engine(served.database_url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(
+                select(t.usage_aggregates.c.method, t.usage_aggregates.c.request_count).where(
+                    t.usage_aggregates.c.method == "eth_getBalance"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    assert sum(count for _, count in rows) >= 3
