@@ -9,12 +9,17 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: ## install Python dependencies (from uv.lock) into .venv
+setup: node_modules/.installed ## install Python dependencies (uv.lock) and anvil and cast (package-lock.json)
 	$(UV) sync --locked
 
+# anvil and cast, real EVM node and client for the demo and the tests, from npm.
+node_modules/.installed: package.json package-lock.json
+	scripts/npm-tools.sh
+	touch $@
+
 .PHONY: demo
-demo: setup ## run the service locally with the example configuration (SQLite in var/)
-	scripts/demo.sh
+demo: setup ## run a demo: three anvil nodes, two providers, router and API (Ctrl-C stops it)
+	$(UV) run python scripts/demo.py
 
 .PHONY: test
 test: setup ## run the whole test suite (starts local PostgreSQL and Redis if they are down)

@@ -1,0 +1,177 @@
+"""`make demo`: three anvil nodes on two chains, two providers, the router and the API, ready to try.
+
+Everything lives in var/demo (database, generated operator file, logs) and is made anew on every
+run. Ctrl-C stops everything this script started.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from chainrouter.domain.credentials import SecretKind, generate_secret
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "var" / "demo"
+ANVILS = [("18545", "31337"), ("18546", "31338"), ("18547", "31337")]
+RPC_PORT, API_PORT = 8545, 8080
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _wait_for(url: str, what: str, body: Any = None, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            response = httpx.post(url, json=body, timeout=1) if body else httpx.get(url, timeout=1)
+            if response.status_code < 500:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"demo: {what} did not come up at {url}; see the logs in {WORK}")
+
+
+def _write_config(secrets: dict[str, str]) -> Path:
+    config = yaml.safe_load((ROOT / "examples" / "demo.yaml").read_text())
+    for customer in config["customers"]:
+        for key in customer.get("api_keys", []):
+            key["secret"] = secrets[key["name"]]
+    path = WORK / "demo.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _run(args: list[str], env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "-m", "chainrouter.cli", *args], env=env, check=True)
+
+
+def _stop_on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    anvil = ROOT / "node_modules" / ".bin" / "anvil"
+    if not anvil.exists():
+        raise SystemExit("demo: anvil is missing; `make setup` installs it with npm")
+    busy = [p for p in [*(int(a) for a, _ in ANVILS), RPC_PORT, API_PORT] if _port_taken(p)]
+    if busy:
+        raise SystemExit(f"demo: ports {busy} are in use; stop what uses them and retry")
+    shutil.rmtree(WORK, ignore_errors=True)
+    WORK.mkdir(parents=True)
+    env = {
+        **os.environ,
+        "CHAINROUTER_DATABASE_URL": f"sqlite:///{WORK / 'demo.db'}",
+        "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "5",
+    }
+    secrets = {
+        "demo-economy": generate_secret(SecretKind.API_KEY),
+        "demo-performance": generate_secret(SecretKind.API_KEY),
+    }
+    _run(["migrate"], env)
+    _run(["apply", str(_write_config(secrets))], env)
+
+    children: list[subprocess.Popen[bytes]] = []
+    try:
+        for port, chain_id in ANVILS:
+            log = (WORK / f"anvil-{port}.log").open("wb")
+            children.append(
+                subprocess.Popen(
+                    [str(anvil), "--port", port, "--chain-id", chain_id, "--block-time", "2"],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+        for port, _ in ANVILS:
+            _wait_for(
+                f"http://127.0.0.1:{port}",
+                f"anvil on {port}",
+                {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"},
+            )
+        server_log = (WORK / "chainrouter.log").open("wb")
+        children.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "all"],
+                env=env,
+                stdout=server_log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        _wait_for(f"http://127.0.0.1:{RPC_PORT}/health", "the RPC router")
+        _wait_for(f"http://127.0.0.1:{API_PORT}/health", "the management API")
+        _print_guide(secrets)
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+        raise SystemExit(f"demo: a process stopped unexpectedly; see the logs in {WORK}")
+    except KeyboardInterrupt:
+        print("\nstopping the demo ...")
+    finally:
+        # A second Ctrl-C must not cut the clean stop short (the router writes usage on exit).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for child in reversed(children):
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in reversed(children):
+            try:
+                child.wait(15)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+
+def _print_guide(secrets: dict[str, str]) -> None:
+    key = secrets["demo-economy"]
+    url_a = f"http://127.0.0.1:{RPC_PORT}/rpc/31337/{key}"
+    url_b = f"http://127.0.0.1:{RPC_PORT}/rpc/31338/{key}"
+    cast = ROOT / "node_modules" / ".bin" / "cast"
+    print(
+        f"""
+chainrouter demo is running
+  RPC router      http://127.0.0.1:{RPC_PORT}   (chains 31337 and 31338, three anvil nodes)
+  management API  http://127.0.0.1:{API_PORT}/health
+  providers       thrifty (cheap: 18545, 18546) and swift (dearer: 18547)
+  customer        dev@demo.example, 10 credits
+
+API keys (shown once; the database keeps only their hashes):
+  economy      {key}
+  performance  {secrets["demo-performance"]}
+
+Try:
+  curl -s -X POST {url_a} \\
+    -H 'content-type: application/json' \\
+    -d '{{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}}' -i
+
+  {cast} block-number --rpc-url {url_a}
+  {cast} balance 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 --ether --rpc-url {url_b}
+
+  # a batch, with one call the plans do not price:
+  curl -s -X POST {url_a} -H 'content-type: application/json' \\
+    -d '[{{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}},{{"jsonrpc":"2.0","id":2,"method":"debug_traceCall","params":[]}}]'
+
+  # the free tier, no key (60 calls a minute per IP):
+  curl -s -X POST http://127.0.0.1:{RPC_PORT}/rpc/evm/31337 \\
+    -H 'content-type: application/json' -d '{{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}}'
+
+Usage is written every 5 s to {WORK / "demo.db"} (tables usage_aggregates, credit_ledger).
+Logs: {WORK}. Stop with Ctrl-C.
+""",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main()
