@@ -34,6 +34,7 @@ lint: setup ## ruff lint and format check
 .PHONY: typecheck
 typecheck: setup ## mypy --strict
 	$(UV) run mypy
+	$(UV) run mypy scripts
 
 .PHONY: check
 check: lint typecheck test ## everything CI runs

@@ -1,4 +1,4 @@
-"""`make demo`: three anvil nodes on two chains, two providers, the router and the API, ready to try.
+"""`make demo`: three anvil nodes on two chains, two providers, the router and the API, to try.
 
 Everything lives in var/demo (database, generated operator file, logs) and is made anew on every
 run. Ctrl-C stops everything this script started.
@@ -159,8 +159,9 @@ Try:
   {cast} balance 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 --ether --rpc-url {url_b}
 
   # a batch, with one call the plans do not price:
-  curl -s -X POST {url_a} -H 'content-type: application/json' \\
-    -d '[{{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}},{{"jsonrpc":"2.0","id":2,"method":"debug_traceCall","params":[]}}]'
+  curl -s -X POST {url_a} -H 'content-type: application/json' -d \\
+    '[{{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}},
+      {{"jsonrpc":"2.0","id":2,"method":"debug_traceCall","params":[]}}]'
 
   # the free tier, no key (60 calls a minute per IP):
   curl -s -X POST http://127.0.0.1:{RPC_PORT}/rpc/evm/31337 \\
