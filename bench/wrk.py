@@ -12,6 +12,8 @@ _SCRIPT = """
 wrk.method = "POST"
 wrk.body = '{body}'
 wrk.headers["Content-Type"] = "application/json"
+{headers}
+{delay}
 """
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
@@ -38,11 +40,19 @@ def run_wrk(
     connections: int,
     duration_s: int,
     threads: int = 1,
+    headers: dict[str, str] | None = None,
+    delay_ms: int | None = None,
 ) -> WrkResult:
-    """Load `url` with POSTs of `body` from `connections` keep-alive connections."""
+    """Load `url` with POSTs of `body` from `connections` keep-alive connections.
+
+    With `delay_ms`, each connection waits that long after every answer: an offered load of
+    about connections x 1000 / delay_ms requests a second instead of as many as possible.
+    """
+    header_lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in (headers or {}).items())
+    pause = "" if delay_ms is None else f"function delay() return {delay_ms} end"
     with tempfile.TemporaryDirectory() as directory:
         script = Path(directory) / "post.lua"
-        script.write_text(_SCRIPT.format(body=body))
+        script.write_text(_SCRIPT.format(body=body, headers=header_lines, delay=pause))
         output = subprocess.run(
             [
                 "wrk",
