@@ -30,7 +30,7 @@ from typing import Any
 
 import httpx
 
-from bench.transport import free_port
+from bench.transport import forwarder, free_port
 from bench.upstreams import nginx, require_tools, wait_until_serving
 from bench.wrk import WrkResult, run_wrk
 from chainrouter.catalog.importer import import_catalog
@@ -182,6 +182,9 @@ def main() -> None:
         snapshot_s = _snapshot_load_s(setup.database_url)
         rows["static upstream, direct"] = _load(static)
         rows["nginx proxy_pass"] = _load(proxy)
+        # The least any Python forwarder on this server and client does: read, POST, answer.
+        with forwarder("granian rsgi", "pyreqwest", static) as bare:
+            rows["bare forwarder (granian + pyreqwest, no pipeline), 1 worker"] = _load(bare)
         for workers in (1, 2):
             with router(setup, workers) as (url, pids):
                 time.sleep(1)  # let the snapshot settle and the first health checks go out
@@ -230,7 +233,8 @@ def _write(
         f"2-core machine as everything else. The router holds {nodes} nodes over the whole "
         "registry; each request passes key, domain (Origin checked against a one-domain list), "
         "credit check, routing, forwarding and billing. Upstream: nginx returning a fixed "
-        "JSON-RPC result.",
+        "JSON-RPC result. The bare forwarder is the transport benchmark's minimal "
+        "granian RSGI + pyreqwest app: the ceiling of this server and client on this machine.",
         "",
         "## Maximum throughput",
         "",

@@ -68,11 +68,25 @@ async def test_a_slow_head_or_a_dripping_body_is_cut_at_the_deadline(
     assert time.monotonic() - started < 2.0
 
 
-async def test_an_answer_over_the_size_limit_is_refused(upstream: FaultyUpstream) -> None:
+@pytest.mark.parametrize("path", ["/ok", "/chunked"])
+async def test_an_answer_over_the_size_limit_is_refused(
+    upstream: FaultyUpstream, path: str
+) -> None:
     small = PyreqwestUpstream(max_response_bytes=10)
     try:
         with pytest.raises(UpstreamError) as caught:
-            await small.post(upstream.url("/ok"), BODY, timeout_s=5)
+            await small.post(upstream.url(path), BODY, timeout_s=5)
         assert caught.value.kind is FailureKind.TOO_LARGE
     finally:
         await small.close()
+
+
+async def test_an_answer_without_a_length_is_read_whole(
+    client: PyreqwestUpstream, upstream: FaultyUpstream
+) -> None:
+    reply = await client.post(upstream.url("/chunked"), BODY, timeout_s=5)
+    assert reply.body == await _ok_answer(client, upstream)
+
+
+async def _ok_answer(client: PyreqwestUpstream, upstream: FaultyUpstream) -> bytes:
+    return (await client.post(upstream.url("/ok"), BODY, timeout_s=5)).body

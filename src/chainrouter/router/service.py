@@ -37,6 +37,7 @@ from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, CreditView, Usa
 from chainrouter.router.upstream import UpstreamClient
 
 _OK = 200
+_HOST_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ class RpcService:
         self._limits = limits
         self._free = free_tier
         self._ids = BatchIds()
+        self._hosts: dict[tuple[str | None, str | None], str | None] = {}
         signup = f" at {free_tier.signup_url}" if free_tier.signup_url else ""
         self._signup_hint = f"sign up for an API key{signup} for higher limits"
 
@@ -153,6 +155,17 @@ class RpcService:
         """Serve from `snapshot` from now on; calls in flight finish on the one they started."""
         self.snapshot = snapshot
         self._buckets = {}
+
+    def _host_of(self, origin: str | None, referer: str | None) -> str | None:
+        # Browsers send the same few origins over and over; parse each once. Bounded, since
+        # the headers are the client's to choose.
+        key = (origin, referer)
+        if key in self._hosts:
+            return self._hosts[key]
+        if len(self._hosts) >= _HOST_CACHE_SIZE:
+            self._hosts.clear()
+        host = self._hosts[key] = origin_host(origin, referer)
+        return host
 
     def new_batch_id(self) -> str:
         return self._ids.next()
@@ -178,7 +191,7 @@ class RpcService:
             access = snapshot.keys_by_hash.get(hash_secret(api_key))
         if access is None:
             return self.refuse(RpcError(401, RpcCode.SERVER_ERROR, "invalid API key"), batch_id)
-        if not domain_allowed(access.allowed_domains, origin_host(origin, referer)):
+        if not domain_allowed(access.allowed_domains, self._host_of(origin, referer)):
             return self.refuse(
                 RpcError(403, RpcCode.SERVER_ERROR, "this API key is not allowed from this domain"),
                 batch_id,

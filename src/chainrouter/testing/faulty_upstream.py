@@ -14,6 +14,7 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/wrong-id` | 200, a JSON-RPC result carrying another id |
 | `/reset` | the connection is reset without an answer |
 | `/rpc-error` | 200, a JSON-RPC error object (an answer, like an execution revert) |
+| `/chunked` | the `/ok` answer in chunked transfer encoding, without a Content-Length |
 | `/block/N` | like `/ok`, but every result is the hex quantity N (a node whose head is block N) |
 
 Further segments are free: `/ok/a` and `/ok/b` behave alike but are two nodes with their own
@@ -191,6 +192,16 @@ class FaultyUpstream:
                 await writer.drain()
                 await asyncio.sleep(int(parts[1]) / 1000)
                 writer.write(bytes([byte]))
+        elif kind == "chunked":
+            answer = _answer_ok(body)
+            half = len(answer) // 2
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            for piece in (answer[:half], answer[half:]):
+                writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            writer.write(b"0\r\n\r\n")
         elif kind == "block":
             answer = _answer_ok(body, hex(int(parts[1])))
             writer.write(_head(200, len(answer)) + answer)
