@@ -145,3 +145,39 @@ def test_serve_answers_health_with_the_database_state(served: str) -> None:
     response = httpx.get(f"{served}/health", timeout=5)
     assert response.status_code == 200
     assert response.json() == {"status": "ok", "database": "ok"}
+
+
+def test_serve_all_runs_router_and_api_and_stops_both(sqlite_database_url: str) -> None:
+    run("migrate", database_url=sqlite_database_url)
+    rpc_port, api_port = _free_port(), _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHAINROUTER_")}
+    env |= {
+        "CHAINROUTER_DATABASE_URL": sqlite_database_url,
+        "CHAINROUTER_RPC_PORT": str(rpc_port),
+        "CHAINROUTER_API_PORT": str(api_port),
+    }
+    process = subprocess.Popen(
+        [CHAINROUTER, "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        for port in (rpc_port, api_port):
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).is_success
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline, f"nothing answers on {port}"
+                    time.sleep(0.1)
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
+    for port in (rpc_port, api_port):
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/health", timeout=1)
+
+
+def test_serve_refuses_a_database_without_the_schema(sqlite_database_url: str) -> None:
+    result = run("serve", "--role", "rpc", database_url=sqlite_database_url)
+    assert result.returncode == 1
+    assert "migrate" in result.stderr
