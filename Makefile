@@ -54,6 +54,7 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	scripts/bench-deps.sh
 	$(UV) run python -m bench.run
 	$(UV) run python -m bench.transport
+	$(UV) run python -m bench.router
 
 .PHONY: migration
 migration: setup ## write a new migration from schema.py changes: make migration m="what changed"

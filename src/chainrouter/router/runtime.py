@@ -41,6 +41,8 @@ class RouterRuntime:
             self._tasks.append(
                 asyncio.create_task(self.health.run(self._current_nodes), name="health-checks")
             )
+        for task in self._tasks:
+            task.add_done_callback(_report_end)
 
     def _current_nodes(self) -> list[NodeInfo]:
         routes = self.service.snapshot.routes
@@ -124,3 +126,9 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         flush_interval_s=settings.usage_flush_interval_s,
     )
     return RouterRuntime(service, sync, health, limiter, cooldowns, client, engine)
+
+
+def _report_end(task: asyncio.Task[None]) -> None:
+    """Background work only ends at shutdown; anything else is a bug worth a loud log line."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s stopped", task.get_name(), exc_info=task.exception())

@@ -70,6 +70,8 @@ class StorageSync:
                 await self.refresh()
             except SQLAlchemyError as exc:
                 log.warning("cannot read the configuration version: %s", _first_line(exc))
+            except Exception:  # a bad row must not end syncing for the life of the process
+                log.exception("cannot load the configuration; still serving the previous one")
             if time.monotonic() - last_flush >= self._flush_interval_s:
                 last_flush = time.monotonic()
                 await self.flush()
@@ -109,6 +111,10 @@ class StorageSync:
                     len(self._unwritten),
                     _first_line(exc),
                 )
+                return False
+            except Exception:
+                self.failed_flushes += 1
+                log.exception("usage not written yet (kept for retry)")
                 return False
             self._unwritten.pop(0)
             self._credits.written(batch.spend, balances)

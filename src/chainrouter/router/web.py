@@ -97,7 +97,14 @@ class RouterApp:
             return
         path: str = scope.path
         if path.startswith("/rpc/"):
-            await self._rpc(scope, protocol, path)
+            try:
+                await self._rpc(scope, protocol, path)
+            except Exception:
+                # A bug must still get a JSON-RPC answer with a batch id (spec section 7: 500).
+                log.exception("unexpected failure serving %s", scope.method)
+                assert self._service is not None
+                failure = RpcError(500, RpcCode.INTERNAL_ERROR, "internal error")
+                self._send(protocol, self._service.refuse(failure), None)
         elif path == "/health" and scope.method in ("GET", "HEAD"):
             await self._health(protocol)
         else:
