@@ -186,6 +186,31 @@ def test_the_free_tier_ignores_forwarded_for_without_a_trusted_proxy(served: Ser
     assert response.headers["x-batch-id"]
 
 
+def test_viem_with_batching_and_ethers_work_unmodified(served: Served) -> None:
+    script = REPO_ROOT / "tests" / "clients" / "js_clients.mjs"
+    done = subprocess.run(
+        ["node", str(script), served.url(), ACCOUNT],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    balance = str(10_000 * 10**18)
+    assert seen["viem"]["chainId"] == CHAIN_A
+    assert seen["viem"]["balance"] == balance
+    # viem sent its three concurrent calls as one batch (one HTTP exchange), then the lone call.
+    fetches = seen["viem"]["fetches"]
+    assert [f["status"] for f in fetches] == [200, 422]
+    assert all(f["batchId"] for f in fetches)
+    assert seen["viem"]["unsupported"]["code"] == -32002
+    assert seen["ethers"]["chainId"] == str(CHAIN_A)
+    assert seen["ethers"]["balance"] == balance
+    assert seen["ethers"]["blockNumber"] >= 0
+
+
 def test_sigterm_writes_the_usage_metered_so_far(served: Served) -> None:
     for _ in range(3):
         httpx.post(served.url(), json=rpc("eth_getBalance", [ACCOUNT, "latest"]))
