@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -56,7 +57,12 @@ def _start(tmp: Path, anvil: AnvilNodes) -> Served:
     migrate.upgrade(engine)
     key = api_key("main", allowed_domains=["app.example.com"])
     open_key = api_key("open")
-    prices = {"eth_chainId": "0", "eth_blockNumber": "0.0000001", "eth_getBalance": "0.0000002"}
+    prices = {
+        "eth_chainId": "0",
+        "eth_blockNumber": "0.0000001",
+        "eth_getBalance": "0.0000002",
+        "eth_getBlockByNumber": "0.0000003",
+    }
     config = world_config(
         [
             provider("cheap", prices, [(anvil.urls["a1"], CHAIN_A), (anvil.urls["b1"], CHAIN_B)]),
@@ -209,6 +215,21 @@ def test_viem_with_batching_and_ethers_work_unmodified(served: Served) -> None:
     assert seen["ethers"]["chainId"] == str(CHAIN_A)
     assert seen["ethers"]["balance"] == balance
     assert seen["ethers"]["blockNumber"] >= 0
+
+
+# web3.py imports a module websockets has deprecated; that is web3's to fix, not a fault here.
+@pytest.mark.filterwarnings("ignore:websockets.legacy is deprecated:DeprecationWarning")
+def test_web3py_works_unmodified_including_batches(served: Served) -> None:
+    from web3 import Web3
+
+    w3 = Web3(Web3.HTTPProvider(served.url()))
+    assert w3.eth.chain_id == CHAIN_A
+    with w3.batch_requests() as batch:
+        batch.add(w3.eth.get_balance(Web3.to_checksum_address(ACCOUNT)))
+        batch.add(w3.eth.get_block("latest"))
+        balance, block = cast(list[Any], batch.execute())
+    assert balance == 10_000 * 10**18
+    assert block["number"] >= 0
 
 
 def test_sigterm_writes_the_usage_metered_so_far(served: Served) -> None:
