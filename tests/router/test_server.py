@@ -153,6 +153,17 @@ def test_every_router_response_carries_a_batch_id(
     assert "error" in response.json()
 
 
+@pytest.mark.parametrize(
+    ("method", "path", "status"), [("GET", "/health", 200), ("GET", "/x", 404)]
+)
+def test_the_routers_other_responses_carry_a_batch_id_too(
+    served: Served, method: str, path: str, status: int
+) -> None:
+    response = httpx.request(method, served.base + path)
+    assert response.status_code == status
+    assert response.headers["x-batch-id"]
+
+
 def test_a_body_sent_in_chunks_is_bounded_too(served: Served) -> None:
     def chunks() -> Iterator[bytes]:
         for _ in range(10):
@@ -167,6 +178,7 @@ def test_a_body_sent_in_chunks_is_bounded_too(served: Served) -> None:
 def test_browsers_get_cors_and_the_key_decides_the_origin(served: Served) -> None:
     preflight = httpx.options(served.url(), headers={"origin": "https://app.example.com"})
     assert preflight.status_code == 204
+    assert preflight.headers["x-batch-id"]
     assert preflight.headers["access-control-allow-origin"] == "https://app.example.com"
     assert "POST" in preflight.headers["access-control-allow-methods"]
     restricted = served.url().replace(served.key, served.restricted_key)

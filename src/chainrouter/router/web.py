@@ -109,12 +109,12 @@ class RouterApp:
             await self._health(protocol)
         else:
             body = orjson.dumps({"error": {"code": "not_found", "message": f"no route {path}"}})
-            protocol.response_bytes(404, [("content-type", _JSON)], body)
+            protocol.response_bytes(404, self._plain_headers(), body)
 
     async def _health(self, protocol: Any) -> None:
         assert self.runtime is not None
         body = orjson.dumps({"status": "ok", "configuration_version": self.runtime.sync.version})
-        protocol.response_bytes(200, [("content-type", _JSON)], body)
+        protocol.response_bytes(200, self._plain_headers(), body)
 
     async def _rpc(self, scope: Any, protocol: Any, path: str) -> None:
         service = self._service
@@ -123,7 +123,8 @@ class RouterApp:
         origin = headers.get("origin")
         method = scope.method
         if method == "OPTIONS":
-            protocol.response_empty(204, self._cors(origin) + _CORS_PREFLIGHT)
+            batch_id = ("x-batch-id", service.new_batch_id())
+            protocol.response_empty(204, [batch_id, *self._cors(origin), *_CORS_PREFLIGHT])
             return
         parts = path[5:].split("/")
         if len(parts) != 2 or not parts[0] or not parts[1]:
@@ -173,6 +174,11 @@ class RouterApp:
         if reply.status == 405:
             headers.append(("allow", "POST, OPTIONS"))
         protocol.response_bytes(reply.status, headers + self._cors(origin), reply.body)
+
+    def _plain_headers(self) -> list[tuple[str, str]]:
+        # Every response of the router carries a batch id (spec section 1), even these.
+        assert self._service is not None
+        return [("content-type", _JSON), ("x-batch-id", self._service.new_batch_id())]
 
     @staticmethod
     def _cors(origin: str | None) -> list[tuple[str, str]]:
