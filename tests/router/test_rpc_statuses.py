@@ -82,6 +82,12 @@ async def test_an_invalid_request_is_400_invalid_request(
     assert why in message
 
 
+async def test_an_invalid_request_with_an_id_gets_its_id_back(world: World) -> None:
+    reply = await world.call({"jsonrpc": "1.0", "id": "mine", "method": "eth_chainId"})
+    assert reply.status == 400
+    assert _error(reply.body)[:2] == ("mine", -32600)
+
+
 async def test_a_batch_over_the_limit_is_refused_whole(
     make_world: WorldFactory, upstream: FaultyUpstream
 ) -> None:
