@@ -251,8 +251,8 @@ class RpcService:
             call = payload.calls[0]
             if isinstance(call, InvalidCall):
                 # The id is echoed when the request had a usable one.
-                failure = call.failure
-                return Reply(failure.http_status, error_response(failure, call.id_json), batch_id)
+                invalid = call.failure
+                return Reply(invalid.http_status, error_response(invalid, call.id_json), batch_id)
             status, answer = await self._call(caller, call, body)
             return Reply(status, answer, batch_id)
         results = await asyncio.gather(*(self._batch_item(caller, c) for c in payload.calls))
