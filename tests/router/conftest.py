@@ -218,9 +218,7 @@ class World:
 WorldFactory = Callable[..., Awaitable[World]]
 
 
-async def _make_world(
-    database_url: str, config: dict[str, Any], **settings: Any
-) -> tuple[World, Engine]:
+async def _make_world(database_url: str, config: dict[str, Any], **settings: Any) -> World:
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
     apply_config(engine, validate_document(config))
@@ -230,14 +228,14 @@ async def _make_world(
             select(t.customers.c.id).where(t.customers.c.email == CUSTOMER_EMAIL)
         ).scalar_one()
     keys = config["customers"][0]["api_keys"]
-    return World(engine, runtime, {k["name"]: k["secret"] for k in keys}, customer_id), engine
+    return World(engine, runtime, {k["name"]: k["secret"] for k in keys}, customer_id)
 
 
 async def _factory(database_url: str) -> AsyncIterator[WorldFactory]:
     worlds: list[World] = []
 
     async def make(config: dict[str, Any], **settings: Any) -> World:
-        world, _ = await _make_world(database_url, config, **settings)
+        world = await _make_world(database_url, config, **settings)
         worlds.append(world)
         return world
 

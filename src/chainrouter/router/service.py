@@ -249,11 +249,11 @@ class RpcService:
                 return self.refuse(refused, batch_id)
         if not payload.is_batch:
             call = payload.calls[0]
-            if isinstance(call, InvalidCall):
-                # The id is echoed when the request had a usable one.
-                invalid = call.failure
-                return Reply(invalid.http_status, error_response(invalid, call.id_json), batch_id)
-            status, answer = await self._call(caller, call, body)
+            status, answer = (
+                _invalid(call)
+                if isinstance(call, InvalidCall)
+                else await self._call(caller, call, body)
+            )
             return Reply(status, answer, batch_id)
         results = await asyncio.gather(*(self._batch_item(caller, c) for c in payload.calls))
         return Reply(
@@ -287,7 +287,7 @@ class RpcService:
 
     async def _batch_item(self, caller: _Caller, call: RpcCall | InvalidCall) -> tuple[int, bytes]:
         if isinstance(call, InvalidCall):
-            return call.failure.http_status, error_response(call.failure, call.id_json)
+            return _invalid(call)
         return await self._call(caller, call, encode_call(call))
 
     async def _call(self, caller: _Caller, call: RpcCall, body: bytes) -> tuple[int, bytes]:
@@ -354,7 +354,7 @@ class RpcService:
             if customer is not None:
                 self._credits.release(customer, price)
         if isinstance(outcome, Served):
-            cost = outcome.route.cost_nano if access is not None else 0
+            cost = outcome.route.cost_nano if customer is not None else 0
             if customer is not None:
                 self._credits.charge(customer, cost)
             first = outcome.route is ordered[0]
@@ -384,6 +384,11 @@ class RpcService:
     @staticmethod
     def _fail(call: RpcCall, failure: RpcError) -> tuple[int, bytes]:
         return failure.http_status, error_response(failure, call.id_json)
+
+
+def _invalid(call: InvalidCall) -> tuple[int, bytes]:
+    """The answer to a request that breaks the rules, with its id when it had a usable one."""
+    return call.failure.http_status, error_response(call.failure, call.id_json)
 
 
 def _route_buckets(route: Route) -> list[Bucket]:
