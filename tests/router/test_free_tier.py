@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from chainrouter.router.web import client_address, peer_ip
+from chainrouter.net.client_ip import client_address, peer_ip
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import CHAIN_A, World, WorldFactory, provider, rpc, world_config
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chainrouter.router.limits import Bucket, MemoryLimiter
-from chainrouter.router.redis_limits import RedisLimiter
+from chainrouter.ratelimit.gcra import Bucket, MemoryLimiter
+from chainrouter.ratelimit.shared import RedisLimiter
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 
 from chainrouter.domain.routing import NodeInfo
+from chainrouter.ratelimit import create_limiter
+from chainrouter.ratelimit.gcra import Limiter
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
-from chainrouter.router.limits import Limiter, MemoryLimiter
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.service import FreeTierLimits, RouterLimits, RpcService
 from chainrouter.router.sync import StorageSync, load_snapshot
@@ -83,13 +84,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         timeout_s=settings.health_check_timeout_s,
         max_block_lag=settings.max_block_lag,
     )
-    limiter: Limiter
-    if settings.redis_url:
-        from chainrouter.router.redis_limits import RedisLimiter
-
-        limiter = RedisLimiter(settings.redis_url)
-    else:
-        limiter = MemoryLimiter()
+    limiter = create_limiter(settings.redis_url)
     meter = UsageMeter()
     credits = CreditView()
     credits.replace_stored(dict(snapshot.balances_nano))

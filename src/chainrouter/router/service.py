@@ -28,10 +28,10 @@ from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall, parse_payload
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
 from chainrouter.jsonrpc.responses import batch_response, error_response
+from chainrouter.ratelimit.gcra import Bucket, Limiter
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.forward import Served, forward
 from chainrouter.router.health import HealthMonitor
-from chainrouter.router.limits import Bucket, Limiter
 from chainrouter.router.logs_range import logs_range_problem
 from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, CreditView, UsageMeter
 from chainrouter.router.upstream import UpstreamClient

@@ -8,59 +8,24 @@ Routes: `POST /rpc/{chainId}/{apiKey}`, `POST /rpc/evm/{chainId}` (free tier), `
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
-from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
+from chainrouter.net.client_ip import IpNetwork, client_address, parse_networks, peer_ip
 from chainrouter.router.runtime import RouterRuntime, build_runtime
 from chainrouter.router.service import Reply, RpcService
 
 log = logging.getLogger(__name__)
 
-IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 _JSON = "application/json"
 _CORS_PREFLIGHT = [
     ("access-control-allow-methods", "POST, OPTIONS"),
     ("access-control-allow-headers", "content-type"),
     ("access-control-max-age", "86400"),
 ]
-
-
-def client_address(peer: str, forwarded_for: str | None, trusted: Sequence[IpNetwork]) -> str:
-    """The client's IP: the socket peer, or, when the peer is a trusted proxy, the nearest address
-    in X-Forwarded-For that is not itself a trusted proxy (entries further left can be forged)."""
-    if not trusted or not forwarded_for or not _is_trusted(peer, trusted):
-        return peer
-    for hop in reversed([part.strip() for part in forwarded_for.split(",")]):
-        if not _is_trusted(hop, trusted):
-            return hop if _is_ip(hop) else peer
-    return peer
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_trusted(address: str, trusted: Sequence[IpNetwork]) -> bool:
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return False
-    return any(ip in network for network in trusted)
-
-
-def peer_ip(client: str) -> str:
-    """`scope.client` is "host:port"; IPv6 hosts may come bracketed."""
-    host = client.rsplit(":", 1)[0] if client.count(":") == 1 or "]" in client else client
-    return host.strip("[]")
 
 
 class RouterApp:
@@ -205,7 +170,7 @@ def create_app() -> RouterApp:
         configure_logging(settings.log_level)
         engine = create_database_engine(settings.database_url)
         require_current_schema(engine)
-        trusted = [ipaddress.ip_network(entry, strict=False) for entry in settings.trusted_proxies]
+        trusted = parse_networks(settings.trusted_proxies)
         return build_runtime(settings, engine), trusted
 
     return RouterApp(build)

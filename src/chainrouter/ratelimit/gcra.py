@@ -6,7 +6,7 @@ and a full interval's worth may arrive at once but never more. A request that ne
 buckets (node, plan, plan credits, method) takes all of them or none, so a refusal by one limit
 never spends another's budget.
 
-`MemoryLimiter` serves one process; `RedisLimiter` (chainrouter.router.redis_limits) shares the
+`MemoryLimiter` serves one process; `RedisLimiter` (`shared.py`) shares the
 same buckets across routers.
 """
 
@@ -29,6 +29,10 @@ class Bucket:
 class Limiter(Protocol):
     async def acquire(self, buckets: Sequence[Bucket]) -> bool:
         """Take `amount` from every bucket, or from none; True when all had room."""
+        ...
+
+    async def admit_or_wait(self, bucket: Bucket) -> float:
+        """Take `amount` from `bucket` and return 0.0, or return the seconds until it would fit."""
         ...
 
     async def close(self) -> None: ...
@@ -65,6 +69,19 @@ class MemoryLimiter:
 
     async def acquire(self, buckets: Sequence[Bucket]) -> bool:
         return self.try_acquire(buckets)
+
+    def try_admit_or_wait(self, bucket: Bucket) -> float:
+        now = self.clock()
+        tat = max(self._tat.get(bucket.key, now), now)
+        new_tat = tat + bucket.interval_s / bucket.limit * bucket.amount
+        wait = new_tat - now - bucket.interval_s
+        if wait > 1e-9:
+            return wait
+        self._tat[bucket.key] = new_tat
+        return 0.0
+
+    async def admit_or_wait(self, bucket: Bucket) -> float:
+        return self.try_admit_or_wait(bucket)
 
     def sweep(self) -> None:
         """Forget buckets that are full again; keeps per-IP buckets from growing without end."""

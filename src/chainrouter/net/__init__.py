@@ -1,0 +1,1 @@
+"""Network facts about a request: who the client is behind trusted proxies."""

@@ -1,0 +1,45 @@
+"""The client's IP address, from the socket or, behind a trusted proxy, from X-Forwarded-For."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+
+IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def parse_networks(entries: Sequence[str]) -> list[IpNetwork]:
+    return [ipaddress.ip_network(entry, strict=False) for entry in entries]
+
+
+def client_address(peer: str, forwarded_for: str | None, trusted: Sequence[IpNetwork]) -> str:
+    """The client's IP: the socket peer, or, when the peer is a trusted proxy, the nearest address
+    in X-Forwarded-For that is not itself a trusted proxy (entries further left can be forged)."""
+    if not trusted or not forwarded_for or not _is_trusted(peer, trusted):
+        return peer
+    for hop in reversed([part.strip() for part in forwarded_for.split(",")]):
+        if not _is_trusted(hop, trusted):
+            return hop if _is_ip(hop) else peer
+    return peer
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_trusted(address: str, trusted: Sequence[IpNetwork]) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return any(ip in network for network in trusted)
+
+
+def peer_ip(client: str) -> str:
+    """`scope.client` is "host:port"; IPv6 hosts may come bracketed."""
+    host = client.rsplit(":", 1)[0] if client.count(":") == 1 or "]" in client else client
+    return host.strip("[]")

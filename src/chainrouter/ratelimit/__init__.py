@@ -1,0 +1,14 @@
+"""Rate limits (GCRA), in process or shared through Redis; used by the router and the API."""
+
+from __future__ import annotations
+
+from chainrouter.ratelimit.gcra import Limiter, MemoryLimiter
+
+
+def create_limiter(redis_url: str | None) -> Limiter:
+    """Limits shared through Redis when a URL is configured, else kept in this process."""
+    if redis_url:
+        from chainrouter.ratelimit.shared import RedisLimiter
+
+        return RedisLimiter(redis_url)
+    return MemoryLimiter()
