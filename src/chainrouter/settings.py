@@ -175,7 +175,58 @@ class Settings(BaseSettings):
     trusted_proxies: list[str] = Field(
         default_factory=list,
         description="Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For "
-        'names the client, e.g. ["10.0.0.0/8"]. In the environment: a JSON list.',
+        "names the client, for the router's free tier and the API's per-IP limits, "
+        'e.g. ["10.0.0.0/8"]. In the environment: a JSON list.',
+    )
+
+    usage_default_rows: int = Field(
+        default=20,
+        ge=1,
+        description="Rows per section of a usage report when the request names no limit.",
+    )
+    usage_max_rows: int = Field(
+        default=1000,
+        ge=1,
+        description="Most rows per section a usage report may ask for; more is HTTP 422.",
+    )
+    price_list_requests: int = Field(
+        default=30, ge=1, description="Price-list requests one client IP may make per interval."
+    )
+    price_list_interval_s: float = Field(
+        default=60.0, gt=0, description="The price lists' per-IP interval, seconds."
+    )
+    chain_requests_per_ip_per_day: int = Field(
+        default=5,
+        ge=1,
+        description="Chain submissions one IP may make in 24 hours (agent and administrator "
+        "tokens are exempt).",
+    )
+    node_requests_per_ip_per_day: int = Field(
+        default=3,
+        ge=1,
+        description="Node submissions one IP may make in 24 hours (same exemption).",
+    )
+    outbound_timeout_s: float = Field(
+        default=8.0,
+        gt=0,
+        le=120,
+        description="Time the service gives a URL it screens (a submitted or registered node) "
+        "for one request, connection included, seconds.",
+    )
+    outbound_max_response_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        description="Largest answer read from a URL being screened, in bytes.",
+    )
+    outbound_allow_private: bool = Field(
+        default=False,
+        description="FOR TESTS AND DEVELOPMENT ONLY: let screening dial loopback, private and "
+        "link-local addresses. Logged as a warning at start when on.",
+    )
+    outbound_ca_file: Path | None = Field(
+        default=None,
+        description="Extra CA certificates (PEM) trusted when dialling https:// and wss:// URLs, "
+        "in addition to the system's; for private CAs and tests.",
     )
 
     @field_validator("trusted_proxies")

@@ -19,12 +19,15 @@ EXPECTED_TABLES = {
     "customers",
     "management_tokens",
     "node_requests",
+    "node_health",
     "nodes",
     "plan_methods",
     "plans",
     "provider_customers",
     "providers",
     "usage_aggregates",
+    "usage_daily",
+    "usage_hourly_totals",
     "ws_nodes",
 }
 

@@ -296,6 +296,59 @@ usage_aggregates = Table(
     Column("credits_nano", BigInteger, nullable=False),
     UniqueConstraint("customer_id", "api_key_id", "chain_id", "method", "scenario", "bucket_start"),
     Index("ix_usage_aggregates_customer_bucket", "customer_id", "bucket_start"),
+    # Hourly series filtered by key or by chain read only that key's or chain's rows.
+    Index("ix_usage_aggregates_customer_key_bucket", "customer_id", "api_key_id", "bucket_start"),
+    Index("ix_usage_aggregates_customer_chain_bucket", "customer_id", "chain_id", "bucket_start"),
+)
+
+# Roll-ups written in the same transaction as `usage_aggregates`, so that a 90-day report reads
+# days, not hours. Whole UTC days of a report window come from `usage_daily`, the partial days
+# at its edges from the hourly rows; `usage_hourly_totals` serves an unfiltered hourly series.
+usage_daily = Table(
+    "usage_daily",
+    metadata,
+    _id(),
+    Column("customer_id", ForeignKey("customers.id", ondelete="CASCADE"), nullable=False),
+    Column("api_key_id", ForeignKey("api_keys.id", ondelete="CASCADE"), nullable=False),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("method", String(100), nullable=False),
+    Column("scenario", String(40), nullable=False),
+    Column("day", UtcDateTime(), nullable=False),  # midnight UTC
+    Column("request_count", BigInteger, nullable=False),
+    Column("credits_nano", BigInteger, nullable=False),
+    UniqueConstraint("customer_id", "day", "api_key_id", "chain_id", "method", "scenario"),
+)
+
+usage_hourly_totals = Table(
+    "usage_hourly_totals",
+    metadata,
+    Column(
+        "customer_id",
+        ForeignKey("customers.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("bucket_start", UtcDateTime(), primary_key=True),
+    Column("request_count", BigInteger, nullable=False),
+    Column("credits_nano", BigInteger, nullable=False),
+)
+
+# What routers' health checkers last saw of each node, written by every router every few
+# seconds (the latest report wins); the API reads it for node status and the price list.
+node_health = Table(
+    "node_health",
+    metadata,
+    Column(
+        "node_id",
+        ForeignKey("nodes.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("in_sync", Boolean, nullable=False),
+    Column("head_block", BigInteger),
+    Column("latency_ms", Numeric(12, 3)),
+    Column("consecutive_failures", Integer, nullable=False),
+    Column("checked_at", UtcDateTime(), nullable=False),
 )
 
 chain_requests = Table(
@@ -320,6 +373,7 @@ chain_requests = Table(
     Column("reviewed_at", UtcDateTime()),
     *_timestamps(),
     Index("ix_chain_requests_status_created", "status", "created_at"),
+    Index("ix_chain_requests_submitter_ip_created", "submitter_ip", "created_at"),
 )
 
 node_requests = Table(
@@ -340,6 +394,7 @@ node_requests = Table(
     Column("reviewed_at", UtcDateTime()),
     *_timestamps(),
     Index("ix_node_requests_status_created", "status", "created_at"),
+    Index("ix_node_requests_submitter_ip_created", "submitter_ip", "created_at"),
 )
 
 # One row (id 1). Every write of what routers cache (keys, chains, plans, prices, nodes, credits)

@@ -1,12 +1,13 @@
-"""Writing metered usage: hourly aggregates plus one `usage` ledger row per customer and flush."""
+"""Writing metered usage: hourly aggregates (and their daily and per-hour roll-ups) plus one
+`usage` ledger row per customer and flush."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, select
+from sqlalchemy import Connection, Engine, Table, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
@@ -17,26 +18,62 @@ from chainrouter.stores.sql.ledger import record_credit_change
 # (customer id, API key id, chain id, method, scenario, hour start as Unix seconds)
 UsageRowKey = tuple[int, int, int, str, str, int]
 _KEY_COLUMNS = ("customer_id", "api_key_id", "chain_id", "method", "scenario", "bucket_start")
+_DAILY_COLUMNS = ("customer_id", "day", "api_key_id", "chain_id", "method", "scenario")
+_TOTAL_COLUMNS = ("customer_id", "bucket_start")
 
 
 def read_balances(connection: Connection) -> dict[int, int]:
     return dict(connection.execute(select(t.customers.c.id, t.customers.c.balance_nano)).all())
 
 
-def _upsert(connection: Connection, rows: list[dict[str, Any]]) -> None:
+def _add_to(
+    connection: Connection, table: Table, key_columns: Sequence[str], rows: list[dict[str, Any]]
+) -> None:
+    """Insert the rows, or add their counts and credits to the rows already there."""
     insert = (
-        postgresql.insert(t.usage_aggregates)
+        postgresql.insert(table)
         if connection.dialect.name == "postgresql"
-        else sqlite.insert(t.usage_aggregates)
+        else sqlite.insert(table)
     )
     statement = insert.on_conflict_do_update(
-        index_elements=list(_KEY_COLUMNS),
+        index_elements=list(key_columns),
         set_={
-            "request_count": t.usage_aggregates.c.request_count + insert.excluded.request_count,
-            "credits_nano": t.usage_aggregates.c.credits_nano + insert.excluded.credits_nano,
+            "request_count": table.c.request_count + insert.excluded.request_count,
+            "credits_nano": table.c.credits_nano + insert.excluded.credits_nano,
         },
     )
     connection.execute(statement, rows)
+
+
+def _roll_up(
+    rows: list[dict[str, Any]], key_columns: Sequence[str], day: bool
+) -> list[dict[str, Any]]:
+    """Sum hourly rows by `key_columns` (with the hour truncated to its day when `day`)."""
+    sums: dict[tuple[Any, ...], list[int]] = {}
+    for row in rows:
+        fields = dict(row)
+        if day:
+            fields["day"] = row["bucket_start"].replace(hour=0)
+        total = sums.setdefault(tuple(fields[c] for c in key_columns), [0, 0])
+        total[0] += row["request_count"]
+        total[1] += row["credits_nano"]
+    return [
+        {**dict(zip(key_columns, key, strict=True)), "request_count": n, "credits_nano": c}
+        for key, (n, c) in sorted(sums.items())
+    ]
+
+
+def _write_aggregates(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    # Sorted keys give every writer the same lock order, so concurrent flushes of several
+    # routers cannot deadlock on PostgreSQL.
+    _add_to(connection, t.usage_aggregates, _KEY_COLUMNS, rows)
+    _add_to(connection, t.usage_daily, _DAILY_COLUMNS, _roll_up(rows, _DAILY_COLUMNS, day=True))
+    _add_to(
+        connection,
+        t.usage_hourly_totals,
+        _TOTAL_COLUMNS,
+        _roll_up(rows, _TOTAL_COLUMNS, day=False),
+    )
 
 
 def write_usage(
@@ -71,9 +108,7 @@ def write_usage(
         with engine.begin() as connection:
             values, spend = _drop_vanished(connection, values, spend)
             if values:
-                # Sorted keys give every writer the same lock order, so concurrent flushes of
-                # several routers cannot deadlock on PostgreSQL.
-                _upsert(connection, values)
+                _write_aggregates(connection, values)
             for customer_id in sorted(spend):
                 if spend[customer_id]:
                     record_credit_change(
