@@ -132,10 +132,10 @@ def _cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
 def _serve_api(settings: Settings) -> int:
     import uvicorn
 
-    from chainrouter.app import build_api_app
+    from chainrouter.api.app import build_api_app
 
     uvicorn.run(
-        build_api_app(_engine(settings)),
+        build_api_app(_engine(settings), settings),
         host=settings.api_host,
         port=settings.api_port,
         log_level=settings.log_level.value,

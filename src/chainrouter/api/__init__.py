@@ -1,1 +1,2 @@
-"""The management API (FastAPI/Starlette); this foundation serves its health route."""
+"""The management API (FastAPI): customers' keys and usage, administration, public lists,
+submissions. Route modules map HTTP to `chainrouter.management`; nothing here touches SQL."""

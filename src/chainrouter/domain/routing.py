@@ -8,7 +8,7 @@ that tuple for one request using live node health.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from chainrouter.domain.enums import NodeStatus, RoutingStrategy
@@ -95,6 +95,17 @@ class RouteTable:
 
     def serves_chain(self, chain_id: int) -> bool:
         return chain_id in self.nodes_by_chain
+
+    def offered(self) -> Iterator[tuple[int, str, tuple[Route, ...]]]:
+        """Every (chain, method) with at least one route, by chain then method."""
+        for chain_id in sorted(self.nodes_by_chain):
+            methods: set[str] = set()
+            for node in self.nodes_by_chain[chain_id]:
+                methods |= self.methods_by_plan.get(node.plan_id, frozenset())
+            for method in sorted(methods):
+                found = self.routes(chain_id, method)
+                if found:
+                    yield chain_id, method, found
 
     def routes(self, chain_id: int, method: str) -> tuple[Route, ...]:
         """Routes able to serve `method` on `chain_id`, cheapest first (ties: lowest node id)."""

@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-
 from sqlalchemy import Connection, select, update
 
 from chainrouter.domain.enums import LedgerEntryKind
+from chainrouter.domain.records import LedgerLine
 from chainrouter.stores.sql.schema import credit_ledger, customers, utcnow
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerEntry:
-    id: int
-    customer_id: int
-    kind: LedgerEntryKind
-    amount_nano: int
-    balance_after_nano: int
-    reference: str | None
-    note: str
-    created_at: datetime
 
 
 def record_credit_change(
@@ -31,7 +17,7 @@ def record_credit_change(
     amount_nano: int,
     reference: str | None = None,
     note: str = "",
-) -> LedgerEntry:
+) -> LedgerLine:
     """Append a ledger row and move the customer's balance by `amount_nano`, atomically.
 
     Must run inside the caller's transaction. The balance update is a single relative UPDATE, so
@@ -58,7 +44,7 @@ def record_credit_change(
         )
     ).inserted_primary_key
     assert entry_id is not None
-    return LedgerEntry(
+    return LedgerLine(
         id=int(entry_id[0]),
         customer_id=customer_id,
         kind=kind,
@@ -72,7 +58,7 @@ def record_credit_change(
 
 def find_by_reference(
     connection: Connection, customer_id: int, reference: str
-) -> LedgerEntry | None:
+) -> LedgerLine | None:
     row = connection.execute(
         select(credit_ledger).where(
             credit_ledger.c.customer_id == customer_id, credit_ledger.c.reference == reference
@@ -80,7 +66,7 @@ def find_by_reference(
     ).first()
     if row is None:
         return None
-    return LedgerEntry(
+    return LedgerLine(
         id=row.id,
         customer_id=row.customer_id,
         kind=LedgerEntryKind(row.kind),

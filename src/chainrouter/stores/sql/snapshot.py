@@ -25,6 +25,17 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
         )
         for row in connection.execute(select(t.api_keys).where(t.api_keys.c.active.is_(True)))
     }
+    balances = dict(connection.execute(select(t.customers.c.id, t.customers.c.balance_nano)).all())
+    return RouterSnapshot(
+        version=version,
+        keys_by_hash=keys,
+        routes=load_route_table(connection),
+        balances_nano=balances,
+    )
+
+
+def load_route_table(connection: Connection) -> RouteTable:
+    """Healthy nodes, plans and prices, indexed for routing (and for the public price list)."""
     nodes = [
         NodeInfo(
             node_id=row.id,
@@ -63,10 +74,4 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
         )
         for row in connection.execute(select(t.plan_methods))
     ]
-    balances = dict(connection.execute(select(t.customers.c.id, t.customers.c.balance_nano)).all())
-    return RouterSnapshot(
-        version=version,
-        keys_by_hash=keys,
-        routes=RouteTable.build(nodes, plans, prices),
-        balances_nano=balances,
-    )
+    return RouteTable.build(nodes, plans, prices)

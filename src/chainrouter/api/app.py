@@ -1,0 +1,74 @@
+"""Building the management API application: FastAPI, OpenAPI 3.1 at /openapi.json, interactive
+docs at /docs (Swagger UI) and /redoc, served from local files so they work offline."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
+from sqlalchemy import Engine
+
+from chainrouter.api import admin, customer, public
+from chainrouter.api.deps import ApiContext
+from chainrouter.api.errors import install_error_handlers
+from chainrouter.management.catalog import CatalogLists
+from chainrouter.net.client_ip import parse_networks
+from chainrouter.ratelimit import create_limiter
+from chainrouter.screening.guard import OutboundGuard, OutboundPolicy
+from chainrouter.settings import Settings
+
+log = logging.getLogger(__name__)
+
+API_VERSION = "1.0.0"
+DESCRIPTION = """\
+Manage API keys and read usage (customer tokens), administer customers, credits, providers and
+plans (administrator tokens), and read the public lists and submit chains and nodes (no token).
+
+Authenticate with a management token in the `X-Api-Key` header. Every error has the shape
+`{"error": {"code": "...", "message": "...", "details": [...]}}`. Credits are exact decimal
+numbers (1 credit = 1 USD).
+"""
+
+
+def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
+    if settings.outbound_allow_private:
+        log.warning(
+            "outbound_allow_private is ON: screening may dial loopback and private addresses. "
+            "This is for tests and development only."
+        )
+    limiter = create_limiter(settings.redis_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await limiter.close()
+
+    app = FastAPIOffline(
+        title="chainrouter management API",
+        version=API_VERSION,
+        description=DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.context = ApiContext(
+        settings=settings,
+        engine=engine,
+        limiter=limiter,
+        guard=OutboundGuard(
+            OutboundPolicy(
+                timeout_s=settings.outbound_timeout_s,
+                max_response_bytes=settings.outbound_max_response_bytes,
+                allow_private=settings.outbound_allow_private,
+                ca_file=settings.outbound_ca_file,
+            )
+        ),
+        catalog=CatalogLists(engine),
+        trusted_proxies=parse_networks(settings.trusted_proxies),
+    )
+    install_error_handlers(app)
+    app.include_router(public.router)
+    app.include_router(customer.router)
+    app.include_router(admin.router)
+    return app

@@ -1,0 +1,108 @@
+"""Response models shared by several route modules, and the conversions into them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
+
+from chainrouter.domain.money import credits_decimal
+from chainrouter.domain.records import Plan, PlanMethod
+
+# Credits in responses: a JSON number written with exactly its decimal digits.
+CreditsOut = Annotated[
+    Decimal,
+    WithJsonSchema({"type": "number", "description": "Credits (1 credit = 1 USD), exact."}),
+]
+NumberOut = Annotated[Decimal, WithJsonSchema({"type": "number"})]
+ChainIdOut = Annotated[
+    str, WithJsonSchema({"type": "string", "pattern": "^[0-9]+$", "description": "Decimal."})
+]
+
+
+def credits_out(nano: int) -> Decimal:
+    return credits_decimal(nano)
+
+
+def optional_credits(nano: int | None) -> Decimal | None:
+    return None if nano is None else credits_decimal(nano)
+
+
+class OutModel(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Created(OutModel):
+    id: int = Field(description="ID of the created record.")
+
+
+class PlanOut(OutModel):
+    id: int
+    created_at: datetime
+    provider: str = Field(description="The provider's identifier (slug).")
+    provider_id: int
+    name: str
+    price: CreditsOut
+    quota: NumberOut | None
+    quota_unit: str | None
+    description: str
+    overage_price: CreditsOut | None
+    overage_limit: NumberOut | None
+    rate_limit_req: int | None
+    rate_limit_req_interval_sec: int | None
+    rate_limit_cr: CreditsOut | None
+    rate_limit_cr_interval_sec: int | None
+    billing_fixed_day: int | None
+    billing_interval_days: int | None
+    billing_anchored_start_date: datetime | None
+
+    @classmethod
+    def of(cls, plan: Plan) -> PlanOut:
+        return cls(
+            id=plan.id,
+            created_at=plan.created_at,
+            provider=plan.provider_slug,
+            provider_id=plan.provider_id,
+            name=plan.name,
+            price=credits_out(plan.price_nano),
+            quota=plan.quota,
+            quota_unit=plan.quota_unit,
+            description=plan.description,
+            overage_price=optional_credits(plan.overage_price_nano),
+            overage_limit=plan.overage_limit,
+            rate_limit_req=plan.rate_limit_req,
+            rate_limit_req_interval_sec=plan.rate_limit_req_interval_sec,
+            rate_limit_cr=optional_credits(plan.rate_limit_cr_nano),
+            rate_limit_cr_interval_sec=plan.rate_limit_cr_interval_sec,
+            billing_fixed_day=plan.billing_fixed_day,
+            billing_interval_days=plan.billing_interval_days,
+            billing_anchored_start_date=plan.billing_anchored_start_date,
+        )
+
+
+class PlanMethodOut(OutModel):
+    id: int
+    plan_id: int
+    method: str
+    vm: str
+    node_target_type: str
+    cost: CreditsOut = Field(description="Credits per call; 0 means free.")
+    rate_limit: int | None
+    rate_limit_interval_sec: int | None
+    chain_id: ChainIdOut | None = Field(description="null: the price applies on every chain.")
+
+    @classmethod
+    def of(cls, row: PlanMethod) -> PlanMethodOut:
+        return cls(
+            id=row.id,
+            plan_id=row.plan_id,
+            method=row.method,
+            vm=row.vm,
+            node_target_type=row.node_target_type,
+            cost=credits_out(row.cost_nano),
+            rate_limit=row.rate_limit,
+            rate_limit_interval_sec=row.rate_limit_interval_sec,
+            chain_id=None if row.chain_id is None else str(row.chain_id),
+        )

@@ -1,0 +1,249 @@
+"""Customer routes: `/api-keys` and `/usage`, for the customer a management token belongs to."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    model_validator,
+)
+from starlette.concurrency import run_in_threadpool
+
+from chainrouter.api.common import OutModel
+from chainrouter.api.deps import Caller, Context
+from chainrouter.api.errors import ErrorBody
+from chainrouter.api.jsonio import ExactJsonRoute, respond
+from chainrouter.api.usage_out import UsageReportOut
+from chainrouter.domain.enums import RoutingStrategy
+from chainrouter.domain.records import ApiKey
+from chainrouter.management import api_keys, usage
+from chainrouter.management.errors import InvalidInputError
+from chainrouter.operator_config.model import AllowedDomain, ChainId
+
+router = APIRouter(route_class=ExactJsonRoute, tags=["customer"])
+
+_AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "Missing, invalid or revoked management token."},
+    422: {"model": ErrorBody, "description": "Invalid input."},
+}
+
+Domains = Annotated[
+    list[AllowedDomain],
+    Field(
+        min_length=1,
+        max_length=100,
+        description="Host names allowed to use the key: app.example.com, *.example.com "
+        "(subdomains) or * (any origin, and requests without Origin or Referer).",
+    ),
+]
+KeyName = Annotated[StrictStr, Field(max_length=200, description="A label for the key.")]
+
+
+class ApiKeyOut(OutModel):
+    id: int = Field(description="Numeric ID, used by usage filters and PATCH.")
+    customer_id: int
+    name: str
+    key_hint: str = Field(description="Identifies the key: its prefix and last characters.")
+    allowed_domains: list[str]
+    routing_strategy: RoutingStrategy
+    active: bool
+    bypass_credit_check: bool
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, key: ApiKey) -> ApiKeyOut:
+        return cls(
+            id=key.id,
+            customer_id=key.customer_id,
+            name=key.name,
+            key_hint=key.key_hint,
+            allowed_domains=list(key.allowed_domains),
+            routing_strategy=key.routing_strategy,
+            active=key.active,
+            bypass_credit_check=key.bypass_credit_check,
+            created_at=key.created_at,
+            updated_at=key.updated_at,
+        )
+
+
+class CreatedApiKeyOut(ApiKeyOut):
+    api_key: str = Field(description="The secret. Shown in this response only; store it now.")
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    allowed_domains: Domains
+    routing_strategy: RoutingStrategy = Field(
+        description="economy: cheapest route first; performance: fastest route first."
+    )
+    name: KeyName = ""
+
+
+class ApiKeyUpdate(BaseModel):
+    """Fields left out keep their stored value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: KeyName | None = None
+    active: StrictBool | None = Field(default=None, description="false stops the key at once.")
+    allowed_domains: Domains | None = None
+    routing_strategy: RoutingStrategy | None = None
+
+    @model_validator(mode="after")
+    def _no_nulls(self) -> ApiKeyUpdate:
+        nulls = [name for name in self.model_fields_set if getattr(self, name) is None]
+        if nulls:
+            raise ValueError(f"{', '.join(sorted(nulls))} may be left out but not null")
+        return self
+
+
+class ApiKeyLookup(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_key: StrictStr = Field(max_length=200, description="The full secret of one of your keys.")
+
+
+@router.post(
+    "/api-keys",
+    status_code=201,
+    response_model=CreatedApiKeyOut,
+    responses=_AUTH_ERRORS,
+    summary="Create an API key (the secret is returned once)",
+)
+async def create_api_key(body: ApiKeyCreate, caller: Caller, ctx: Context) -> Response:
+    created = await run_in_threadpool(
+        api_keys.create_api_key,
+        ctx.engine,
+        caller.customer_id,
+        name=body.name,
+        allowed_domains=list(dict.fromkeys(body.allowed_domains)),
+        routing_strategy=body.routing_strategy,
+    )
+    out = CreatedApiKeyOut(**ApiKeyOut.of(created.record).model_dump(), api_key=created.secret)
+    return respond(out, 201, headers={"Cache-Control": "no-store"})
+
+
+@router.get(
+    "/api-keys",
+    response_model=list[ApiKeyOut],
+    responses=_AUTH_ERRORS,
+    summary="List your API keys (never their secrets)",
+)
+async def list_api_keys(caller: Caller, ctx: Context) -> Response:
+    keys = await run_in_threadpool(api_keys.list_api_keys, ctx.engine, caller.customer_id)
+    return respond([ApiKeyOut.of(key) for key in keys])
+
+
+@router.patch(
+    "/api-keys/{key_id}",
+    response_model=ApiKeyOut,
+    responses={**_AUTH_ERRORS, 404: {"model": ErrorBody, "description": "Not your key."}},
+    summary="Change name, active, allowed domains or routing strategy of a key",
+)
+async def update_api_key(key_id: int, body: ApiKeyUpdate, caller: Caller, ctx: Context) -> Response:
+    changes = api_keys.ApiKeyChanges(
+        name=body.name,
+        active=body.active,
+        allowed_domains=None
+        if body.allowed_domains is None
+        else list(dict.fromkeys(body.allowed_domains)),
+        routing_strategy=body.routing_strategy,
+    )
+    updated = await run_in_threadpool(
+        api_keys.update_api_key, ctx.engine, caller.customer_id, key_id, changes
+    )
+    return respond(ApiKeyOut.of(updated))
+
+
+@router.post(
+    "/api-keys/lookup",
+    response_model=ApiKeyOut,
+    responses={**_AUTH_ERRORS, 404: {"model": ErrorBody, "description": "Not your key."}},
+    summary="Find one of your keys by its secret (to learn its id)",
+)
+async def find_api_key(body: ApiKeyLookup, caller: Caller, ctx: Context) -> Response:
+    found = await run_in_threadpool(
+        api_keys.find_api_key_by_secret, ctx.engine, caller.customer_id, body.api_key
+    )
+    return respond(ApiKeyOut.of(found))
+
+
+def _sections(include: str | None) -> frozenset[usage.Section] | None:
+    if include is None:
+        return None
+    names = [part.strip() for part in include.split(",") if part.strip()]
+    known = {s.value for s in usage.Section}
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise InvalidInputError(
+            f"include: unknown section {', '.join(unknown) or '(empty)'}; "
+            f"sections are {', '.join(s.value for s in usage.Section)}",
+            details=[{"field": "include", "message": f"unknown section {n!r}"} for n in unknown],
+        )
+    return frozenset(usage.Section(name) for name in names)
+
+
+@router.get(
+    "/usage",
+    response_model=UsageReportOut,
+    response_model_exclude_none=True,
+    responses=_AUTH_ERRORS | {404: {"model": ErrorBody, "description": "Not your API key."}},
+    summary="Usage and spend over a window of at most 90 days",
+)
+async def get_usage(
+    caller: Caller,
+    ctx: Context,
+    start: Annotated[
+        AwareDatetime | None,
+        Query(alias="from", description="RFC 3339 start; default 30 days before `to`."),
+    ] = None,
+    end: Annotated[
+        AwareDatetime | None, Query(alias="to", description="RFC 3339 end; default now.")
+    ] = None,
+    include: Annotated[
+        str | None,
+        Query(
+            description="Comma-separated sections: summary, balance, by_chain, by_api_key, "
+            "by_api_key_chain, top_methods, time_series, by_scenario. Default summary,balance "
+            "(none when group_by is given)."
+        ),
+    ] = None,
+    group_by: Annotated[usage.GroupBy | None, Query(description="Fills `groups`.")] = None,
+    granularity: Annotated[
+        usage.Granularity, Query(description="Buckets of time_series.")
+    ] = usage.Granularity.DAY,
+    chain_id: Annotated[ChainId | None, Query(description="Only this chain.")] = None,
+    api_key_id: Annotated[int | None, Query(description="Only this key (its numeric id).")] = None,
+    limit: Annotated[
+        int | None, Query(ge=1, description="Rows per section; default and maximum configured.")
+    ] = None,
+) -> Response:
+    settings = ctx.settings
+    if limit is not None and limit > settings.usage_max_rows:
+        raise InvalidInputError(
+            f"limit may be at most {settings.usage_max_rows}",
+            details=[{"field": "limit", "message": f"must be <= {settings.usage_max_rows}"}],
+        )
+    query = usage.make_query(
+        caller.customer_id,
+        start=start,
+        end=end,
+        sections=_sections(include),
+        group_by=group_by,
+        granularity=granularity,
+        chain_id=chain_id,
+        api_key_id=api_key_id,
+        limit=limit or settings.usage_default_rows,
+    )
+    report = await run_in_threadpool(usage.build_report, ctx.engine, query)
+    return respond(UsageReportOut.of(report), exclude_none=True)

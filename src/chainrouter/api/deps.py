@@ -1,0 +1,92 @@
+"""What route handlers receive: the wiring (`ApiContext`), the caller, and the client's IP."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request, Security
+from fastapi.security import APIKeyHeader
+from sqlalchemy import Engine
+
+from chainrouter.domain.records import Principal
+from chainrouter.management.access import (
+    HEADER,
+    authenticate,
+    require_administrator,
+    require_provider,
+)
+from chainrouter.management.catalog import CatalogLists
+from chainrouter.net.client_ip import IpNetwork, client_address
+from chainrouter.ratelimit.gcra import Limiter
+from chainrouter.screening.guard import OutboundGuard
+from chainrouter.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class ApiContext:
+    settings: Settings
+    engine: Engine
+    limiter: Limiter
+    guard: OutboundGuard
+    catalog: CatalogLists
+    trusted_proxies: list[IpNetwork]
+
+
+def context(request: Request) -> ApiContext:
+    found: ApiContext = request.app.state.context
+    return found
+
+
+Context = Annotated[ApiContext, Depends(context)]
+
+_token_header = APIKeyHeader(
+    name=HEADER,
+    auto_error=False,
+    scheme_name="ManagementToken",
+    description="A management token (crm_...). Administrators create them.",
+)
+
+
+async def _principal(
+    ctx: Context, token: Annotated[str | None, Security(_token_header)]
+) -> Principal:
+    return await _authenticate(ctx, token)
+
+
+async def _authenticate(ctx: ApiContext, token: str | None) -> Principal:
+    from starlette.concurrency import run_in_threadpool
+
+    return await run_in_threadpool(authenticate, ctx.engine, token)
+
+
+async def _optional_principal(
+    ctx: Context, token: Annotated[str | None, Security(_token_header)]
+) -> Principal | None:
+    """No token: anonymous. A token that is given must be valid (401 otherwise)."""
+    if token is None:
+        return None
+    return await _authenticate(ctx, token)
+
+
+async def _administrator(principal: Annotated[Principal, Depends(_principal)]) -> Principal:
+    require_administrator(principal)
+    return principal
+
+
+async def _provider_id(principal: Annotated[Principal, Depends(_principal)]) -> int:
+    return require_provider(principal)
+
+
+Caller = Annotated[Principal, Depends(_principal)]
+OptionalCaller = Annotated[Principal | None, Depends(_optional_principal)]
+Administrator = Annotated[Principal, Depends(_administrator)]
+ProviderId = Annotated[int, Depends(_provider_id)]
+
+
+def client_ip(request: Request, ctx: Context) -> str:
+    peer = request.client.host if request.client else "unknown"
+    return client_address(peer, request.headers.get("x-forwarded-for"), ctx.trusted_proxies)
+
+
+ClientIp = Annotated[str, Depends(client_ip)]

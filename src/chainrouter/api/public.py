@@ -1,0 +1,264 @@
+"""Public routes, no authentication: health, supported chains, prices, submissions."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
+
+from chainrouter.api.common import ChainIdOut, Created, CreditsOut, OutModel, credits_out
+from chainrouter.api.deps import ClientIp, Context, OptionalCaller
+from chainrouter.api.errors import ErrorBody
+from chainrouter.api.jsonio import ExactJsonRoute, respond
+from chainrouter.domain.chains import Chain
+from chainrouter.domain.enums import RoutingStrategy
+from chainrouter.management import submissions
+from chainrouter.management.errors import RateLimitedError
+from chainrouter.operator_config.model import ChainId, Email, HttpUrl, Name
+from chainrouter.ratelimit.gcra import Bucket
+
+router = APIRouter(route_class=ExactJsonRoute, tags=["public"])
+
+_LIMITED: dict[int | str, dict[str, Any]] = {
+    429: {"model": ErrorBody, "description": "Too many requests from this IP; see Retry-After."}
+}
+
+
+class HealthOut(OutModel):
+    status: Literal["ok", "unavailable"]
+    database: Literal["ok", "unreachable"]
+
+
+def _database_reachable(ctx: Any) -> bool:
+    try:
+        with ctx.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except SQLAlchemyError:
+        return False
+    return True
+
+
+@router.get(
+    "/health",
+    response_model=HealthOut,
+    responses={503: {"model": HealthOut, "description": "The database cannot be reached."}},
+    summary="Whether this API process can serve (checks the database)",
+)
+async def health(ctx: Context) -> Response:
+    if await run_in_threadpool(_database_reachable, ctx):
+        return respond(HealthOut(status="ok", database="ok"))
+    return respond(HealthOut(status="unavailable", database="unreachable"), 503)
+
+
+class NativeCurrencyOut(OutModel):
+    name: str
+    symbol: str
+    decimals: int
+
+
+class ChainOut(OutModel):
+    chain_id: ChainIdOut
+    name: str
+    short_name: str
+    network: str | None
+    native_currency: NativeCurrencyOut
+    info_url: str | None
+
+    @classmethod
+    def of(cls, chain: Chain) -> ChainOut:
+        return cls(
+            chain_id=str(chain.chain_id),
+            name=chain.name,
+            short_name=chain.short_name,
+            network=chain.network,
+            native_currency=NativeCurrencyOut(
+                name=chain.native_currency_name,
+                symbol=chain.native_currency_symbol,
+                decimals=chain.native_currency_decimals,
+            ),
+            info_url=chain.info_url,
+        )
+
+
+class RoutePriceOut(OutModel):
+    vm: str
+    chain_id: ChainIdOut
+    method: str
+    strategy: RoutingStrategy
+    cost: CreditsOut = Field(description="Credits per call on the strategy's first-choice route.")
+
+
+class NotificationPriceOut(OutModel):
+    chain_id: ChainIdOut
+    subscription_type: str = Field(description="eth_subscribe type, e.g. newHeads or logs.")
+    cost: CreditsOut = Field(description="Credits per notification, lowest offered.")
+
+
+@router.get(
+    "/chains",
+    response_model=list[ChainOut],
+    summary="EVM chains served over HTTP JSON-RPC, by chain ID",
+)
+async def list_chains(ctx: Context) -> Response:
+    lists = await run_in_threadpool(ctx.catalog.current)
+    return respond([ChainOut.of(chain) for chain in lists.http_chains])
+
+
+@router.get(
+    "/chains/ws",
+    response_model=list[ChainOut],
+    summary="EVM chains with WebSocket nodes, by chain ID",
+)
+async def list_ws_chains(ctx: Context) -> Response:
+    lists = await run_in_threadpool(ctx.catalog.current)
+    return respond([ChainOut.of(chain) for chain in lists.ws_chains])
+
+
+async def _price_list_admission(ctx: Context, ip: str) -> None:
+    settings = ctx.settings
+    bucket = Bucket(f"prices:{ip}", settings.price_list_requests, settings.price_list_interval_s)
+    wait = await ctx.limiter.admit_or_wait(bucket)
+    if wait > 0:
+        raise RateLimitedError(
+            f"at most {settings.price_list_requests} price-list requests per "
+            f"{settings.price_list_interval_s:g} s per IP address",
+            wait,
+        )
+
+
+@router.get(
+    "/prices",
+    response_model=list[RoutePriceOut],
+    responses=_LIMITED,
+    summary="What an RPC call costs now, per (vm, chain, method, strategy)",
+)
+async def list_prices(ctx: Context, ip: ClientIp) -> Response:
+    await _price_list_admission(ctx, ip)
+    lists = await run_in_threadpool(ctx.catalog.current)
+    return respond(
+        [
+            RoutePriceOut(
+                vm=p.vm,
+                chain_id=str(p.chain_id),
+                method=p.method,
+                strategy=p.strategy,
+                cost=credits_out(p.cost_nano),
+            )
+            for p in lists.route_prices
+        ]
+    )
+
+
+@router.get(
+    "/prices/ws",
+    response_model=list[NotificationPriceOut],
+    responses=_LIMITED,
+    summary="What a WebSocket notification costs, per (chain, subscription type)",
+)
+async def list_ws_prices(ctx: Context, ip: ClientIp) -> Response:
+    await _price_list_admission(ctx, ip)
+    lists = await run_in_threadpool(ctx.catalog.current)
+    return respond(
+        [
+            NotificationPriceOut(
+                chain_id=str(p.chain_id),
+                subscription_type=p.subscription_type,
+                cost=credits_out(p.cost_nano),
+            )
+            for p in lists.ws_prices
+        ]
+    )
+
+
+# Submissions -------------------------------------------------------------------------------
+
+HttpsUrl = Annotated[
+    StrictStr,
+    Field(max_length=2048, pattern=r"^[hH][tT][tT][pP][sS]://", description="An https:// URL."),
+]
+ShortText = Annotated[StrictStr, Field(max_length=200)]
+
+
+class ChainRequestIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    chain_id: ChainId
+    short_name: Annotated[StrictStr, Field(min_length=1, max_length=100)] | None = None
+    native_currency_name: Annotated[StrictStr, Field(min_length=1, max_length=100)] | None = None
+    native_currency_decimals: Annotated[int, Field(ge=0, le=255)] | None = None
+    info_url: HttpUrl | None = None
+    icon_url: HttpUrl | None = None
+    rpc_urls: Annotated[
+        list[HttpsUrl],
+        Field(
+            min_length=1,
+            max_length=5,
+            description="1 to 5 https:// RPC URLs; each is screened and at least one must "
+            "answer with the declared chain ID.",
+        ),
+    ]
+    explorer_urls: Annotated[list[HttpUrl], Field(max_length=10)] = []
+    requestor_email: Email | None = None
+    requestor_name: ShortText | None = None
+
+
+class NodeRequestIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Name
+    url: HttpsUrl = Field(description="The node's https:// URL; it must pass EVM screening.")
+    vm: Literal["evm"] = "evm"
+    email: Email | None = None
+    privacy_policy_url: HttpUrl | None = None
+    notes: Annotated[StrictStr, Field(max_length=2000)] | None = None
+
+
+_SUBMISSION_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_LIMITED,
+    400: {"model": ErrorBody, "description": "Screening failed; `details` says why, per URL."},
+    401: {"model": ErrorBody, "description": "An X-Api-Key was given but is not valid."},
+    422: {"model": ErrorBody, "description": "Invalid input."},
+}
+
+
+def _submitter(ip: str, caller: Any, daily_limit: int) -> submissions.Submitter:
+    exempt = caller is not None and caller.skips_submission_limits
+    return submissions.Submitter(ip=ip, exempt=exempt, daily_limit=daily_limit)
+
+
+@router.post(
+    "/chains/requests",
+    status_code=201,
+    response_model=Created,
+    responses=_SUBMISSION_ERRORS,
+    summary="Ask for a new chain to be listed",
+)
+async def submit_chain_request(
+    body: ChainRequestIn, ctx: Context, ip: ClientIp, caller: OptionalCaller
+) -> Response:
+    submitter = _submitter(ip, caller, ctx.settings.chain_requests_per_ip_per_day)
+    values = body.model_dump()
+    request_id = await submissions.submit_chain_request(ctx.engine, ctx.guard, submitter, values)
+    return respond(Created(id=request_id), 201)
+
+
+@router.post(
+    "/nodes/requests",
+    status_code=201,
+    response_model=Created,
+    responses=_SUBMISSION_ERRORS,
+    summary="Offer a node to be added",
+)
+async def submit_node_request(
+    body: NodeRequestIn, ctx: Context, ip: ClientIp, caller: OptionalCaller
+) -> Response:
+    submitter = _submitter(ip, caller, ctx.settings.node_requests_per_ip_per_day)
+    request_id = await submissions.submit_node_request(
+        ctx.engine, ctx.guard, submitter, body.model_dump()
+    )
+    return respond(Created(id=request_id), 201)

@@ -1,0 +1,159 @@
+"""Stored records as every layer sees them: plain, typed and immutable.
+
+Money is integer nano-credits (`*_nano`); the web layer renders it as exact decimals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+
+from chainrouter.domain.enums import LedgerEntryKind, Role, RoutingStrategy, SubmissionStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Customer:
+    id: int
+    name: str
+    email: str
+    balance_nano: int
+    provider_id: int | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    id: int
+    slug: str
+    name: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ManagementToken:
+    id: int
+    customer_id: int
+    label: str
+    role: Role
+    token_hint: str
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a management request acts for: the token's customer, its role and provider link."""
+
+    token_id: int
+    customer_id: int
+    role: Role
+    provider_id: int | None
+
+    @property
+    def is_administrator(self) -> bool:
+        return self.role is Role.ADMINISTRATOR
+
+    @property
+    def skips_submission_limits(self) -> bool:
+        return self.role in (Role.AGENT, Role.ADMINISTRATOR)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    id: int
+    customer_id: int
+    name: str
+    key_hint: str
+    allowed_domains: tuple[str, ...]
+    routing_strategy: RoutingStrategy
+    active: bool
+    bypass_credit_check: bool
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerLine:
+    id: int
+    customer_id: int
+    kind: LedgerEntryKind
+    amount_nano: int
+    balance_after_nano: int
+    reference: str | None
+    note: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    id: int
+    provider_id: int
+    provider_slug: str
+    name: str
+    description: str
+    price_nano: int
+    quota: Decimal | None
+    quota_unit: str | None
+    overage_price_nano: int | None
+    overage_limit: Decimal | None
+    rate_limit_req: int | None
+    rate_limit_req_interval_sec: int | None
+    rate_limit_cr_nano: int | None
+    rate_limit_cr_interval_sec: int | None
+    billing_fixed_day: int | None
+    billing_interval_days: int | None
+    billing_anchored_start_date: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PlanMethod:
+    id: int
+    plan_id: int
+    method: str
+    vm: str
+    node_target_type: str
+    cost_nano: int
+    rate_limit: int | None
+    rate_limit_interval_sec: int | None
+    chain_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ChainRequest:
+    id: int
+    status: SubmissionStatus
+    name: str
+    chain_id: int
+    short_name: str | None
+    native_currency_name: str | None
+    native_currency_decimals: int | None
+    info_url: str | None
+    icon_url: str | None
+    rpc_urls: tuple[str, ...]
+    explorer_urls: tuple[str, ...]
+    requestor_email: str | None
+    requestor_name: str | None
+    screening: list[dict[str, object]]
+    review_note: str | None
+    reviewed_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRequest:
+    id: int
+    status: SubmissionStatus
+    name: str
+    url: str
+    vm: str
+    chain_id: int | None
+    email: str | None
+    privacy_policy_url: str | None
+    notes: str | None
+    screening: list[dict[str, object]]
+    review_note: str | None
+    reviewed_at: datetime | None
+    created_at: datetime

@@ -1,0 +1,101 @@
+"""Customers' RPC API keys: create (the secret is shown once), list, update, find by secret.
+
+Every write bumps the configuration version in the same transaction, so routers pick the change
+up at their next poll (about a second, `sync_interval_s`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+
+from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret, secret_hint
+from chainrouter.domain.enums import RoutingStrategy
+from chainrouter.domain.records import ApiKey
+from chainrouter.management.errors import NotFoundError
+from chainrouter.stores.sql import api_keys as store
+from chainrouter.stores.sql.config_version import bump_config_version
+
+MAX_KEYS_PER_CUSTOMER = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedApiKey:
+    record: ApiKey
+    secret: str  # shown once, never stored
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKeyChanges:
+    """A partial update: None leaves the field as stored."""
+
+    name: str | None = None
+    active: bool | None = None
+    allowed_domains: list[str] | None = None
+    routing_strategy: RoutingStrategy | None = None
+
+    def columns(self) -> dict[str, Any]:
+        given = {
+            "name": self.name,
+            "active": self.active,
+            "allowed_domains": self.allowed_domains,
+            "routing_strategy": self.routing_strategy,
+        }
+        return {column: value for column, value in given.items() if value is not None}
+
+
+def create_api_key(
+    engine: Engine,
+    customer_id: int,
+    *,
+    name: str,
+    allowed_domains: list[str],
+    routing_strategy: RoutingStrategy,
+) -> CreatedApiKey:
+    secret = generate_secret(SecretKind.API_KEY)
+    with engine.begin() as connection:
+        record = store.insert_api_key(
+            connection,
+            customer_id=customer_id,
+            name=name,
+            digest=hash_secret(secret),
+            hint=secret_hint(secret),
+            allowed_domains=allowed_domains,
+            routing_strategy=routing_strategy,
+        )
+        bump_config_version(connection)
+    return CreatedApiKey(record, secret)
+
+
+def list_api_keys(engine: Engine, customer_id: int) -> list[ApiKey]:
+    with engine.connect() as connection:
+        return store.list_api_keys(connection, customer_id)
+
+
+def update_api_key(engine: Engine, customer_id: int, key_id: int, changes: ApiKeyChanges) -> ApiKey:
+    """Change the given fields of one of the customer's keys; another customer's key is 404."""
+    with engine.begin() as connection:
+        current = store.get_api_key(connection, key_id)
+        if current is None or current.customer_id != customer_id:
+            raise NotFoundError(f"no API key {key_id}")
+        columns = changes.columns()
+        if columns:
+            store.update_api_key(connection, key_id, columns)
+            bump_config_version(connection)
+        updated = store.get_api_key(connection, key_id)
+    assert updated is not None
+    return updated
+
+
+def find_api_key_by_secret(engine: Engine, customer_id: int, secret: str) -> ApiKey:
+    """The caller's key whose secret this is (how a tool holding only the secret finds its id).
+
+    Matching is by the full secret's digest, never by a hint; another customer's key is 404.
+    """
+    with engine.connect() as connection:
+        record = store.find_api_key_by_hash(connection, hash_secret(secret))
+    if record is None or record.customer_id != customer_id:
+        raise NotFoundError("no API key of yours has this secret")
+    return record

@@ -1,0 +1,219 @@
+"""Public submissions of new chains and nodes, screened before they are stored, and their review.
+
+Every attempt counts against its IP's daily limit, including attempts whose screening failed
+(those are stored as rejected): otherwise anyone could make the service dial URLs without end.
+Agent and administrator tokens skip the limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Engine, Table
+
+from chainrouter.domain.chains import Chain
+from chainrouter.domain.enums import NodeSource, SubmissionStatus
+from chainrouter.domain.records import ChainRequest, NodeRequest
+from chainrouter.management.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    RateLimitedError,
+    ScreeningFailedError,
+)
+from chainrouter.screening.evm import Screening, screen_http_node
+from chainrouter.screening.guard import OutboundGuard
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql import submissions as store
+from chainrouter.stores.sql.chains import upsert_chains
+from chainrouter.stores.sql.config_version import bump_config_version
+from chainrouter.stores.sql.nodes import insert_node, node_url_exists
+from chainrouter.stores.sql.plans import get_plan, known_chain_ids
+from chainrouter.stores.sql.schema import utcnow
+
+HTTPS_ONLY = frozenset({"https"})
+_DAY = timedelta(days=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Submitter:
+    ip: str
+    exempt: bool  # an agent or administrator token came with the request
+    daily_limit: int
+
+
+def _check_limit(engine: Engine, table: Table, submitter: Submitter, what: str) -> None:
+    if submitter.exempt:
+        return
+    now = datetime.now(UTC)
+    with engine.connect() as connection:
+        recent = store.submissions_since(connection, table, submitter.ip, now - _DAY)
+    if len(recent) >= submitter.daily_limit:
+        oldest_counted = recent[len(recent) - submitter.daily_limit]
+        retry_after = max(1.0, (oldest_counted + _DAY - now).total_seconds())
+        raise RateLimitedError(
+            f"at most {submitter.daily_limit} {what} per IP address per day; try again later, "
+            "or send an agent or administrator token in X-Api-Key",
+            retry_after,
+        )
+
+
+def _store(engine: Engine, table: Table, submitter: Submitter, values: dict[str, Any]) -> int:
+    with engine.begin() as connection:
+        return store.insert_submission(connection, table, {**values, "submitter_ip": submitter.ip})
+
+
+async def submit_chain_request(
+    engine: Engine, guard: OutboundGuard, submitter: Submitter, values: dict[str, Any]
+) -> int:
+    """Screen the RPC URLs (at least one must serve the declared chain) and store the request."""
+    await asyncio.to_thread(_check_limit, engine, t.chain_requests, submitter, "chain requests")
+    screenings = await asyncio.gather(
+        *(
+            screen_http_node(guard, url, schemes=HTTPS_ONLY, expected_chain_id=values["chain_id"])
+            for url in values["rpc_urls"]
+        )
+    )
+    record = {**values, "screening": [s.as_dict() for s in screenings]}
+    if not any(s.passed for s in screenings):
+        record |= {
+            "status": SubmissionStatus.REJECTED.value,
+            "review_note": "screening failed",
+            "reviewed_at": utcnow(),
+        }
+        await asyncio.to_thread(_store, engine, t.chain_requests, submitter, record)
+        raise ScreeningFailedError(
+            f"none of the RPC URLs passed screening for chain {values['chain_id']}",
+            details=_failures(screenings, "rpc_urls"),
+        )
+    return await asyncio.to_thread(_store, engine, t.chain_requests, submitter, record)
+
+
+async def submit_node_request(
+    engine: Engine, guard: OutboundGuard, submitter: Submitter, values: dict[str, Any]
+) -> int:
+    await asyncio.to_thread(_check_limit, engine, t.node_requests, submitter, "node requests")
+    screening = await screen_http_node(guard, values["url"], schemes=HTTPS_ONLY)
+    record = {**values, "chain_id": screening.chain_id, "screening": [screening.as_dict()]}
+    if not screening.passed:
+        record |= {
+            "status": SubmissionStatus.REJECTED.value,
+            "review_note": "screening failed",
+            "reviewed_at": utcnow(),
+        }
+        await asyncio.to_thread(_store, engine, t.node_requests, submitter, record)
+        raise ScreeningFailedError(
+            f"the node failed screening: {screening.failure}",
+            details=_failures([screening], "url"),
+        )
+    return await asyncio.to_thread(_store, engine, t.node_requests, submitter, record)
+
+
+def _failures(screenings: list[Screening], field: str) -> list[dict[str, Any]]:
+    return [
+        {"field": field, "url": s.url, "message": s.failure or "passed"}
+        for s in screenings
+        if not s.passed
+    ]
+
+
+# Review ------------------------------------------------------------------------------------
+
+
+def list_chain_requests(
+    engine: Engine, status: SubmissionStatus | None, *, limit: int, offset: int
+) -> list[ChainRequest]:
+    with engine.connect() as connection:
+        return store.list_chain_requests(connection, status, limit=limit, offset=offset)
+
+
+def list_node_requests(
+    engine: Engine, status: SubmissionStatus | None, *, limit: int, offset: int
+) -> list[NodeRequest]:
+    with engine.connect() as connection:
+        return store.list_node_requests(connection, status, limit=limit, offset=offset)
+
+
+def approve_chain_request(
+    engine: Engine, request_id: int, *, native_currency_symbol: str, note: str
+) -> ChainRequest:
+    """Add the chain to the catalog, with the URLs that passed screening as its public RPCs."""
+    with engine.begin() as connection:
+        request = store.get_chain_request(connection, request_id)
+        if request is None:
+            raise NotFoundError(f"no chain request {request_id}")
+        if request.status is not SubmissionStatus.PENDING:
+            raise ConflictError(f"chain request {request_id} is already {request.status.value}")
+        if known_chain_ids(connection, {request.chain_id}):
+            raise ConflictError(f"chain {request.chain_id} is already in the catalog")
+        passed = tuple(str(s["url"]) for s in request.screening if s.get("passed"))
+        chain = Chain(
+            chain_id=request.chain_id,
+            name=request.name,
+            short_name=request.short_name or request.name.lower().replace(" ", "-")[:100],
+            native_currency_name=request.native_currency_name or native_currency_symbol,
+            native_currency_symbol=native_currency_symbol,
+            native_currency_decimals=(
+                18 if request.native_currency_decimals is None else request.native_currency_decimals
+            ),
+            info_url=request.info_url,
+            public_rpc_urls=passed,
+        )
+        upsert_chains(connection, [chain])
+        store.mark_reviewed(
+            connection, t.chain_requests, request_id, SubmissionStatus.APPROVED, note
+        )
+        bump_config_version(connection)
+        reviewed = store.get_chain_request(connection, request_id)
+    assert reviewed is not None
+    return reviewed
+
+
+def approve_node_request(
+    engine: Engine, request_id: int, *, plan_id: int, note: str
+) -> NodeRequest:
+    """Register the screened node on `plan_id`, serving the chain it reported during screening."""
+    with engine.begin() as connection:
+        request = store.get_node_request(connection, request_id)
+        if request is None:
+            raise NotFoundError(f"no node request {request_id}")
+        if request.status is not SubmissionStatus.PENDING:
+            raise ConflictError(f"node request {request_id} is already {request.status.value}")
+        if get_plan(connection, plan_id) is None:
+            raise NotFoundError(f"no plan {plan_id}")
+        if request.chain_id is None or not known_chain_ids(connection, {request.chain_id}):
+            raise InvalidInputError(
+                f"the node serves chain {request.chain_id}, which is not in the catalog; "
+                "approve a chain request for it first"
+            )
+        if node_url_exists(connection, request.url):
+            raise ConflictError("a node with this URL is already registered")
+        insert_node(
+            connection,
+            plan_id=plan_id,
+            chain_id=request.chain_id,
+            url=request.url,
+            vm=request.vm,
+            source=NodeSource.NODE_REQUEST,
+        )
+        store.mark_reviewed(
+            connection, t.node_requests, request_id, SubmissionStatus.APPROVED, note
+        )
+        bump_config_version(connection)
+        reviewed = store.get_node_request(connection, request_id)
+    assert reviewed is not None
+    return reviewed
+
+
+def reject_request(engine: Engine, kind: str, request_id: int, note: str) -> None:
+    table = t.chain_requests if kind == "chain" else t.node_requests
+    with engine.begin() as connection:
+        getter = store.get_chain_request if kind == "chain" else store.get_node_request
+        request = getter(connection, request_id)
+        if request is None:
+            raise NotFoundError(f"no {kind} request {request_id}")
+        if not store.mark_reviewed(connection, table, request_id, SubmissionStatus.REJECTED, note):
+            raise ConflictError(f"{kind} request {request_id} is already {request.status.value}")

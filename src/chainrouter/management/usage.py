@@ -1,0 +1,230 @@
+"""The usage report: the sections a customer asks for, over a window of at most 90 days."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from sqlalchemy import Connection, Engine
+
+from chainrouter.management.errors import InvalidInputError, NotFoundError
+from chainrouter.stores.sql.accounts import customer_balance
+from chainrouter.stores.sql.api_keys import get_api_key
+from chainrouter.stores.sql.usage_report import (
+    Sums,
+    UsageWindow,
+    ceil_hour,
+    floor_day,
+    grouped_sums,
+    hourly_sums,
+    key_labels,
+)
+
+DEFAULT_WINDOW = timedelta(days=30)
+MAX_WINDOW = timedelta(days=90)
+
+
+class Section(StrEnum):
+    SUMMARY = "summary"
+    BALANCE = "balance"
+    BY_CHAIN = "by_chain"
+    BY_API_KEY = "by_api_key"
+    BY_API_KEY_CHAIN = "by_api_key_chain"
+    TOP_METHODS = "top_methods"
+    TIME_SERIES = "time_series"
+    BY_SCENARIO = "by_scenario"
+
+
+DEFAULT_SECTIONS = frozenset({Section.SUMMARY, Section.BALANCE})
+
+
+class GroupBy(StrEnum):
+    CHAIN = "chain"
+    API_KEY = "api_key"
+    API_KEY_CHAIN = "api_key,chain"
+    METHOD = "method"
+    DAY = "day"
+
+
+class Granularity(StrEnum):
+    DAY = "day"
+    HOUR = "hour"
+
+
+# The storage dimensions each row kind is summed by.
+_SECTION_DIMENSIONS: dict[Section, tuple[str, ...]] = {
+    Section.BY_CHAIN: ("chain_id",),
+    Section.BY_API_KEY: ("api_key_id",),
+    Section.BY_API_KEY_CHAIN: ("api_key_id", "chain_id"),
+    Section.TOP_METHODS: ("method",),
+    Section.BY_SCENARIO: ("scenario",),
+}
+_GROUP_DIMENSIONS: dict[GroupBy, tuple[str, ...]] = {
+    GroupBy.CHAIN: ("chain_id",),
+    GroupBy.API_KEY: ("api_key_id",),
+    GroupBy.API_KEY_CHAIN: ("api_key_id", "chain_id"),
+    GroupBy.METHOD: ("method",),
+    GroupBy.DAY: ("day",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class UsageQuery:
+    customer_id: int
+    start: datetime
+    end: datetime
+    sections: frozenset[Section]
+    group_by: GroupBy | None
+    granularity: Granularity
+    chain_id: int | None
+    api_key_id: int | None
+    limit: int
+
+
+def make_query(
+    customer_id: int,
+    *,
+    start: datetime | None,
+    end: datetime | None,
+    sections: frozenset[Section] | None,
+    group_by: GroupBy | None,
+    granularity: Granularity,
+    chain_id: int | None,
+    api_key_id: int | None,
+    limit: int,
+    now: datetime | None = None,
+) -> UsageQuery:
+    """Apply the defaults (the last 30 days; summary and balance, or only the grouping when one
+    is asked for) and the rules (start before end, at most 90 days)."""
+    now = now or datetime.now(UTC)
+    end = end or now
+    start = start or end - DEFAULT_WINDOW
+    if start >= end:
+        raise InvalidInputError("`from` must be before `to`")
+    if end - start > MAX_WINDOW:
+        raise InvalidInputError("the window from `from` to `to` may span at most 90 days")
+    if sections is None:
+        sections = frozenset() if group_by is not None else DEFAULT_SECTIONS
+    return UsageQuery(
+        customer_id=customer_id,
+        start=start.astimezone(UTC),
+        end=end.astimezone(UTC),
+        sections=sections,
+        group_by=group_by,
+        granularity=granularity,
+        chain_id=chain_id,
+        api_key_id=api_key_id,
+        limit=limit,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    request_count: int
+    credits_nano: int
+    api_key_id: int | None = None
+    key_hint: str | None = None
+    name: str | None = None
+    chain_id: int | None = None
+    method: str | None = None
+    scenario: str | None = None
+    day: datetime | None = None
+    bucket: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Balance:
+    credits_nano: int
+    as_of: datetime
+
+
+@dataclass(slots=True)
+class UsageReport:
+    customer_id: int
+    start: datetime
+    end: datetime
+    summary: UsageRow | None = None
+    balance: Balance | None = None
+    sections: dict[Section, list[UsageRow]] = field(default_factory=dict)
+    groups: list[UsageRow] | None = None
+
+
+def build_report(engine: Engine, query: UsageQuery) -> UsageReport:
+    window = UsageWindow(
+        query.customer_id, query.start, query.end, query.chain_id, query.api_key_id
+    )
+    report = UsageReport(query.customer_id, query.start, query.end)
+    with engine.connect() as connection, connection.begin():  # one snapshot for every section
+        if query.api_key_id is not None:
+            key = get_api_key(connection, query.api_key_id)
+            if key is None or key.customer_id != query.customer_id:
+                raise NotFoundError(f"no API key {query.api_key_id}")
+        if Section.SUMMARY in query.sections:
+            total = grouped_sums(connection, window, ())[0]
+            report.summary = UsageRow(total.request_count, total.credits_nano)
+        if Section.BALANCE in query.sections:
+            report.balance = Balance(
+                customer_balance(connection, query.customer_id) or 0, datetime.now(UTC)
+            )
+        for section, dimensions in _SECTION_DIMENSIONS.items():
+            if section in query.sections:
+                sums = grouped_sums(connection, window, dimensions, limit=query.limit)
+                report.sections[section] = _rows(connection, dimensions, sums)
+        if Section.TIME_SERIES in query.sections:
+            report.sections[Section.TIME_SERIES] = _time_series(connection, window, query)
+        if query.group_by is not None:
+            dimensions = _GROUP_DIMENSIONS[query.group_by]
+            by_day = query.group_by is GroupBy.DAY
+            sums = grouped_sums(
+                connection, window, dimensions, limit=query.limit, by_spend=not by_day
+            )
+            report.groups = _rows(connection, dimensions, sums)
+    return report
+
+
+def _rows(connection: Connection, dimensions: tuple[str, ...], sums: list[Sums]) -> list[UsageRow]:
+    labels = {}
+    if "api_key_id" in dimensions:
+        position = dimensions.index("api_key_id")
+        labels = key_labels(connection, {int(s.dimensions[position]) for s in sums})
+    rows = []
+    for found in sums:
+        values = dict(zip(dimensions, found.dimensions, strict=True))
+        key_id = values.get("api_key_id")
+        name, hint = labels.get(key_id, (None, None)) if key_id is not None else (None, None)
+        rows.append(
+            UsageRow(
+                request_count=found.request_count,
+                credits_nano=found.credits_nano,
+                api_key_id=key_id,
+                key_hint=hint,
+                name=name,
+                chain_id=values.get("chain_id"),
+                method=values.get("method"),
+                scenario=values.get("scenario"),
+                day=values.get("day"),
+            )
+        )
+    return rows
+
+
+def _time_series(connection: Connection, window: UsageWindow, query: UsageQuery) -> list[UsageRow]:
+    """Every bucket of the window in order, zeros included, so that a chart needs no filling."""
+    if query.granularity is Granularity.HOUR:
+        found = hourly_sums(connection, window)
+        step = timedelta(hours=1)
+        bucket = ceil_hour(window.start)
+    else:
+        found = {
+            s.dimensions[0]: (s.request_count, s.credits_nano)
+            for s in grouped_sums(connection, window, ("day",), by_spend=False)
+        }
+        step = timedelta(days=1)
+        bucket = floor_day(window.start)
+    series = []
+    while bucket < window.end:
+        requests, credits = found.get(bucket, (0, 0))
+        series.append(UsageRow(requests, credits, bucket=bucket))
+        bucket += step
+    return series

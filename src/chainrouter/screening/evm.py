@@ -1,0 +1,178 @@
+"""Mandatory EVM screening of an HTTP(S) JSON-RPC node, through the outbound guard.
+
+Three checks, in order, each a JSON-RPC call; the first failure ends the screening:
+1. `eth_chainId` answers a quantity, equal to the expected chain when one is given;
+2. `eth_blockNumber` answers a quantity, within `max_lag` blocks of the chain head when one is
+   known (a node far behind would only be taken out of routing again);
+3. `eth_getBlockByNumber("latest", false)` returns a block with a number and a hash.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from yarl import URL
+
+from chainrouter.screening.guard import GuardedSession, OutboundError, OutboundGuard
+
+_MAX_QUANTITY = 2**63 - 1
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    passed: bool
+    detail: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"check": self.name, "passed": self.passed, "detail": self.detail}
+
+
+@dataclass(slots=True)
+class Screening:
+    url: str
+    checks: list[Check] = field(default_factory=list)
+    chain_id: int | None = None
+    block_number: int | None = None
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(check.passed for check in self.checks)
+
+    @property
+    def failure(self) -> str | None:
+        """`check: why` of the first failed check."""
+        failed = next((c for c in self.checks if not c.passed), None)
+        return None if failed is None else f"{failed.name}: {failed.detail}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "url": self.url,
+            "passed": self.passed,
+            "chain_id": None if self.chain_id is None else str(self.chain_id),
+            "checks": [check.as_dict() for check in self.checks],
+        }
+
+
+class _CheckFailedError(Exception):
+    pass
+
+
+def _quantity(value: Any, what: str) -> int:
+    if not isinstance(value, str) or not value.startswith("0x") or len(value) > 66:
+        raise _CheckFailedError(f"{what} is not a hex quantity: {str(value)[:80]!r}")
+    try:
+        number = int(value, 16)
+    except ValueError:
+        raise _CheckFailedError(f"{what} is not a hex quantity: {value[:80]!r}") from None
+    if number > _MAX_QUANTITY:
+        raise _CheckFailedError(f"{what} is implausibly large: {value[:80]}")
+    return number
+
+
+async def _call(session: GuardedSession, url: URL, method: str, params: list[Any]) -> Any:
+    call_id = next(_ids)
+    body = orjson.dumps({"jsonrpc": "2.0", "id": call_id, "method": method, "params": params})
+    try:
+        raw = await session.post_json(url, body)
+    except OutboundError as exc:
+        raise _CheckFailedError(str(exc)) from None
+    try:
+        answer = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise _CheckFailedError("the answer is not JSON") from None
+    if not isinstance(answer, dict) or answer.get("id") != call_id:
+        raise _CheckFailedError("the answer is not the JSON-RPC response to the call")
+    if "error" in answer:
+        error = answer["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        raise _CheckFailedError(f"the node answered an error: {str(message)[:200]}")
+    if "result" not in answer:
+        raise _CheckFailedError("the answer has no result")
+    return answer["result"]
+
+
+async def screen_http_node(
+    guard: OutboundGuard,
+    url: str,
+    *,
+    schemes: frozenset[str],
+    expected_chain_id: int | None = None,
+    chain_head: int | None = None,
+    max_lag: int = 100,
+) -> Screening:
+    screening = Screening(url)
+    try:
+        parsed = guard.check_url(url, schemes)
+    except OutboundError as exc:
+        screening.checks.append(Check("url", False, str(exc)))
+        return screening
+    async with guard.session() as session:
+        for name, run in (
+            ("eth_chainId", _check_chain_id),
+            ("eth_blockNumber", _check_block_number),
+            ("eth_getBlockByNumber", _check_latest_block),
+        ):
+            try:
+                detail = await run(
+                    session, parsed, screening, expected_chain_id, chain_head, max_lag
+                )
+            except _CheckFailedError as exc:
+                screening.checks.append(Check(name, False, str(exc)))
+                return screening
+            screening.checks.append(Check(name, True, detail))
+    return screening
+
+
+async def _check_chain_id(
+    session: GuardedSession,
+    url: URL,
+    screening: Screening,
+    expected: int | None,
+    _head: int | None,
+    _lag: int,
+) -> str:
+    chain_id = _quantity(await _call(session, url, "eth_chainId", []), "the chain ID")
+    screening.chain_id = chain_id
+    if expected is not None and chain_id != expected:
+        raise _CheckFailedError(f"the node serves chain {chain_id}, not chain {expected}")
+    return f"chain {chain_id}"
+
+
+async def _check_block_number(
+    session: GuardedSession,
+    url: URL,
+    screening: Screening,
+    _expected: int | None,
+    head: int | None,
+    max_lag: int,
+) -> str:
+    number = _quantity(await _call(session, url, "eth_blockNumber", []), "the block number")
+    screening.block_number = number
+    if head is not None and number < head - max_lag:
+        raise _CheckFailedError(
+            f"block {number} is {head - number} blocks behind the chain head {head}"
+        )
+    return f"block {number}"
+
+
+async def _check_latest_block(
+    session: GuardedSession,
+    url: URL,
+    _screening: Screening,
+    _expected: int | None,
+    _head: int | None,
+    _lag: int,
+) -> str:
+    block = await _call(session, url, "eth_getBlockByNumber", ["latest", False])
+    if not isinstance(block, dict):
+        raise _CheckFailedError("the latest block could not be read")
+    number = _quantity(block.get("number"), "the latest block's number")
+    block_hash = block.get("hash")
+    if not isinstance(block_hash, str) or len(block_hash) != 66 or not block_hash.startswith("0x"):
+        raise _CheckFailedError("the latest block has no valid hash")
+    return f"latest block {number}"

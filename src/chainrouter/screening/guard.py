@@ -1,0 +1,197 @@
+"""The outbound guard: the only way the service dials a URL someone else gave it.
+
+- Schemes are allow-listed per use (submissions: https only).
+- Addresses are checked when the connection is made, not when the URL is read: the resolver
+  that the HTTP client connects with refuses every name that resolves to a loopback, private,
+  link-local, unique-local, multicast, reserved or otherwise non-global address (IPv4-mapped
+  IPv6 included), so a name that changes its answer between a check and the dial (DNS
+  rebinding) cannot slip through. IP literals, which skip the resolver, are checked up front;
+  decimal, octal and hex spellings of IPv4 are names to the parser and reach the resolver.
+- Redirects are never followed, proxies from the environment are never used, and every request
+  has a total time limit and a response size limit.
+
+`allow_private` (the `outbound_allow_private` setting) lifts the address check for tests and
+development only.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import ThreadedResolver
+from yarl import URL
+
+IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # translated IPv4, e.g. 64:ff9b::7f00:1
+
+
+class OutboundError(Exception):
+    """Why a URL could not be used; the message is shown to whoever submitted the URL."""
+
+
+def address_problem(address: IpAddress) -> str | None:
+    """Why the service must not dial `address`; None for a public address."""
+    if isinstance(address, ipaddress.IPv6Address):
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is None and address in _NAT64:
+            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+        if embedded is not None:
+            problem = address_problem(embedded)
+            return None if problem is None else f"{problem} (inside an IPv6 address)"
+    for test, name in (
+        (address.is_loopback, "a loopback address"),
+        (address.is_link_local, "a link-local address"),
+        (address.is_private, "a private address"),
+        (address.is_multicast, "a multicast address"),
+        (address.is_unspecified, "an unspecified address"),
+        (address.is_reserved, "a reserved address"),
+    ):
+        if test:
+            return name
+    if not address.is_global:
+        return "not a public address"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundPolicy:
+    timeout_s: float = 8.0
+    max_response_bytes: int = 1024 * 1024
+    allow_private: bool = False
+    ca_file: Path | None = None
+
+
+class _CheckingResolver(AbstractResolver):
+    """Resolves like the system does, then refuses the name if any answer is not public."""
+
+    def __init__(self, allow_private: bool) -> None:
+        self._inner = ThreadedResolver()
+        self._allow_private = allow_private
+        self.refusal: str | None = None
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        results = await self._inner.resolve(host, port, family)
+        if not self._allow_private:
+            for result in results:
+                problem = address_problem(ipaddress.ip_address(result["host"]))
+                if problem is not None:
+                    self.refusal = f"{host} resolves to {result['host']}, {problem}"
+                    raise OSError(self.refusal)
+        return results
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+def _ssl_context(ca_file: Path | None) -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    if ca_file is not None:
+        context.load_verify_locations(cafile=str(ca_file))
+    return context
+
+
+class OutboundGuard:
+    def __init__(self, policy: OutboundPolicy) -> None:
+        self.policy = policy
+        self._ssl = _ssl_context(policy.ca_file)
+
+    def check_url(self, url: str, schemes: frozenset[str]) -> URL:
+        """Parse and check what can be checked before dialling: scheme, host, IP literals."""
+        try:
+            parsed = URL(url)
+        except (ValueError, TypeError):
+            raise OutboundError("is not a valid URL") from None
+        if parsed.scheme not in schemes:
+            allowed = " or ".join(sorted(f"{s}://" for s in schemes))
+            raise OutboundError(f"must start with {allowed}")
+        host = parsed.host
+        if not host:
+            raise OutboundError("has no host")
+        if parsed.user is not None or parsed.password is not None:
+            raise OutboundError("must not carry a user name or password")
+        try:
+            literal = ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            return parsed
+        problem = address_problem(literal)
+        if problem is not None and not self.policy.allow_private:
+            raise OutboundError(f"{host} is {problem}")
+        return parsed
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[GuardedSession]:
+        resolver = _CheckingResolver(self.policy.allow_private)
+        connector = aiohttp.TCPConnector(
+            resolver=resolver, ssl=self._ssl, force_close=True, limit=4, use_dns_cache=False
+        )
+        timeout = aiohttp.ClientTimeout(total=self.policy.timeout_s)
+        async with aiohttp.ClientSession(
+            connector=connector, timeout=timeout, trust_env=False, auto_decompress=True
+        ) as session:
+            yield GuardedSession(session, resolver, self.policy)
+
+
+class GuardedSession:
+    def __init__(
+        self, session: aiohttp.ClientSession, resolver: _CheckingResolver, policy: OutboundPolicy
+    ) -> None:
+        self._session = session
+        self._resolver = resolver
+        self._policy = policy
+
+    async def post_json(self, url: URL, body: bytes) -> bytes:
+        """POST a JSON body; the 2xx answer's bytes, or `OutboundError` saying what went wrong."""
+        try:
+            async with self._session.post(
+                url,
+                data=body,
+                headers={"content-type": "application/json", "accept": "application/json"},
+                allow_redirects=False,
+            ) as response:
+                if 300 <= response.status < 400:
+                    raise OutboundError(
+                        f"answered HTTP {response.status}; redirects are not followed"
+                    )
+                if response.status >= 400:
+                    raise OutboundError(f"answered HTTP {response.status}")
+                return await self._read_bounded(response)
+        except TimeoutError:
+            raise OutboundError(f"did not answer within {self._policy.timeout_s:g} s") from None
+        except aiohttp.ClientConnectorError as exc:
+            raise OutboundError(
+                self._resolver.refusal or f"cannot connect: {exc.os_error}"
+            ) from None
+        except aiohttp.ClientError as exc:
+            raise OutboundError(f"connection failed: {exc}") from None
+
+    async def _read_bounded(self, response: aiohttp.ClientResponse) -> bytes:
+        limit = self._policy.max_response_bytes
+        if response.content_length is not None and response.content_length > limit:
+            raise OutboundError(f"answer larger than {limit} bytes")
+        chunks = []
+        size = 0
+        async for chunk in response.content.iter_chunked(64 * 1024):
+            size += len(chunk)
+            if size > limit:
+                raise OutboundError(f"answer larger than {limit} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    @property
+    def aiohttp_session(self) -> aiohttp.ClientSession:
+        """For WebSocket dials, which go through the same checking resolver."""
+        return self._session
+
+    @property
+    def refusal(self) -> str | None:
+        return self._resolver.refusal
