@@ -109,6 +109,31 @@ def _cmd_chains_import(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_tokens(settings: Settings, args: argparse.Namespace) -> int:
+    from chainrouter.domain.enums import Role
+    from chainrouter.management import admin
+    from chainrouter.management.errors import ManagementError
+
+    engine = _engine(settings)
+    try:
+        if args.tokens_command == "create":
+            customer = admin.find_customer(engine, args.customer)
+            issued = admin.issue_token(engine, customer.id, label=args.label, role=Role(args.role))
+            print(f"token {issued.token.id} ({issued.token.role.value}) for {customer.email}")
+            print(f"secret, shown this once: {issued.secret}")
+        elif args.tokens_command == "revoke":
+            token = admin.revoke_token(engine, args.token_id)
+            print(f"token {token.id} ({token.label!r}) revoked at {token.revoked_at}")
+        else:
+            customer = admin.find_customer(engine, args.customer)
+            for token in admin.list_tokens(engine, customer.id):
+                state = "revoked" if token.revoked_at else "active"
+                print(f"{token.id}\t{token.role.value}\t{state}\t{token.token_hint}\t{token.label}")
+    except ManagementError as exc:
+        raise CommandError(exc.message) from None
+    return 0
+
+
 def _cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
     role = ServeRole(args.role) if args.role else settings.role
     _engine(settings).dispose()  # fail fast, with one clear message, on a bad database or schema
@@ -192,6 +217,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     chains_import.add_argument("source", help="a file path or an http(s) URL")
     chains_import.set_defaults(handler=_cmd_chains_import)
+
+    tokens = commands.add_parser("tokens", help="management tokens")
+    token_commands = tokens.add_subparsers(dest="tokens_command", required=True, metavar="ACTION")
+    create = token_commands.add_parser("create", help="issue a token (the secret is shown once)")
+    create.add_argument("--customer", required=True, help="customer id or e-mail")
+    create.add_argument("--label", required=True, help="what the token is for")
+    create.add_argument(
+        "--role", default="customer", choices=["customer", "agent", "administrator"]
+    )
+    revoke = token_commands.add_parser("revoke", help="revoke a token for good")
+    revoke.add_argument("token_id", type=int)
+    listing = token_commands.add_parser("list", help="a customer's tokens (never the secrets)")
+    listing.add_argument("--customer", required=True, help="customer id or e-mail")
+    tokens.set_defaults(handler=_cmd_tokens)
 
     migrate = commands.add_parser("migrate", help="bring the database schema up to date")
     migrate.add_argument("--revision", default="head", help="target revision (default: head)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from chainrouter.domain.enums import NodeStatus, RoutingStrategy
 
@@ -141,6 +142,18 @@ class NodeHealth:
 
 
 UNKNOWN_HEALTH = NodeHealth()
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    """One node's health as stored for other processes (the API's node status and prices)."""
+
+    node_id: int
+    in_sync: bool
+    head_block: int | None
+    latency_ms: float | None
+    consecutive_failures: int
+    checked_at: datetime
 
 
 def order_routes(

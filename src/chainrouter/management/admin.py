@@ -62,6 +62,17 @@ def create_customer(engine: Engine, *, name: str, email: str) -> Customer:
         return _customer_or_404(connection, customer_id)
 
 
+def find_customer(engine: Engine, id_or_email: str) -> Customer:
+    """A customer by numeric id or by e-mail (for the command line)."""
+    with engine.connect() as connection:
+        if id_or_email.isdigit():
+            return _customer_or_404(connection, int(id_or_email))
+        customer_id = accounts.customer_id_by_email(connection, id_or_email)
+        if customer_id is None:
+            raise NotFoundError(f"no customer with e-mail {id_or_email}")
+        return _customer_or_404(connection, customer_id)
+
+
 def get_customer(engine: Engine, customer_id: int) -> Customer:
     with engine.connect() as connection:
         return _customer_or_404(connection, customer_id)

@@ -19,11 +19,12 @@ import statistics
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
 
-from chainrouter.domain.routing import UNKNOWN_HEALTH, NodeHealth, NodeInfo
+from chainrouter.domain.routing import UNKNOWN_HEALTH, HealthReport, NodeHealth, NodeInfo
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.upstream import UpstreamClient, UpstreamError
 
@@ -81,6 +82,7 @@ class HealthMonitor:
         self._chain_heads: dict[int, int] = {}
         self._chain_of: dict[int, int] = {}
         self._members: dict[int, set[int]] = {}  # chain id -> node ids
+        self._unreported: set[int] = set()  # checked since the last `take_reports`
 
     # -- read by the request path: dictionary look-ups only --------------------------------
 
@@ -119,6 +121,7 @@ class HealthMonitor:
             state.last_error = str(exc)
             state.checked_at = time.monotonic()
             self.cooldowns.failed(node.node_id)
+            self._unreported.add(node.node_id)
             if state.failures == 1:
                 log.info("node %d failed its health check: %s", node.node_id, exc)
             return
@@ -131,6 +134,28 @@ class HealthMonitor:
         self.cooldowns.succeeded(node.node_id)
         self.observe_latency(node.node_id, (state.checked_at - started) * 1000)
         self._update_chain_head(node.chain_id)
+        self._unreported.add(node.node_id)
+
+    def take_reports(self) -> list[HealthReport]:
+        """The nodes checked since the last call, as they stand now."""
+        wall_offset = time.time() - time.monotonic()
+        reports = []
+        for node_id in sorted(self._unreported):
+            state = self._states.get(node_id)
+            if state is None or state.checked_at is None:
+                continue
+            reports.append(
+                HealthReport(
+                    node_id=node_id,
+                    in_sync=self.health(node_id).in_sync,
+                    head_block=state.head,
+                    latency_ms=state.latency_ms,
+                    consecutive_failures=state.failures,
+                    checked_at=datetime.fromtimestamp(state.checked_at + wall_offset, UTC),
+                )
+            )
+        self._unreported.clear()
+        return reports
 
     def _update_chain_head(self, chain_id: int) -> None:
         members = [self._states[n] for n in self._members.get(chain_id, ()) if n in self._states]

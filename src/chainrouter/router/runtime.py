@@ -119,6 +119,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         version=snapshot.version,
         sync_interval_s=settings.sync_interval_s,
         flush_interval_s=settings.usage_flush_interval_s,
+        health_reports=health.take_reports,
     )
     return RouterRuntime(service, sync, health, limiter, cooldowns, client, engine)
 

@@ -18,9 +18,11 @@ from collections.abc import Callable
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from chainrouter.domain.routing import HealthReport
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.router.metering import CreditView, UsageBatch, UsageMeter
 from chainrouter.stores.sql.config_version import read_config_version
+from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.stores.sql.snapshot import load_router_snapshot
 from chainrouter.stores.sql.usage import read_balances, write_usage
 
@@ -48,6 +50,7 @@ class StorageSync:
         version: int,
         sync_interval_s: float,
         flush_interval_s: float,
+        health_reports: Callable[[], list[HealthReport]] | None = None,
     ) -> None:
         self.engine = engine
         self._meter = meter
@@ -56,6 +59,7 @@ class StorageSync:
         self.version = version
         self._sync_interval_s = sync_interval_s
         self._flush_interval_s = flush_interval_s
+        self._health_reports = health_reports
         # Names this process's flushes in the ledger (idempotent retries; see write_usage).
         self._instance = secrets.token_hex(8)
         self._unwritten: list[UsageBatch] = []
@@ -75,6 +79,17 @@ class StorageSync:
             if time.monotonic() - last_flush >= self._flush_interval_s:
                 last_flush = time.monotonic()
                 await self.flush()
+                await self.report_health()
+
+    async def report_health(self) -> None:
+        """Store what this router's health checker saw since the last report."""
+        if self._health_reports is None:
+            return
+        reports = self._health_reports()
+        try:
+            await asyncio.to_thread(write_node_health, self.engine, reports)
+        except SQLAlchemyError as exc:  # each node is reported again after its next check
+            log.warning("cannot store node health: %s", _first_line(exc))
 
     async def refresh(self) -> bool:
         """Load and install a new snapshot if the configuration changed; True if it did."""

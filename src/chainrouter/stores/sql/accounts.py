@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, func, select
+from sqlalchemy import Connection, Row, delete, select
 
 from chainrouter.domain.enums import LedgerEntryKind, Role
 from chainrouter.domain.records import Customer, LedgerLine, ManagementToken, Principal, Provider
@@ -40,9 +40,13 @@ def list_customers(connection: Connection, *, limit: int, offset: int) -> list[C
     return [_customer(row) for row in connection.execute(query)]
 
 
+def customer_id_by_email(connection: Connection, email: str) -> int | None:
+    query = select(t.customers.c.id).where(t.customers.c.email == email.strip().lower())
+    return connection.execute(query).scalar_one_or_none()
+
+
 def customer_email_taken(connection: Connection, email: str) -> bool:
-    found = connection.execute(select(t.customers.c.id).where(t.customers.c.email == email))
-    return found.first() is not None
+    return customer_id_by_email(connection, email) is not None
 
 
 def insert_customer(connection: Connection, *, name: str, email: str) -> int:
@@ -219,7 +223,3 @@ def customer_balance(connection: Connection, customer_id: int) -> int | None:
     return connection.execute(
         select(t.customers.c.balance_nano).where(t.customers.c.id == customer_id)
     ).scalar_one_or_none()
-
-
-def count_customers(connection: Connection) -> int:
-    return int(connection.execute(select(func.count()).select_from(t.customers)).scalar_one())
