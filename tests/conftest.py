@@ -20,13 +20,15 @@ from sqlalchemy.engine import make_url
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
+from tests.anvil import REPO_ROOT, AnvilNodes, start_anvil_nodes
+
+__all__ = ["REPO_ROOT"]
 
 POSTGRES_ADMIN_URL = os.environ.get(
     "CHAINROUTER_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 SHARED_DIR = Path(__file__).resolve().parents[1].parent / "shared"
 CHAINS_JSON = SHARED_DIR / "data" / "chains.json"
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)
@@ -79,6 +81,12 @@ def engine(empty_engine: Engine) -> Engine:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def anvil() -> Iterator[AnvilNodes]:
+    """Three real anvil nodes for the whole run: a1 and a2 on chain 31337, b1 on 31338."""
+    yield from start_anvil_nodes()
 
 
 @pytest.fixture(scope="session")

@@ -8,16 +8,11 @@ below, gets a `World`, and calls the router's pipeline directly or through the R
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-import httpx
 import pytest
 from sqlalchemy import Engine, select
 
@@ -30,71 +25,11 @@ from chainrouter.settings import Settings
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
-from tests.conftest import REPO_ROOT
+from tests.anvil import CHAIN_A, CHAIN_B, AnvilNodes, free_port
 
-CHAIN_A = 31337
-CHAIN_B = 31338
+__all__ = ["CHAIN_A", "CHAIN_B", "AnvilNodes", "free_port"]
+
 CUSTOMER_EMAIL = "dev@router.test"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def anvil_binary() -> str:
-    local = REPO_ROOT / "node_modules" / ".bin" / "anvil"
-    if local.exists():
-        return str(local)
-    found = shutil.which("anvil")
-    if found is None:
-        pytest.fail("anvil is missing: `make setup` installs it (npm ci)")
-    return found
-
-
-@dataclass
-class AnvilNodes:
-    """Three real nodes: two of chain A (31337), one of chain B (31338)."""
-
-    urls: dict[str, str] = field(default_factory=dict)  # "a1", "a2", "b1" -> URL
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-
-def _wait_until_answering(url: str) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}, timeout=1)
-            return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise RuntimeError(f"anvil at {url} did not start")
-
-
-@pytest.fixture(scope="session")
-def anvil() -> Iterator[AnvilNodes]:
-    nodes = AnvilNodes()
-    binary = anvil_binary()
-    for name, chain_id in (("a1", CHAIN_A), ("a2", CHAIN_A), ("b1", CHAIN_B)):
-        port = free_port()
-        process = subprocess.Popen(
-            [binary, "--port", str(port), "--chain-id", str(chain_id), "--silent"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        nodes.processes.append(process)
-        nodes.urls[name] = f"http://127.0.0.1:{port}"
-    try:
-        for url in nodes.urls.values():
-            _wait_until_answering(url)
-        yield nodes
-    finally:
-        for process in nodes.processes:
-            process.terminate()
-        for process in nodes.processes:
-            process.wait(10)
 
 
 # -- describing a world ---------------------------------------------------------------------

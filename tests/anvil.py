@@ -1,0 +1,77 @@
+"""Real EVM nodes for tests: anvil processes (installed from npm by `make setup`)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CHAIN_A = 31337
+CHAIN_B = 31338
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def anvil_binary() -> str:
+    local = REPO_ROOT / "node_modules" / ".bin" / "anvil"
+    if local.exists():
+        return str(local)
+    found = shutil.which("anvil")
+    if found is None:
+        pytest.fail("anvil is missing: `make setup` installs it (npm ci)")
+    return found
+
+
+@dataclass
+class AnvilNodes:
+    """Three real nodes: two of chain A (31337), one of chain B (31338)."""
+
+    urls: dict[str, str] = field(default_factory=dict)  # "a1", "a2", "b1" -> URL
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+
+def _wait_until_answering(url: str) -> None:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.05)
+    raise RuntimeError(f"anvil at {url} did not start")
+
+
+def start_anvil_nodes() -> Iterator[AnvilNodes]:
+    nodes = AnvilNodes()
+    binary = anvil_binary()
+    for name, chain_id in (("a1", CHAIN_A), ("a2", CHAIN_A), ("b1", CHAIN_B)):
+        port = free_port()
+        process = subprocess.Popen(
+            [binary, "--port", str(port), "--chain-id", str(chain_id), "--silent"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        nodes.processes.append(process)
+        nodes.urls[name] = f"http://127.0.0.1:{port}"
+    try:
+        for url in nodes.urls.values():
+            _wait_until_answering(url)
+        yield nodes
+    finally:
+        for process in nodes.processes:
+            process.terminate()
+        for process in nodes.processes:
+            process.wait(10)
