@@ -1,0 +1,273 @@
+"""Customer API keys: create (secret once), list (hint), partial update, lookup by secret,
+isolation between customers, and changes reaching a router."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import validate_document
+from chainrouter.router.runtime import build_runtime
+from chainrouter.settings import Settings
+from tests.api.conftest import ApiHarness
+
+KEY_FIELDS = {
+    "id",
+    "customer_id",
+    "name",
+    "key_hint",
+    "allowed_domains",
+    "routing_strategy",
+    "active",
+    "bypass_credit_check",
+    "created_at",
+    "updated_at",
+}
+
+
+def test_create_returns_the_secret_once_and_list_shows_a_hint(api: ApiHarness) -> None:
+    customer = api.customer()
+    created = api.create_key(
+        customer, allowed_domains=["App.Example.com", "*.example.org"], name="web"
+    )
+    assert set(created) == KEY_FIELDS | {"api_key"}
+    assert created["api_key"].startswith("crk_")
+    assert created["allowed_domains"] == ["app.example.com", "*.example.org"]
+    assert created["routing_strategy"] == "economy"
+    assert created["active"] is True
+    assert created["bypass_credit_check"] is False
+    assert created["customer_id"] == customer.id
+    listed = api.client.get("/api-keys", headers=customer.headers)
+    assert listed.status_code == 200
+    [item] = listed.json()
+    assert set(item) == KEY_FIELDS
+    assert item["key_hint"] == f"crk_...{created['api_key'][-4:]}"
+    assert created["api_key"] not in listed.text
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"routing_strategy": "economy"}, "allowed_domains"),
+        ({"allowed_domains": [], "routing_strategy": "economy"}, "allowed_domains"),
+        ({"allowed_domains": ["*"]}, "routing_strategy"),
+        ({"allowed_domains": ["*"], "routing_strategy": "fastest"}, "routing_strategy"),
+        (
+            {"allowed_domains": ["https://app.example.com"], "routing_strategy": "economy"},
+            "allowed_domains[0]",
+        ),
+        ({"allowed_domains": ["a*b.com"], "routing_strategy": "economy"}, "allowed_domains[0]"),
+        ({"allowed_domains": ["*"], "routing_strategy": "economy", "name": 5}, "name"),
+        ({"allowed_domains": ["*"], "routing_strategy": "economy", "secret": "x"}, "secret"),
+        ({"allowed_domains": "*", "routing_strategy": "economy"}, "allowed_domains"),
+    ],
+)
+def test_invalid_key_bodies_are_422_naming_the_field(
+    api: ApiHarness, body: dict[str, Any], field: str
+) -> None:
+    customer = api.customer()
+    response = api.client.post("/api-keys", json=body, headers=customer.headers)
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert field in [detail["field"] for detail in error["details"]], error
+
+
+def test_a_body_that_is_not_json_is_400(api: ApiHarness) -> None:
+    customer = api.customer()
+    response = api.client.post(
+        "/api-keys",
+        content=b"{not json",
+        headers={**customer.headers, "content-type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_json"
+
+
+def test_patch_changes_only_the_given_fields(api: ApiHarness) -> None:
+    customer = api.customer()
+    key = api.create_key(customer, name="before", allowed_domains=["a.example.com"])
+    patched = api.client.patch(
+        f"/api-keys/{key['id']}", json={"name": "after"}, headers=customer.headers
+    )
+    assert patched.status_code == 200
+    body = patched.json()
+    assert body["name"] == "after"
+    assert body["allowed_domains"] == ["a.example.com"]
+    assert body["active"] is True
+    assert body["updated_at"] >= key["updated_at"]
+    patched = api.client.patch(
+        f"/api-keys/{key['id']}",
+        json={
+            "active": False,
+            "allowed_domains": ["b.example.com"],
+            "routing_strategy": "performance",
+        },
+        headers=customer.headers,
+    ).json()
+    assert (patched["name"], patched["active"], patched["allowed_domains"]) == (
+        "after",
+        False,
+        ["b.example.com"],
+    )
+    assert patched["routing_strategy"] == "performance"
+    unchanged = api.client.patch(f"/api-keys/{key['id']}", json={}, headers=customer.headers)
+    assert unchanged.status_code == 200
+    assert unchanged.json() == patched
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"allowed_domains": []},
+        {"name": None},
+        {"active": "yes"},
+        {"routing_strategy": "cheap"},
+        {"api_key": "crk_x"},
+        {"bypass_credit_check": True},
+    ],
+)
+def test_invalid_patches_are_422(api: ApiHarness, body: dict[str, Any]) -> None:
+    customer = api.customer()
+    key = api.create_key(customer)
+    response = api.client.patch(f"/api-keys/{key['id']}", json=body, headers=customer.headers)
+    assert response.status_code == 422, response.text
+
+
+def test_another_customers_key_is_404_and_never_changes(api: ApiHarness) -> None:
+    owner, other = api.customer("Owner"), api.customer("Other")
+    key = api.create_key(owner, name="mine")
+    for key_id in (key["id"], 999_999):
+        response = api.client.patch(
+            f"/api-keys/{key_id}", json={"name": "stolen"}, headers=other.headers
+        )
+        assert response.status_code == 404
+        assert response.json()["error"]["message"] == f"no API key {key_id}"
+    assert api.client.get("/api-keys", headers=other.headers).json() == []
+    assert api.client.get("/api-keys", headers=owner.headers).json()[0]["name"] == "mine"
+
+
+def test_lookup_by_secret_finds_only_your_own_key(api: ApiHarness) -> None:
+    owner, other = api.customer("Owner"), api.customer("Other")
+    key = api.create_key(owner)
+    found = api.client.post(
+        "/api-keys/lookup", json={"api_key": key["api_key"]}, headers=owner.headers
+    )
+    assert found.status_code == 200
+    assert found.json()["id"] == key["id"]
+    assert "api_key" not in found.json()
+    altered = key["api_key"][:-1] + ("B" if key["api_key"].endswith("A") else "A")
+    for caller, secret in ((other, key["api_key"]), (owner, altered)):
+        missing = api.client.post(
+            "/api-keys/lookup", json={"api_key": secret}, headers=caller.headers
+        )
+        assert missing.status_code == 404
+
+
+@pytest.mark.anyio
+async def test_new_and_changed_keys_reach_a_router_at_its_next_poll(
+    api: ApiHarness, upstream: Any
+) -> None:
+    apply_config(
+        api.engine,
+        validate_document(
+            {
+                "chains": [
+                    {
+                        "chain_id": 31337,
+                        "name": "Test",
+                        "short_name": "t",
+                        "native_currency": {"name": "Ether", "symbol": "ETH"},
+                    }
+                ],
+                "providers": [
+                    {
+                        "slug": "p",
+                        "name": "P",
+                        "plans": [
+                            {
+                                "name": "basic",
+                                "methods": [{"method": "eth_blockNumber", "cost": "0"}],
+                                "nodes": [{"url": upstream.url("/ok/api-keys"), "chain_id": 31337}],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ),
+    )
+    runtime = build_runtime(Settings(database_url=api.settings.database_url), api.engine)
+    try:
+        customer = api.customer()
+        key = api.create_key(customer, allowed_domains=["app.example.com"])
+        call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber"}).encode()
+
+        async def status(origin: str = "https://app.example.com") -> int:
+            reply = await runtime.service.handle_keyed(
+                "31337", key["api_key"], call, origin=origin, referer=None
+            )
+            return reply.status
+
+        assert await status() == 401  # not loaded yet
+        assert await runtime.sync.refresh()
+        assert await status() == 200
+        assert await status("https://evil.example.net") == 403
+        api.client.patch(
+            f"/api-keys/{key['id']}",
+            json={"allowed_domains": ["evil.example.net"]},
+            headers=customer.headers,
+        )
+        assert await runtime.sync.refresh()
+        assert await status("https://evil.example.net") == 200
+        api.client.patch(f"/api-keys/{key['id']}", json={"active": False}, headers=customer.headers)
+        assert await runtime.sync.refresh()
+        assert await status("https://evil.example.net") == 401
+    finally:
+        await runtime.stop()
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_bodies = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "allowed_domains": st.lists(
+                st.sampled_from(["*", "a.example.com", "*.x.io", "", "b c", "::1"])
+                | st.text(max_size=20),
+                max_size=4,
+            )
+            | _json,
+            "routing_strategy": st.sampled_from(["economy", "performance", "x"]) | _json,
+            "name": st.text(max_size=250) | _json,
+        },
+    )
+    | _json
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=_bodies)
+def test_any_create_body_is_accepted_or_refused_with_422_never_a_500(
+    api: ApiHarness, body: Any
+) -> None:
+    if not hasattr(api, "_fuzz_customer"):
+        api._fuzz_customer = api.customer("Fuzz")  # type: ignore[attr-defined]
+    customer = api._fuzz_customer  # type: ignore[attr-defined]
+    response = api.client.post("/api-keys", json=body, headers=customer.headers)
+    assert response.status_code in (201, 422), response.text
+    assert set(response.json()) == (
+        {"error"} if response.status_code == 422 else KEY_FIELDS | {"api_key"}
+    )
