@@ -14,7 +14,8 @@ def _error(response: object) -> dict[str, str]:
     body = response.json()  # type: ignore[attr-defined]
     assert set(body) == {"error"}
     error: dict[str, str] = body["error"]
-    assert error["code"] and error["message"]
+    assert error["code"]
+    assert error["message"]
     return error
 
 

@@ -50,8 +50,8 @@ class TlsFront:
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self._ssl)
         await site.start()
         server = site._server
-        assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        assert isinstance(server, asyncio.Server)
+        self.port = server.sockets[0].getsockname()[1]
 
     async def _stop(self) -> None:
         if self._runner is not None:
