@@ -148,6 +148,11 @@ class RpcService:
         self._signup_hint = f"sign up for an API key{signup} for higher limits"
 
     @property
+    def credits(self) -> CreditView:
+        """What each customer may still spend, as this router sees it."""
+        return self._credits
+
+    @property
     def max_body_bytes(self) -> int:
         return self._limits.max_body_bytes
 

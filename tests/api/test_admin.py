@@ -1,0 +1,284 @@
+"""Administrator routes: customers, credits (exact, idempotent, reaching routers), providers and
+their customers, plans and method prices (1 to 500 rows)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from chainrouter.router.runtime import build_runtime
+from chainrouter.settings import Settings
+from tests.api.conftest import ApiHarness
+
+
+def _chain(api: ApiHarness, chain_id: int) -> None:
+    from chainrouter.domain.chains import Chain
+    from chainrouter.stores.sql.chains import upsert_chains
+
+    with api.engine.begin() as connection:
+        upsert_chains(
+            connection, [Chain(chain_id, f"Chain {chain_id}", f"c{chain_id}", "Ether", "ETH", 18)]
+        )
+
+
+def test_customers_are_created_listed_and_unique_by_email(api: ApiHarness) -> None:
+    made = api.client.post(
+        "/admin/customers", json={"name": "Acme", "email": "Billing@Acme.io"}, headers=api.admin
+    )
+    assert made.status_code == 201
+    customer = made.json()
+    assert customer["email"] == "billing@acme.io"
+    assert customer["balance"] == 0
+    assert customer["provider_id"] is None
+    again = api.client.post(
+        "/admin/customers", json={"name": "Acme 2", "email": "billing@acme.io"}, headers=api.admin
+    )
+    assert again.status_code == 409
+    assert (
+        api.client.get(f"/admin/customers/{customer['id']}", headers=api.admin).json() == customer
+    )
+    assert api.client.get("/admin/customers/999999", headers=api.admin).status_code == 404
+    bad = api.client.post("/admin/customers", json={"name": "", "email": "nope"}, headers=api.admin)
+    assert bad.status_code == 422
+    assert {d["field"] for d in bad.json()["error"]["details"]} == {"name", "email"}
+
+
+def test_purchases_and_grants_apply_at_once_and_exactly(api: ApiHarness) -> None:
+    customer = api.customer()
+    url = f"/admin/customers/{customer.id}/credits"
+    first = api.client.post(url, json={"kind": "purchase", "amount": 0.1}, headers=api.admin)
+    assert first.status_code == 201
+    assert '"amount":0.1' in first.text
+    second = api.client.post(
+        url, json={"kind": "grant", "amount": "0.2", "note": "welcome"}, headers=api.admin
+    )
+    assert '"balance_after":0.3' in second.text
+    balance = api.client.get("/usage", params={"include": "balance"}, headers=customer.headers)
+    assert '"credits":0.3' in balance.text
+    ledger = api.client.get(url, headers=api.admin).json()
+    assert [(line["kind"], Decimal(str(line["amount"]))) for line in ledger] == [
+        ("grant", Decimal("0.2")),
+        ("purchase", Decimal("0.1")),
+    ]
+
+
+def test_a_repeated_reference_records_the_credit_once(api: ApiHarness) -> None:
+    customer = api.customer()
+    url = f"/admin/customers/{customer.id}/credits"
+    body = {"kind": "purchase", "amount": "25", "reference": "stripe:pi_123"}
+    first = api.client.post(url, json=body, headers=api.admin)
+    repeat = api.client.post(url, json=body, headers=api.admin)
+    assert (first.status_code, repeat.status_code) == (201, 200)
+    assert repeat.json() == first.json()
+    different = api.client.post(url, json={**body, "amount": "26"}, headers=api.admin)
+    assert different.status_code == 409
+    assert len(api.client.get(url, headers=api.admin).json()) == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"kind": "purchase", "amount": "0"},
+        {"kind": "purchase", "amount": "-5"},
+        {"kind": "purchase", "amount": "0.0000000001"},
+        {"kind": "usage", "amount": "5"},
+        {"kind": "purchase"},
+        {"kind": "purchase", "amount": "ten"},
+        {"kind": "purchase", "amount": True},
+        {"kind": "purchase", "amount": "1e30"},
+    ],
+)
+def test_invalid_credits_are_422(api: ApiHarness, body: dict[str, Any]) -> None:
+    customer = api.customer()
+    response = api.client.post(
+        f"/admin/customers/{customer.id}/credits", json=body, headers=api.admin
+    )
+    assert response.status_code == 422, response.text
+
+
+def test_credits_for_an_unknown_customer_are_404(api: ApiHarness) -> None:
+    response = api.client.post(
+        "/admin/customers/424242/credits", json={"kind": "grant", "amount": "1"}, headers=api.admin
+    )
+    assert response.status_code == 404
+
+
+@pytest.mark.anyio
+async def test_a_purchase_reaches_the_routers_credit_check(api: ApiHarness) -> None:
+    customer = api.customer()
+    runtime = build_runtime(Settings(database_url=api.settings.database_url), api.engine)
+    try:
+        assert runtime.service.credits.available(customer.id) == 0
+        api.client.post(
+            f"/admin/customers/{customer.id}/credits",
+            json={"kind": "purchase", "amount": "12.5"},
+            headers=api.admin,
+        )
+        assert await runtime.sync.refresh()
+        assert runtime.service.credits.available(customer.id) == 12_500_000_000
+    finally:
+        await runtime.stop()
+
+
+def test_providers_plans_and_customer_links(api: ApiHarness) -> None:
+    provider = api.client.post(
+        "/admin/providers", json={"slug": "nodeco", "name": "NodeCo"}, headers=api.admin
+    )
+    assert provider.status_code == 201
+    provider_id = provider.json()["id"]
+    assert (
+        api.client.post(
+            "/admin/providers", json={"slug": "nodeco", "name": "Again"}, headers=api.admin
+        ).status_code
+        == 409
+    )
+    assert (
+        api.client.post(
+            "/admin/providers", json={"slug": "Node Co", "name": "x"}, headers=api.admin
+        ).status_code
+        == 422
+    )
+    plan = api.client.post(
+        f"/admin/providers/{provider_id}/plans",
+        json={
+            "name": "pro",
+            "price": "49.99",
+            "quota": "1000000",
+            "quota_unit": "requests",
+            "rate_limit_req": 100,
+            "rate_limit_req_interval_sec": 1,
+            "rate_limit_cr": "0.5",
+            "rate_limit_cr_interval_sec": 60,
+            "billing_anchored_start_date": "2026-01-01T00:00:00Z",
+        },
+        headers=api.admin,
+    )
+    assert plan.status_code == 201, plan.text
+    body = plan.json()
+    assert body["provider"] == "nodeco"
+    assert body["provider_id"] == provider_id
+    assert '"price":49.99' in plan.text
+    assert Decimal(str(body["rate_limit_cr"])) == Decimal("0.5")
+    patched = api.client.patch(
+        f"/admin/plans/{body['id']}", json={"description": "for pros"}, headers=api.admin
+    )
+    assert patched.json()["description"] == "for pros"
+    assert patched.json()["name"] == "pro"
+    listed = api.client.get(f"/admin/providers/{provider_id}/plans", headers=api.admin).json()
+    assert [p["name"] for p in listed] == ["pro"]
+    duplicate = api.client.post(
+        f"/admin/providers/{provider_id}/plans", json={"name": "pro"}, headers=api.admin
+    )
+    assert duplicate.status_code == 409
+    customer = api.customer()
+    linked = api.client.put(
+        f"/admin/customers/{customer.id}/provider",
+        json={"provider_id": provider_id},
+        headers=api.admin,
+    )
+    assert linked.json()["provider_id"] == provider_id
+    unlinked = api.client.put(
+        f"/admin/customers/{customer.id}/provider", json={"provider_id": None}, headers=api.admin
+    )
+    assert unlinked.json()["provider_id"] is None
+    missing = api.client.put(
+        f"/admin/customers/{customer.id}/provider", json={"provider_id": 9999}, headers=api.admin
+    )
+    assert missing.status_code == 404
+
+
+def _plan(api: ApiHarness) -> int:
+    provider = api.client.post(
+        "/admin/providers", json={"slug": "prices", "name": "Prices"}, headers=api.admin
+    ).json()
+    plan = api.client.post(
+        f"/admin/providers/{provider['id']}/plans", json={"name": "p"}, headers=api.admin
+    ).json()
+    plan_id: int = plan["id"]
+    return plan_id
+
+
+def test_method_prices_are_created_and_repriced_by_identity(api: ApiHarness) -> None:
+    _chain(api, 1)
+    plan_id = _plan(api)
+    url = f"/admin/plans/{plan_id}/methods"
+    rows = api.client.post(
+        url,
+        json=[
+            {"method": "eth_call", "cost": "0.0000003"},
+            {"method": "eth_call", "cost": "0.0000001", "chain_id": "0x1"},
+        ],
+        headers=api.admin,
+    )
+    assert rows.status_code == 200, rows.text
+    assert {(r["chain_id"], Decimal(str(r["cost"]))) for r in rows.json()} == {
+        (None, Decimal("0.0000003")),
+        ("1", Decimal("0.0000001")),
+    }
+    repriced = api.client.post(
+        url, json=[{"method": "eth_call", "cost": "0.0000005"}], headers=api.admin
+    ).json()
+    assert len(repriced) == 2
+    assert {(r["chain_id"], Decimal(str(r["cost"]))) for r in repriced} == {
+        (None, Decimal("0.0000005")),
+        ("1", Decimal("0.0000001")),
+    }
+    row_id = next(r["id"] for r in repriced if r["chain_id"] == "1")
+    assert api.client.delete(f"{url}/{row_id}", headers=api.admin).status_code == 204
+    assert api.client.delete(f"{url}/{row_id}", headers=api.admin).status_code == 404
+    assert len(api.client.get(url, headers=api.admin).json()) == 1
+
+
+def test_one_to_500_method_rows_per_call(api: ApiHarness) -> None:
+    plan_id = _plan(api)
+    url = f"/admin/plans/{plan_id}/methods"
+
+    def rows(n: int) -> list[dict[str, Any]]:
+        return [{"method": f"m_{i}", "cost": "0.000000001"} for i in range(n)]
+
+    assert api.client.post(url, json=rows(1), headers=api.admin).status_code == 200
+    full = api.client.post(url, json=rows(500), headers=api.admin)
+    assert full.status_code == 200
+    assert len(full.json()) == 500
+    for count in (0, 501):
+        refused = api.client.post(url, json=rows(count), headers=api.admin)
+        assert refused.status_code == 422, count
+
+
+@pytest.mark.parametrize(
+    ("row", "status"),
+    [
+        ({"method": "eth call", "cost": "1"}, 422),
+        ({"method": "eth_call", "cost": "-1"}, 422),
+        ({"method": "eth_call", "cost": 0.1 + 0.2}, 422),  # 0.30000000000000004: too precise
+        ({"method": "eth_call", "cost": "1", "vm": "svm"}, 422),
+        ({"method": "eth_call", "cost": "1", "rate_limit_interval_sec": 0}, 422),
+        ({"method": "eth_call", "cost": "1", "chain_id": "777777"}, 422),
+        ({"method": "eth_call", "cost": "1", "extra": 1}, 422),
+    ],
+)
+def test_invalid_method_rows_are_refused(api: ApiHarness, row: dict[str, Any], status: int) -> None:
+    plan_id = _plan(api)
+    response = api.client.post(f"/admin/plans/{plan_id}/methods", json=[row], headers=api.admin)
+    assert response.status_code == status, response.text
+    assert api.client.get(f"/admin/plans/{plan_id}/methods", headers=api.admin).json() == []
+
+
+def test_the_same_row_twice_in_one_call_is_422(api: ApiHarness) -> None:
+    plan_id = _plan(api)
+    response = api.client.post(
+        f"/admin/plans/{plan_id}/methods",
+        json=[{"method": "eth_call", "cost": "1"}, {"method": "eth_call", "cost": "2"}],
+        headers=api.admin,
+    )
+    assert response.status_code == 422
+    assert "rows[1]" in response.json()["error"]["message"]
+
+
+def test_prices_of_an_unknown_plan_are_404(api: ApiHarness) -> None:
+    response = api.client.post(
+        "/admin/plans/98765/methods", json=[{"method": "eth_call", "cost": "1"}], headers=api.admin
+    )
+    assert response.status_code == 404
