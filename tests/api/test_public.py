@@ -1,0 +1,236 @@
+"""Public routes: health, supported chains, the price lists (and that billing agrees with them),
+and the per-IP limit of the price lists."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from chainrouter.api.app import build_api_app
+from chainrouter.domain.routing import HealthReport
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import validate_document
+from chainrouter.router.runtime import build_runtime
+from chainrouter.settings import Settings
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.engine import create_database_engine
+from chainrouter.stores.sql.node_health import write_node_health
+from chainrouter.testing.faulty_upstream import FaultyUpstream
+from tests.api.conftest import ApiFactory, ApiHarness
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+def _chain(chain_id: int) -> dict[str, Any]:
+    return {
+        "chain_id": chain_id,
+        "name": f"Chain {chain_id}",
+        "short_name": f"c{chain_id}",
+        "native_currency": {"name": "Ether", "symbol": "ETH"},
+    }
+
+
+def _world(api: ApiHarness, upstream: FaultyUpstream) -> dict[str, int]:
+    """Two providers on chain 31337 (cheap vs dear), one on chain 10, a disabled node on
+    chain 1, a WebSocket node on chain 10; returns node ids by URL suffix."""
+    config = {
+        "chains": [_chain(1), _chain(10), _chain(31337)],
+        "providers": [
+            {
+                "slug": "cheap",
+                "name": "Cheap",
+                "plans": [
+                    {
+                        "name": "c",
+                        "methods": [
+                            {"method": "eth_call", "cost": "0.0000002"},
+                            {"method": "eth_call", "cost": "0.0000001", "chain_id": 10},
+                            {"method": "newHeads", "node_target_type": "ws", "cost": "0.00000001"},
+                        ],
+                        "nodes": [
+                            {"url": upstream.url("/ok/pub-cheap"), "chain_id": 31337},
+                            {"url": upstream.url("/ok/pub-ten"), "chain_id": 10},
+                            {
+                                "url": upstream.url("/ok/pub-off"),
+                                "chain_id": 1,
+                                "status": "disabled by provider",
+                            },
+                        ],
+                        "ws_nodes": [{"url": "wss://ws.example.com/ten", "chain_id": 10}],
+                    }
+                ],
+            },
+            {
+                "slug": "dear",
+                "name": "Dear",
+                "plans": [
+                    {
+                        "name": "d",
+                        "methods": [{"method": "eth_call", "cost": "0.000001"}],
+                        "nodes": [{"url": upstream.url("/ok/pub-dear"), "chain_id": 31337}],
+                    }
+                ],
+            },
+        ],
+        "customers": [
+            {
+                "email": "buyer@example.com",
+                "name": "Buyer",
+                "credits": [{"reference": "r", "amount": "1"}],
+                "api_keys": [
+                    {
+                        "name": "fast",
+                        "secret": "crk_" + "f" * 43,
+                        "allowed_domains": ["*"],
+                        "routing_strategy": "performance",
+                    }
+                ],
+            }
+        ],
+    }
+    apply_config(api.engine, validate_document(config))
+    with api.engine.connect() as connection:
+        rows = connection.execute(select(t.nodes.c.id, t.nodes.c.url)).all()
+    return {url.rsplit("/", 1)[1]: node_id for node_id, url in rows}
+
+
+def test_health_checks_the_database(api: ApiHarness) -> None:
+    response = api.client.get("/health")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok", "database": "ok"}
+    unreachable = create_database_engine("postgresql://postgres@127.0.0.1:1/nowhere")
+    client = TestClient(build_api_app(unreachable, api.settings))
+    down = client.get("/health")
+    assert down.status_code == 503
+    assert down.json() == {"status": "unavailable", "database": "unreachable"}
+
+
+def test_lists_are_empty_arrays_when_nothing_is_served(api: ApiHarness) -> None:
+    for path in ("/chains", "/chains/ws", "/prices", "/prices/ws"):
+        response = api.client.get(path)
+        assert response.status_code == 200
+        assert response.json() == []
+
+
+def test_chains_with_routable_nodes_sorted_by_chain_id(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    _world(api, upstream)
+    chains = api.client.get("/chains").json()
+    assert [c["chain_id"] for c in chains] == ["10", "31337"]  # chain 1's node is disabled
+    assert chains[0]["native_currency"] == {"name": "Ether", "symbol": "ETH", "decimals": 18}
+    assert [c["chain_id"] for c in api.client.get("/chains/ws").json()] == ["10"]
+
+
+def test_prices_show_each_strategys_first_choice(api: ApiHarness, upstream: FaultyUpstream) -> None:
+    nodes = _world(api, upstream)
+    # The dear node answers faster: performance picks it, economy the cheap one.
+    now = datetime.now(UTC)
+    write_node_health(
+        api.engine,
+        [
+            HealthReport(nodes["pub-cheap"], True, 100, 80.0, 0, now),
+            HealthReport(nodes["pub-dear"], True, 100, 5.0, 0, now),
+        ],
+    )
+    prices = {
+        (p["chain_id"], p["method"], p["strategy"]): Decimal(str(p["cost"]))
+        for p in api.client.get("/prices").json()
+    }
+    assert prices == {
+        ("31337", "eth_call", "economy"): Decimal("0.0000002"),
+        ("31337", "eth_call", "performance"): Decimal("0.000001"),
+        ("10", "eth_call", "economy"): Decimal("0.0000001"),  # the chain's own row wins
+        ("10", "eth_call", "performance"): Decimal("0.0000001"),
+    }
+    entry = api.client.get("/prices").json()[0]
+    assert set(entry) == {"vm", "chain_id", "method", "strategy", "cost"}
+    assert entry["vm"] == "evm"
+    # An out-of-sync node is not a first choice.
+    later = now + timedelta(seconds=1)
+    write_node_health(api.engine, [HealthReport(nodes["pub-dear"], False, 1, 5.0, 0, later)])
+    prices = {
+        (p["chain_id"], p["strategy"]): Decimal(str(p["cost"]))
+        for p in api.client.get("/prices").json()
+    }
+    assert prices[("31337", "performance")] == Decimal("0.0000002")
+    assert api.client.get("/prices/ws").json() == [
+        {"chain_id": "10", "subscription_type": "newHeads", "cost": 0.00000001}
+    ]
+
+
+@pytest.mark.anyio
+async def test_what_is_billed_is_what_the_list_shows(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    _world(api, upstream)
+    listed = {
+        (p["chain_id"], p["strategy"]): Decimal(str(p["cost"]))
+        for p in api.client.get("/prices").json()
+        if p["method"] == "eth_call"
+    }
+    runtime = build_runtime(Settings(database_url=api.settings.database_url), api.engine)
+    try:
+        with api.engine.connect() as connection:
+            customer_id = connection.execute(
+                select(t.customers.c.id).where(t.customers.c.email == "buyer@example.com")
+            ).scalar_one()
+        before = runtime.service.credits.available(customer_id)
+        call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_call", "params": []}).encode()
+        for chain in ("31337", "10"):
+            spent_before = runtime.service.credits.available(customer_id)
+            reply = await runtime.service.handle_keyed(
+                chain, "crk_" + "f" * 43, call, origin=None, referer=None
+            )
+            assert reply.status == 200
+            spent = spent_before - runtime.service.credits.available(customer_id)
+            assert Decimal(spent).scaleb(-9) == listed[(chain, "performance")]
+        assert before > runtime.service.credits.available(customer_id)
+    finally:
+        await runtime.stop()
+
+
+def test_price_lists_are_limited_per_ip_with_retry_after(make_api: ApiFactory) -> None:
+    api = make_api(price_list_requests=3, price_list_interval_s=60)
+    for path in ("/prices", "/prices/ws", "/prices"):
+        assert api.client.get(path).status_code == 200
+    limited = api.client.get("/prices/ws")
+    assert limited.status_code == 429
+    assert limited.json()["error"]["code"] == "rate_limited"
+    assert 1 <= int(limited.headers["retry-after"]) <= 20
+    assert api.client.get("/chains").status_code == 200  # the chain lists are not limited
+
+
+def test_behind_a_trusted_proxy_each_client_ip_has_its_own_budget(make_api: ApiFactory) -> None:
+    api = make_api(price_list_requests=2, trusted_proxies=["10.0.0.0/8"])
+    proxied = TestClient(api.client.app, client=("10.1.2.3", 5000))
+
+    def get(ip: str) -> int:
+        return proxied.get("/prices", headers={"X-Forwarded-For": ip}).status_code
+
+    assert [get("203.0.113.9") for _ in range(3)] == [200, 200, 429]
+    assert get("203.0.113.10") == 200
+    # An untrusted peer cannot pick its IP by header.
+    direct = TestClient(api.client.app, client=("192.0.2.1", 5000))
+    codes = [
+        direct.get("/prices", headers={"X-Forwarded-For": f"203.0.113.{i}"}).status_code
+        for i in range(3)
+    ]
+    assert codes == [200, 200, 429]
+
+
+def test_with_redis_the_limit_is_shared_by_api_processes(make_api: ApiFactory) -> None:
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    first = make_api(price_list_requests=2, redis_url=REDIS_URL)
+    second = make_api(price_list_requests=2, redis_url=REDIS_URL)
+    assert first.client.get("/prices").status_code == 200
+    assert second.client.get("/prices").status_code == 200
+    assert first.client.get("/prices").status_code == 429
+    assert second.client.get("/prices").status_code == 429
