@@ -156,11 +156,11 @@ def test_prices_show_each_strategys_first_choice(api: ApiHarness, upstream: Faul
     # An out-of-sync node is not a first choice.
     later = now + timedelta(seconds=1)
     write_node_health(api.engine, [HealthReport(nodes["pub-dear"], False, 1, 5.0, 0, later)])
-    prices = {
+    after = {
         (p["chain_id"], p["strategy"]): Decimal(str(p["cost"]))
         for p in api.client.get("/prices").json()
     }
-    assert prices[("31337", "performance")] == Decimal("0.0000002")
+    assert after[("31337", "performance")] == Decimal("0.0000002")
     assert api.client.get("/prices/ws").json() == [
         {"chain_id": "10", "subscription_type": "newHeads", "cost": 0.00000001}
     ]
