@@ -93,6 +93,19 @@ class _CheckingResolver(AbstractResolver):
         await self._inner.close()
 
 
+def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """The address behind a decimal, octal, hex or shortened IPv4 spelling (`2130706433`,
+    `0x7f000001`, `127.1`), which resolvers accept; None for anything else."""
+    if not host or host.strip("0123456789abcdefxABCDEFX.") or ":" in host:
+        return None
+    try:
+        packed = socket.inet_aton(host)
+    except OSError:
+        return None
+    address = ipaddress.IPv4Address(packed)
+    return None if str(address) == host else address
+
+
 def _ssl_context(ca_file: Path | None) -> ssl.SSLContext:
     context = ssl.create_default_context()
     if ca_file is not None:
@@ -119,6 +132,11 @@ class OutboundGuard:
             raise OutboundError("has no host")
         if parsed.user is not None or parsed.password is not None:
             raise OutboundError("must not carry a user name or password")
+        legacy = _legacy_ipv4(host)
+        if legacy is not None:
+            problem = address_problem(legacy)
+            reason = f"{host} means {legacy}" + (f", {problem}" if problem else "")
+            raise OutboundError(f"{reason}; write IPv4 addresses in dotted-decimal form")
         try:
             literal = ipaddress.ip_address(host.strip("[]"))
         except ValueError:

@@ -1,0 +1,299 @@
+"""Public submissions of chains and nodes: field rules, screening through the outbound guard
+(real anvil nodes behind HTTPS, hostile upstreams, SSRF tricks), per-IP daily limits and the
+tokens that skip them, and review by administrators."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from chainrouter.domain.enums import Role
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.config_version import read_config_version
+from tests.api.conftest import ApiFactory, ApiHarness, Customer
+
+
+def _chain_request(url: str | list[str], chain_id: Any = "31337", **extra: Any) -> dict[str, Any]:
+    urls = url if isinstance(url, list) else [url]
+    return {"name": "Anvil Test", "chain_id": chain_id, "rpc_urls": urls, **extra}
+
+
+def _agent(api: ApiHarness) -> Customer:
+    return api.customer("Agent", role=Role.AGENT)
+
+
+def test_a_chain_whose_url_serves_it_is_stored_pending(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    response = api.client.post(
+        "/chains/requests",
+        json=_chain_request(
+            https_anvil["a1"],
+            chain_id="0x7a69",
+            short_name="anvil",
+            native_currency_name="Ether",
+            native_currency_decimals=18,
+            requestor_email="Dev@Example.com",
+        ),
+    )
+    assert response.status_code == 201, response.text
+    assert set(response.json()) == {"id"}
+    [stored] = api.client.get("/admin/chain-requests", headers=api.admin).json()
+    assert stored["id"] == response.json()["id"]
+    assert stored["status"] == "pending"
+    assert stored["chain_id"] == "31337"
+    assert stored["requestor_email"] == "dev@example.com"
+    [screening] = stored["screening"]
+    assert screening["passed"] is True
+    assert [c["check"] for c in screening["checks"]] == [
+        "eth_chainId",
+        "eth_blockNumber",
+        "eth_getBlockByNumber",
+    ]
+
+
+def test_one_passing_url_among_several_is_enough(
+    api: ApiHarness, https_anvil: dict[str, str], https_faulty: str
+) -> None:
+    urls = [https_faulty + "/garbage/x", https_anvil["b1"], https_anvil["a2"]]
+    response = api.client.post("/chains/requests", json=_chain_request(urls))
+    assert response.status_code == 201
+    stored = api.client.get("/admin/chain-requests", headers=api.admin).json()[0]
+    assert [s["passed"] for s in stored["screening"]] == [False, False, True]
+
+
+def test_a_url_serving_another_chain_fails_screening_with_400(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    response = api.client.post("/chains/requests", json=_chain_request(https_anvil["a1"], "1"))
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["code"] == "screening_failed"
+    [detail] = error["details"]
+    assert detail["url"] == https_anvil["a1"]
+    assert detail["message"] == "eth_chainId: the node serves chain 31337, not chain 1"
+    rejected = api.client.get(
+        "/admin/chain-requests", params={"status": "rejected"}, headers=api.admin
+    ).json()
+    assert len(rejected) == 1
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("/garbage/s", "eth_chainId: the answer is not JSON"),
+        ("/status/500/s", "eth_chainId: answered HTTP 500"),
+        ("/status/302/s", "eth_chainId: answered HTTP 302; redirects are not followed"),
+        ("/wrong-id/s", "eth_chainId: the answer is not the JSON-RPC response to the call"),
+        ("/rpc-error/s", "eth_chainId: the node answered an error"),
+        ("/reset/s", "eth_chainId: "),
+        ("/sleep/3000/s", "eth_chainId: did not answer within 1 s"),
+        ("/ok/s", "eth_getBlockByNumber: the latest block could not be read"),
+    ],
+)
+def test_each_way_a_node_can_fail_screening(
+    make_api: ApiFactory, https_faulty: str, path: str, reason: str
+) -> None:
+    api = make_api(outbound_timeout_s=1.0)
+    agent = _agent(api)
+    response = api.client.post(
+        "/nodes/requests",
+        json={"name": "bad", "url": https_faulty + path},
+        headers=agent.headers,
+    )
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["details"][0]["message"].startswith(reason)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "127.0.0.1",
+        "localhost",  # a name that resolves to loopback
+        "[::1]",
+        "[::ffff:127.0.0.1]",  # IPv4-mapped IPv6
+        "[64:ff9b::7f00:1]",  # NAT64 spelling of 127.0.0.1
+        "[2002:7f00:1::]",  # 6to4 spelling of 127.0.0.1
+        "2130706433",  # decimal 127.0.0.1
+        "0x7f000001",  # hex
+        "017700000001",  # octal
+        "127.1",  # short form
+        "10.1.2.3",
+        "192.168.0.10",
+        "169.254.169.254",  # cloud metadata
+        "[fe80::1]",
+        "[fd00::1]",
+        "0.0.0.0",
+        "100.64.0.1",  # shared address space
+    ],
+)
+def test_internal_targets_are_refused_however_they_are_spelled(
+    make_api: ApiFactory, host: str
+) -> None:
+    api = make_api(outbound_allow_private=False)
+    agent = _agent(api)
+    response = api.client.post(
+        "/nodes/requests",
+        json={"name": "ssrf", "url": f"https://{host}:8545/"},
+        headers=agent.headers,
+    )
+    assert response.status_code == 400, response.text
+    message = response.json()["error"]["details"][0]["message"]
+    assert message.startswith("url: ") or message.startswith("eth_chainId: ")
+    assert any(
+        word in message
+        for word in ("loopback", "private", "link-local", "unspecified", "reserved", "not a public")
+    ), message
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (_chain_request("http://node.example.com"), "rpc_urls[0]"),
+        (_chain_request([]), "rpc_urls"),
+        (_chain_request([f"https://n{i}.example.com" for i in range(6)]), "rpc_urls"),
+        (_chain_request("https://n.example.com", "abc"), "chain_id"),
+        (_chain_request("https://n.example.com", "0"), "chain_id"),
+        (
+            _chain_request("https://n.example.com", native_currency_decimals=-1),
+            "native_currency_decimals",
+        ),
+        (_chain_request("https://n.example.com", requestor_email="nope"), "requestor_email"),
+        ({"chain_id": "1", "rpc_urls": ["https://n.example.com"]}, "name"),
+        (_chain_request("https://n.example.com", color="blue"), "color"),
+    ],
+)
+def test_chain_request_fields_are_validated(
+    api: ApiHarness, body: dict[str, Any], field: str
+) -> None:
+    response = api.client.post("/chains/requests", json=body)
+    assert response.status_code == 422
+    assert field in [d["field"] for d in response.json()["error"]["details"]]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"name": "n", "url": "http://node.example.com"}, "url"),
+        ({"name": "n", "url": "https://node.example.com", "vm": "svm"}, "vm"),
+        ({"url": "https://node.example.com"}, "name"),
+        ({"name": "n", "url": "https://node.example.com", "email": "x@"}, "email"),
+    ],
+)
+def test_node_request_fields_are_validated(
+    api: ApiHarness, body: dict[str, Any], field: str
+) -> None:
+    response = api.client.post("/nodes/requests", json=body)
+    assert response.status_code == 422
+    assert field in [d["field"] for d in response.json()["error"]["details"]]
+
+
+def test_five_chain_requests_per_ip_per_day_failed_ones_included(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    good = _chain_request(https_anvil["a1"])
+    bad = _chain_request(https_anvil["a1"], "1")
+    codes = [api.client.post("/chains/requests", json=bad).status_code for _ in range(2)]
+    codes += [api.client.post("/chains/requests", json=good).status_code for _ in range(4)]
+    assert codes == [400, 400, 201, 201, 201, 429]
+    limited = api.client.post("/chains/requests", json=good)
+    assert limited.json()["error"]["code"] == "rate_limited"
+    assert 86_000 < int(limited.headers["retry-after"]) <= 86_400
+    customer = api.customer("Plain")
+    assert (
+        api.client.post("/chains/requests", json=good, headers=customer.headers).status_code == 429
+    )
+    for role in (Role.AGENT, Role.ADMINISTRATOR):
+        exempt = api.customer(f"Exempt {role.value}", role=role)
+        response = api.client.post("/chains/requests", json=good, headers=exempt.headers)
+        assert response.status_code == 201
+    wrong = api.client.post("/chains/requests", json=good, headers={"X-Api-Key": "crm_nope"})
+    assert wrong.status_code == 401
+
+
+def test_three_node_requests_per_ip_per_day(api: ApiHarness, https_anvil: dict[str, str]) -> None:
+    body = {"name": "my node", "url": https_anvil["b1"], "email": "ops@node.io"}
+    codes = [api.client.post("/nodes/requests", json=body).status_code for _ in range(4)]
+    assert codes == [201, 201, 201, 429]
+    [stored, *_] = api.client.get("/admin/node-requests", headers=api.admin).json()
+    assert stored["chain_id"] == "31338"  # as the node reported it
+    assert stored["status"] == "pending"
+
+
+def test_approving_requests_creates_the_chain_and_the_node(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    chain_request = api.client.post(
+        "/chains/requests", json=_chain_request(https_anvil["a1"])
+    ).json()["id"]
+    node_request = api.client.post(
+        "/nodes/requests", json={"name": "a2", "url": https_anvil["a2"]}
+    ).json()["id"]
+    provider = api.client.post(
+        "/admin/providers", json={"slug": "community", "name": "Community"}, headers=api.admin
+    ).json()
+    plan = api.client.post(
+        f"/admin/providers/{provider['id']}/plans", json={"name": "free"}, headers=api.admin
+    ).json()
+    too_soon = api.client.post(
+        f"/admin/node-requests/{node_request}/approve",
+        json={"plan_id": plan["id"]},
+        headers=api.admin,
+    )
+    assert too_soon.status_code == 422  # its chain is not in the catalog yet
+    with api.engine.connect() as connection:
+        version_before = read_config_version(connection)
+    approved = api.client.post(
+        f"/admin/chain-requests/{chain_request}/approve",
+        json={"native_currency_symbol": "ETH", "note": "ok"},
+        headers=api.admin,
+    )
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["status"] == "approved"
+    again = api.client.post(
+        f"/admin/chain-requests/{chain_request}/approve",
+        json={"native_currency_symbol": "ETH"},
+        headers=api.admin,
+    )
+    assert again.status_code == 409
+    node = api.client.post(
+        f"/admin/node-requests/{node_request}/approve",
+        json={"plan_id": plan["id"]},
+        headers=api.admin,
+    )
+    assert node.status_code == 200, node.text
+    with api.engine.connect() as connection:
+        chain = connection.execute(
+            select(t.chains.c.name, t.chains.c.public_rpc_urls).where(t.chains.c.chain_id == 31337)
+        ).one()
+        stored_node = connection.execute(
+            select(t.nodes.c.url, t.nodes.c.source, t.nodes.c.plan_id)
+        ).one()
+        assert read_config_version(connection) > version_before
+    assert chain.name == "Anvil Test"
+    assert chain.public_rpc_urls == [https_anvil["a1"]]
+    assert tuple(stored_node) == (https_anvil["a2"], "node_request", plan["id"])
+
+
+def test_rejecting_and_unknown_requests(api: ApiHarness, https_anvil: dict[str, str]) -> None:
+    request_id = api.client.post(
+        "/nodes/requests", json={"name": "n", "url": https_anvil["a1"]}
+    ).json()["id"]
+    rejected = api.client.post(
+        f"/admin/node-requests/{request_id}/reject", json={"note": "duplicate"}, headers=api.admin
+    )
+    assert rejected.status_code == 204
+    assert (
+        api.client.post(
+            f"/admin/node-requests/{request_id}/reject", json={}, headers=api.admin
+        ).status_code
+        == 409
+    )
+    assert (
+        api.client.post("/admin/chain-requests/4040/reject", json={}, headers=api.admin).status_code
+        == 404
+    )
+    listed = api.client.get("/admin/node-requests", headers=api.admin).json()
+    assert listed[0]["review_note"] == "duplicate"
