@@ -125,7 +125,7 @@ def test_each_way_a_node_can_fail_screening(
         "169.254.169.254",  # cloud metadata
         "[fe80::1]",
         "[fd00::1]",
-        "0.0.0.0",
+        "0.0.0.0",  # noqa: S104 - the unspecified address as a target, not a bind
         "100.64.0.1",  # shared address space
     ],
 )
