@@ -31,7 +31,7 @@ def optional_credits(nano: int | None) -> Decimal | None:
 
 
 class OutModel(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Created(OutModel):

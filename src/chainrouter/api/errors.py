@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chainrouter.api.jsonio import respond
@@ -30,19 +30,23 @@ from chainrouter.validation import error_message, format_path
 log = logging.getLogger(__name__)
 
 
-class ErrorDetail(BaseModel):
+class _Closed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(_Closed):
     field: str | None = None
     message: str
     url: str | None = None
 
 
-class ErrorInfo(BaseModel):
+class ErrorInfo(_Closed):
     code: str
     message: str
     details: list[ErrorDetail] | None = None
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(_Closed):
     error: ErrorInfo
 
 
