@@ -50,6 +50,8 @@ def _write_config(secrets: dict[str, str]) -> Path:
     for customer in config["customers"]:
         for key in customer.get("api_keys", []):
             key["secret"] = secrets[key["name"]]
+        for token in customer.get("management_tokens", []):
+            token["secret"] = secrets[token["label"]]
     path = WORK / "demo.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
@@ -81,6 +83,8 @@ def main() -> None:
     secrets = {
         "demo-economy": generate_secret(SecretKind.API_KEY),
         "demo-performance": generate_secret(SecretKind.API_KEY),
+        "demo-console": generate_secret(SecretKind.MANAGEMENT_TOKEN),
+        "demo-admin": generate_secret(SecretKind.MANAGEMENT_TOKEN),
     }
     _run(["migrate"], env)
     _run(["apply", str(_write_config(secrets))], env)
@@ -142,7 +146,7 @@ def _print_guide(secrets: dict[str, str]) -> None:
         f"""
 chainrouter demo is running
   RPC router      http://127.0.0.1:{RPC_PORT}   (chains 31337 and 31338, three anvil nodes)
-  management API  http://127.0.0.1:{API_PORT}/health
+  management API  http://127.0.0.1:{API_PORT}   (interactive docs: http://127.0.0.1:{API_PORT}/docs)
   providers       thrifty (cheap: 18545, 18546) and swift (dearer: 18547)
   customer        dev@demo.example, 10 credits
 
@@ -166,6 +170,18 @@ Try:
   # the free tier, no key (60 calls a minute per IP):
   curl -s -X POST http://127.0.0.1:{RPC_PORT}/rpc/evm/31337 \\
     -H 'content-type: application/json' -d '{{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}}'
+
+Management tokens (header X-Api-Key; "Authorize" on the /docs page):
+  customer       {secrets["demo-console"]}
+  administrator  {secrets["demo-admin"]}
+
+  curl -s http://127.0.0.1:{API_PORT}/api-keys -H 'X-Api-Key: {secrets["demo-console"]}'
+  curl -s 'http://127.0.0.1:{API_PORT}/usage?include=summary,balance,by_chain,top_methods' \\
+    -H 'X-Api-Key: {secrets["demo-console"]}'
+  curl -s -X POST http://127.0.0.1:{API_PORT}/api-keys -H 'X-Api-Key: {secrets["demo-console"]}' \\
+    -H 'content-type: application/json' \\
+    -d '{{"allowed_domains":["*"],"routing_strategy":"performance","name":"mine"}}'
+  curl -s http://127.0.0.1:{API_PORT}/prices
 
 Usage is written every 5 s to {WORK / "demo.db"} (tables usage_aggregates, credit_ledger).
 Logs: {WORK}. Stop with Ctrl-C.
