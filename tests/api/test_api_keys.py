@@ -78,6 +78,25 @@ def test_invalid_key_bodies_are_422_naming_the_field(
     assert field in [detail["field"] for detail in error["details"]], error
 
 
+def test_a_customer_holds_a_bounded_number_of_keys(
+    api: ApiHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chainrouter.management import api_keys
+
+    monkeypatch.setattr(api_keys, "MAX_KEYS_PER_CUSTOMER", 2)
+    customer = api.customer()
+    api.create_key(customer)
+    api.create_key(customer)
+    third = api.client.post(
+        "/api-keys",
+        json={"allowed_domains": ["*"], "routing_strategy": "economy"},
+        headers=customer.headers,
+    )
+    assert third.status_code == 409
+    assert "at most 2 API keys" in third.json()["error"]["message"]
+    assert api.create_key(api.customer("Someone else"))["active"] is True
+
+
 def test_a_body_that_is_not_json_is_400(api: ApiHarness) -> None:
     customer = api.customer()
     response = api.client.post(

@@ -62,3 +62,54 @@ def test_migrated_database_matches_the_schema_module(engine: Engine) -> None:
 def test_an_unmigrated_database_is_reported_with_the_command_to_run(empty_engine: Engine) -> None:
     with pytest.raises(migrate.SchemaNotCurrentError, match="run `chainrouter migrate`"):
         migrate.require_current_schema(empty_engine)
+
+
+def test_the_usage_roll_ups_are_filled_from_usage_written_before_them(
+    empty_engine: Engine,
+) -> None:
+    from datetime import datetime
+
+    from sqlalchemy import text
+
+    migrate.upgrade(empty_engine, "0002")
+    hours = [datetime(2026, 5, 1, 10), datetime(2026, 5, 1, 11), datetime(2026, 5, 2, 3)]
+    with empty_engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO customers (id, name, email, balance_nano, created_at, updated_at) "
+                "VALUES (1, 'c', 'c@x.io', 0, :t, :t)"
+            ),
+            {"t": hours[0]},
+        )
+        connection.execute(
+            text(
+                "INSERT INTO api_keys (id, customer_id, name, key_hash, key_hint, allowed_domains,"
+                " routing_strategy, active, bypass_credit_check, created_at, updated_at) VALUES"
+                " (1, 1, 'k', 'h', 'crk_...x', '[\"*\"]', 'economy', true, false, :t, :t)"
+            ),
+            {"t": hours[0]},
+        )
+        for hour in hours:
+            connection.execute(
+                text(
+                    "INSERT INTO usage_aggregates (customer_id, api_key_id, chain_id, method,"
+                    " scenario, bucket_start, request_count, credits_nano) VALUES"
+                    " (1, 1, 1, 'eth_call', 'first_choice', :h, 2, 600)"
+                ),
+                {"h": hour},
+            )
+    migrate.upgrade(empty_engine)
+    with empty_engine.connect() as connection:
+        daily = connection.execute(
+            text("SELECT day, request_count, credits_nano FROM usage_daily ORDER BY day")
+        ).all()
+        totals = connection.execute(
+            text("SELECT count(*), sum(request_count) FROM usage_hourly_totals")
+        ).one()
+    assert [
+        (d.replace(tzinfo=None) if hasattr(d, "replace") else d, n, c) for d, n, c in daily
+    ] in (
+        [(datetime(2026, 5, 1), 4, 1200), (datetime(2026, 5, 2), 2, 600)],
+        [("2026-05-01 00:00:00.000000", 4, 1200), ("2026-05-02 00:00:00.000000", 2, 600)],
+    )
+    assert tuple(totals) == (3, 6)

@@ -117,7 +117,10 @@ class ApiKeyLookup(BaseModel):
     "/api-keys",
     status_code=201,
     response_model=CreatedApiKeyOut,
-    responses=_AUTH_ERRORS,
+    responses={
+        **_AUTH_ERRORS,
+        409: {"model": ErrorBody, "description": "The customer holds the most keys allowed."},
+    },
     summary="Create an API key (the secret is returned once)",
 )
 async def create_api_key(body: ApiKeyCreate, caller: Caller, ctx: Context) -> Response:

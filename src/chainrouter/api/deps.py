@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 from sqlalchemy import Engine
+from starlette.concurrency import run_in_threadpool
 
 from chainrouter.domain.records import Principal
 from chainrouter.management.access import (
@@ -55,8 +56,6 @@ async def _principal(
 
 
 async def _authenticate(ctx: ApiContext, token: str | None) -> Principal:
-    from starlette.concurrency import run_in_threadpool
-
     return await run_in_threadpool(authenticate, ctx.engine, token)
 
 

@@ -14,7 +14,7 @@ from sqlalchemy import Engine
 from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret, secret_hint
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.records import ApiKey
-from chainrouter.management.errors import NotFoundError
+from chainrouter.management.errors import ConflictError, NotFoundError
 from chainrouter.stores.sql import api_keys as store
 from chainrouter.stores.sql.config_version import bump_config_version
 
@@ -56,6 +56,11 @@ def create_api_key(
 ) -> CreatedApiKey:
     secret = generate_secret(SecretKind.API_KEY)
     with engine.begin() as connection:
+        if store.count_api_keys(connection, customer_id) >= MAX_KEYS_PER_CUSTOMER:
+            raise ConflictError(
+                f"a customer may hold at most {MAX_KEYS_PER_CUSTOMER} API keys; "
+                "deactivate and reuse one, or ask support"
+            )
         record = store.insert_api_key(
             connection,
             customer_id=customer_id,

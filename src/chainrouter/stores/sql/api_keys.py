@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, select
+from sqlalchemy import Connection, Row, func, select
 
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.records import ApiKey
@@ -66,6 +66,13 @@ def get_api_key(connection: Connection, key_id: int) -> ApiKey | None:
 def find_api_key_by_hash(connection: Connection, digest: str) -> ApiKey | None:
     row = connection.execute(select(t.api_keys).where(t.api_keys.c.key_hash == digest)).first()
     return None if row is None else _api_key(row)
+
+
+def count_api_keys(connection: Connection, customer_id: int) -> int:
+    query = (
+        select(func.count()).select_from(t.api_keys).where(t.api_keys.c.customer_id == customer_id)
+    )
+    return int(connection.execute(query).scalar_one())
 
 
 def list_api_keys(connection: Connection, customer_id: int) -> list[ApiKey]:
