@@ -106,10 +106,9 @@ def test_the_usage_roll_ups_are_filled_from_usage_written_before_them(
         totals = connection.execute(
             text("SELECT count(*), sum(request_count) FROM usage_hourly_totals")
         ).one()
-    assert [
-        (d.replace(tzinfo=None) if hasattr(d, "replace") else d, n, c) for d, n, c in daily
-    ] in (
-        [(datetime(2026, 5, 1), 4, 1200), (datetime(2026, 5, 2), 2, 600)],
-        [("2026-05-01 00:00:00.000000", 4, 1200), ("2026-05-02 00:00:00.000000", 2, 600)],
-    )
+    # PostgreSQL returns timestamps, SQLite the text SQLAlchemy stored.
+    assert [(str(day)[:10], n, c) for day, n, c in daily] == [
+        ("2026-05-01", 4, 1200),
+        ("2026-05-02", 2, 600),
+    ]
     assert tuple(totals) == (3, 6)
