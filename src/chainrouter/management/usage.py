@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import Connection, Engine
 
@@ -65,8 +66,7 @@ _GROUP_DIMENSIONS: dict[GroupBy, tuple[str, ...]] = {
     GroupBy.API_KEY: ("api_key_id",),
     GroupBy.API_KEY_CHAIN: ("api_key_id", "chain_id"),
     GroupBy.METHOD: ("method",),
-    GroupBy.DAY: ("day",),
-}
+}  # GroupBy.DAY reads per-day sums instead
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +151,13 @@ class UsageReport:
 
 
 def build_report(engine: Engine, query: UsageQuery) -> UsageReport:
+    """One read of the window's sums per (key, chain, method, scenario), folded here into every
+    section and grouping that does not need time; time-based rows read per-day or per-hour sums.
+
+    A customer's combinations of key, chain, method and scenario number in the hundreds or
+    thousands, so folding them is cheap, and the window's rows are scanned once, not once per
+    section (measured in docs/benchmarks.md).
+    """
     window = UsageWindow(
         query.customer_id, query.start, query.end, query.chain_id, query.api_key_id
     )
@@ -160,8 +167,16 @@ def build_report(engine: Engine, query: UsageQuery) -> UsageReport:
             key = get_api_key(connection, query.api_key_id)
             if key is None or key.customer_id != query.customer_id:
                 raise NotFoundError(f"no API key {query.api_key_id}")
+        combos: list[Sums] | None = None
+
+        def fold(dimensions: tuple[str, ...], limit: int | None) -> list[Sums]:
+            nonlocal combos
+            if combos is None:
+                combos = grouped_sums(connection, window, _COMBINATION, by_spend=False)
+            return _fold(combos, dimensions, limit)
+
         if Section.SUMMARY in query.sections:
-            total = grouped_sums(connection, window, ())[0]
+            [total] = fold((), None) or [Sums((), 0, 0)]
             report.summary = UsageRow(total.request_count, total.credits_nano)
         if Section.BALANCE in query.sections:
             report.balance = Balance(
@@ -169,18 +184,47 @@ def build_report(engine: Engine, query: UsageQuery) -> UsageReport:
             )
         for section, dimensions in _SECTION_DIMENSIONS.items():
             if section in query.sections:
-                sums = grouped_sums(connection, window, dimensions, limit=query.limit)
-                report.sections[section] = _rows(connection, dimensions, sums)
+                report.sections[section] = _rows(
+                    connection, dimensions, fold(dimensions, query.limit)
+                )
         if Section.TIME_SERIES in query.sections:
             report.sections[Section.TIME_SERIES] = _time_series(connection, window, query)
-        if query.group_by is not None:
+        if query.group_by is GroupBy.DAY:
+            days = sorted(_daily_sums(connection, window).items())[: query.limit]
+            report.groups = [UsageRow(n, c, day=day) for day, (n, c) in days if n or c]
+        elif query.group_by is not None:
             dimensions = _GROUP_DIMENSIONS[query.group_by]
-            by_day = query.group_by is GroupBy.DAY
-            sums = grouped_sums(
-                connection, window, dimensions, limit=query.limit, by_spend=not by_day
-            )
-            report.groups = _rows(connection, dimensions, sums)
+            report.groups = _rows(connection, dimensions, fold(dimensions, query.limit))
     return report
+
+
+_COMBINATION = ("api_key_id", "chain_id", "method", "scenario")
+
+
+def _fold(combos: list[Sums], dimensions: tuple[str, ...], limit: int | None) -> list[Sums]:
+    """Sum the per-combination rows by `dimensions`, by spend, then requests, then dimensions."""
+    positions = [_COMBINATION.index(name) for name in dimensions]
+    totals: dict[tuple[Any, ...], list[int]] = {}
+    for combo in combos:
+        total = totals.setdefault(tuple(combo.dimensions[p] for p in positions), [0, 0])
+        total[0] += combo.request_count
+        total[1] += combo.credits_nano
+    ordered = sorted(totals.items(), key=lambda item: (-item[1][1], -item[1][0], item[0]))
+    return [Sums(key, n, c) for key, (n, c) in ordered[:limit]]
+
+
+def _daily_sums(connection: Connection, window: UsageWindow) -> dict[datetime, tuple[int, int]]:
+    """(requests, credits) per UTC day with usage; unfiltered, from the per-hour totals."""
+    if window.chain_id is not None or window.api_key_id is not None:
+        return {
+            s.dimensions[0]: (s.request_count, s.credits_nano)
+            for s in grouped_sums(connection, window, ("day",), by_spend=False)
+        }
+    days: dict[datetime, tuple[int, int]] = {}
+    for hour, (requests, credits) in hourly_sums(connection, window).items():
+        n, c = days.get(floor_day(hour), (0, 0))
+        days[floor_day(hour)] = (n + requests, c + credits)
+    return days
 
 
 def _rows(connection: Connection, dimensions: tuple[str, ...], sums: list[Sums]) -> list[UsageRow]:
@@ -216,10 +260,7 @@ def _time_series(connection: Connection, window: UsageWindow, query: UsageQuery)
         step = timedelta(hours=1)
         bucket = ceil_hour(window.start)
     else:
-        found = {
-            s.dimensions[0]: (s.request_count, s.credits_nano)
-            for s in grouped_sums(connection, window, ("day",), by_spend=False)
-        }
+        found = _daily_sums(connection, window)
         step = timedelta(days=1)
         bucket = floor_day(window.start)
     series = []

@@ -70,15 +70,13 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_usage_daily")),
-        sa.UniqueConstraint(
-            "customer_id",
-            "day",
-            "api_key_id",
-            "chain_id",
-            "method",
-            "scenario",
-            name=op.f("uq_usage_daily_customer_id_day_api_key_id_chain_id_method_scenario"),
-        ),
+    )
+    op.create_index(
+        "uq_usage_daily_customer_day_dimensions",
+        "usage_daily",
+        ["customer_id", "day", "api_key_id", "chain_id", "method", "scenario"],
+        unique=True,
+        postgresql_include=["request_count", "credits_nano"],
     )
     op.create_table(
         "node_health",
