@@ -309,6 +309,13 @@ async def list_providers(_: Administrator, ctx: Context) -> Response:
     return respond([ProviderOut.of(p) for p in found])
 
 
+_PLAN_COLUMNS = {
+    "price": "price_nano",
+    "overage_price": "overage_price_nano",
+    "rate_limit_cr": "rate_limit_cr_nano",
+}
+
+
 class PlanFields(_In):
     description: Text = ""
     price: Annotated[Credits, Field(ge=0)] = 0
@@ -325,10 +332,9 @@ class PlanFields(_In):
     billing_anchored_start_date: AwareDatetime | None = None
 
     def columns(self, only_given: bool = False) -> dict[str, Any]:
-        renamed = {"price": "price_nano", "overage_price": "overage_price_nano"}
-        renamed["rate_limit_cr"] = "rate_limit_cr_nano"
+        """Storage columns and values; money fields hold nano-credits in `*_nano` columns."""
         fields = self.model_fields_set if only_given else set(type(self).model_fields)
-        return {renamed.get(name, name): getattr(self, name) for name in fields}
+        return {_PLAN_COLUMNS.get(name, name): getattr(self, name) for name in fields}
 
 
 class PlanIn(PlanFields):

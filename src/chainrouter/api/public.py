@@ -11,11 +11,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from chainrouter.api.common import ChainIdOut, Created, CreditsOut, OutModel, credits_out
-from chainrouter.api.deps import ClientIp, Context, OptionalCaller
+from chainrouter.api.deps import ApiContext, ClientIp, Context, OptionalCaller
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import RoutingStrategy
+from chainrouter.domain.records import Principal
 from chainrouter.management import submissions
 from chainrouter.management.errors import RateLimitedError
 from chainrouter.operator_config.model import ChainId, Email, HttpUrl, Name
@@ -33,7 +34,7 @@ class HealthOut(OutModel):
     database: Literal["ok", "unreachable"]
 
 
-def _database_reachable(ctx: Any) -> bool:
+def _database_reachable(ctx: ApiContext) -> bool:
     try:
         with ctx.engine.connect() as connection:
             connection.execute(text("SELECT 1"))
@@ -226,7 +227,7 @@ _SUBMISSION_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _submitter(ip: str, caller: Any, daily_limit: int) -> submissions.Submitter:
+def _submitter(ip: str, caller: Principal | None, daily_limit: int) -> submissions.Submitter:
     exempt = caller is not None and caller.skips_submission_limits
     return submissions.Submitter(ip=ip, exempt=exempt, daily_limit=daily_limit)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import Engine, Table
 
@@ -208,7 +208,9 @@ def approve_node_request(
     return reviewed
 
 
-def reject_request(engine: Engine, kind: str, request_id: int, note: str) -> None:
+def reject_request(
+    engine: Engine, kind: Literal["chain", "node"], request_id: int, note: str
+) -> None:
     table = t.chain_requests if kind == "chain" else t.node_requests
     with engine.begin() as connection:
         getter = store.get_chain_request if kind == "chain" else store.get_node_request
