@@ -92,6 +92,26 @@ class ApiHarness:
         assert issued.status_code == 201, issued.text
         return Customer(customer_id, issued.json()["token"], email)
 
+    def provider(self, slug: str, plans: tuple[str, ...] = ("basic",)) -> ProviderAccount:
+        """A provider with plans, and a customer linked to it holding a management token."""
+        provider = self.client.post(
+            "/admin/providers", json={"slug": slug, "name": slug.title()}, headers=self.admin
+        ).json()
+        plan_ids = [
+            self.client.post(
+                f"/admin/providers/{provider['id']}/plans", json={"name": name}, headers=self.admin
+            ).json()["id"]
+            for name in plans
+        ]
+        account = self.customer(f"{slug} ops")
+        linked = self.client.put(
+            f"/admin/customers/{account.id}/provider",
+            json={"provider_id": provider["id"]},
+            headers=self.admin,
+        )
+        assert linked.status_code == 200, linked.text
+        return ProviderAccount(account.id, account.token, account.email, provider["id"], plan_ids)
+
     def create_key(self, customer: Customer, **fields: Any) -> dict[str, Any]:
         body = {"allowed_domains": ["*"], "routing_strategy": "economy", **fields}
         made = self.client.post("/api-keys", json=body, headers=customer.headers)
@@ -109,6 +129,12 @@ class Customer:
     @property
     def headers(self) -> dict[str, str]:
         return {"X-Api-Key": self.token}
+
+
+@dataclass(frozen=True)
+class ProviderAccount(Customer):
+    provider_id: int
+    plan_ids: list[int]
 
 
 def make_harness(engine: Engine, **settings: Any) -> ApiHarness:

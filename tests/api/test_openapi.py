@@ -260,6 +260,20 @@ def test_every_route_answers_what_it_documents(
         c.post(f"/admin/node-requests/{node_request['id']}/reject", json={}, headers=admin),
         "/admin/node-requests/{request_id}/reject",
     )
+    # Provider routes, with the customer now linked to the provider.
+    check(c.get("/provider/plans", headers=me), "/provider/plans")
+    plan_methods = "/provider/plans/{plan_id}/methods"
+    check(c.get(f"/provider/plans/{plan['id']}/methods", headers=me), plan_methods)
+    check(
+        c.post(
+            f"/provider/plans/{plan['id']}/methods",
+            json=[{"method": "eth_call", "cost": "0"}],
+            headers=me,
+        ),
+        plan_methods,
+    )
+    check(c.get("/provider/plans/999/methods", headers=me), plan_methods)
+    check(c.get("/provider/plans", headers=agent_token.headers), "/provider/plans")
     check(
         c.post(f"/admin/tokens/{token['id']}/revoke", headers=admin),
         "/admin/tokens/{token_id}/revoke",

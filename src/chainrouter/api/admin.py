@@ -13,6 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from chainrouter.api.common import (
     ChainIdOut,
     CreditsOut,
+    MethodRows,
     OutModel,
     PlanMethodOut,
     PlanOut,
@@ -32,16 +33,13 @@ from chainrouter.domain.records import (
 )
 from chainrouter.management import admin, submissions
 from chainrouter.operator_config.model import (
-    ChainId,
     Credits,
     Email,
-    MethodName,
     Name,
     NonNegativeInt,
     PositiveInt,
     Quantity,
     Slug,
-    TargetType,
     Text,
 )
 
@@ -368,30 +366,6 @@ async def update_plan(plan_id: int, body: PlanPatch, _: Administrator, ctx: Cont
         del columns["name"]
     plan = await run_in_threadpool(admin.update_plan, ctx.engine, plan_id, columns)
     return respond(PlanOut.of(plan))
-
-
-class MethodRowIn(_In):
-    method: MethodName
-    vm: Literal["evm"] = "evm"
-    node_target_type: TargetType = "full"
-    cost: Annotated[Credits, Field(ge=0)] = Field(description="Credits per call; 0 is free.")
-    rate_limit: NonNegativeInt | None = None
-    rate_limit_interval_sec: PositiveInt | None = None
-    chain_id: ChainId | None = Field(default=None, description="null or left out: every chain.")
-
-    def columns(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "vm": self.vm,
-            "node_target_type": self.node_target_type,
-            "cost_nano": self.cost,
-            "rate_limit": self.rate_limit,
-            "rate_limit_interval_sec": self.rate_limit_interval_sec,
-            "chain_id": self.chain_id,
-        }
-
-
-MethodRows = Annotated[list[MethodRowIn], Field(min_length=1, max_length=admin.MAX_METHOD_ROWS)]
 
 
 @router.get("/plans/{plan_id}/methods", response_model=list[PlanMethodOut], responses=_ERRORS)

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 from sqlalchemy import Engine
 
-from chainrouter.api import admin, customer, public
+from chainrouter.api import admin, customer, provider, public
 from chainrouter.api.deps import ApiContext
 from chainrouter.api.errors import install_error_handlers
 from chainrouter.management.catalog import CatalogLists
@@ -70,5 +70,6 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(public.router)
     app.include_router(customer.router)
+    app.include_router(provider.router)
     app.include_router(admin.router)
     return app

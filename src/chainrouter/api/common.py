@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from chainrouter.domain.money import credits_decimal
 from chainrouter.domain.records import Plan, PlanMethod
+from chainrouter.management.admin import MAX_METHOD_ROWS
+from chainrouter.operator_config.model import (
+    ChainId,
+    Credits,
+    MethodName,
+    NonNegativeInt,
+    PositiveInt,
+    TargetType,
+)
 
 # Credits in responses: a JSON number written with exactly its decimal digits.
 CreditsOut = Annotated[
@@ -106,3 +115,29 @@ class PlanMethodOut(OutModel):
             rate_limit_interval_sec=row.rate_limit_interval_sec,
             chain_id=None if row.chain_id is None else str(row.chain_id),
         )
+
+
+class MethodRowIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    method: MethodName
+    vm: Literal["evm"] = "evm"
+    node_target_type: TargetType = "full"
+    cost: Annotated[Credits, Field(ge=0)] = Field(description="Credits per call; 0 is free.")
+    rate_limit: NonNegativeInt | None = None
+    rate_limit_interval_sec: PositiveInt | None = None
+    chain_id: ChainId | None = Field(default=None, description="null or left out: every chain.")
+
+    def columns(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "vm": self.vm,
+            "node_target_type": self.node_target_type,
+            "cost_nano": self.cost,
+            "rate_limit": self.rate_limit,
+            "rate_limit_interval_sec": self.rate_limit_interval_sec,
+            "chain_id": self.chain_id,
+        }
+
+
+MethodRows = Annotated[list[MethodRowIn], Field(min_length=1, max_length=MAX_METHOD_ROWS)]
