@@ -43,7 +43,7 @@ class AnvilNodes:
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
 
-def _wait_until_answering(url: str) -> None:
+def wait_until_answering(url: str) -> None:
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         try:
@@ -68,7 +68,7 @@ def start_anvil_nodes() -> Iterator[AnvilNodes]:
         nodes.urls[name] = f"http://127.0.0.1:{port}"
     try:
         for url in nodes.urls.values():
-            _wait_until_answering(url)
+            wait_until_answering(url)
         yield nodes
     finally:
         for process in nodes.processes:

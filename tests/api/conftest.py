@@ -8,6 +8,7 @@ create customers through the API itself.
 from __future__ import annotations
 
 import ssl
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -25,7 +26,9 @@ from chainrouter.management import admin
 from chainrouter.settings import Settings
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from chainrouter.testing.tls_front import TlsFront
-from tests.anvil import AnvilNodes
+from tests.anvil import AnvilNodes, anvil_binary, free_port, wait_until_answering
+
+MINING_CHAIN = 31339
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,42 @@ def https_anvil(anvil: AnvilNodes, tls: Tls) -> Iterator[dict[str, str]]:
     yield {name: front.url for name, front in fronts.items()}
     for front in fronts.values():
         front.__exit__(None, None, None)
+
+
+@dataclass(frozen=True)
+class MiningNode:
+    http: str  # plain, for the test itself
+    https: str  # through the TLS front
+    wss: str
+
+
+@pytest.fixture(scope="session")
+def mining_anvil(tls: Tls) -> Iterator[MiningNode]:
+    """An anvil of chain 31339 that mines a block every second (WebSocket nodes must deliver a
+    newHeads notification), behind an HTTPS/WSS front."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            anvil_binary(),
+            "--port",
+            str(port),
+            "--chain-id",
+            str(MINING_CHAIN),
+            "--block-time",
+            "1",
+            "--silent",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_answering(url)
+        with TlsFront(url, tls.server_context) as front:
+            yield MiningNode(url, front.url, front.ws_url)
+    finally:
+        process.terminate()
+        process.wait(10)
 
 
 @pytest.fixture(scope="session")

@@ -9,8 +9,11 @@ import httpx
 import pytest
 from jsonschema import Draft202012Validator
 
+from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import Role
-from tests.api.conftest import ApiHarness
+from chainrouter.stores.sql.chains import upsert_chains
+from tests.anvil import AnvilNodes
+from tests.api.conftest import MINING_CHAIN, ApiHarness, MiningNode
 
 
 class DocumentedResponses:
@@ -79,7 +82,11 @@ def test_interactive_docs_work_without_the_internet(api: ApiHarness) -> None:
 
 @pytest.mark.parametrize("backend", ["every route"])
 def test_every_route_answers_what_it_documents(
-    api: ApiHarness, https_anvil: dict[str, str], backend: str
+    api: ApiHarness,
+    https_anvil: dict[str, str],
+    anvil: AnvilNodes,
+    mining_anvil: MiningNode,
+    backend: str,
 ) -> None:
     c = api.client
     docs = DocumentedResponses(c.get("/openapi.json").json())
@@ -274,6 +281,22 @@ def test_every_route_answers_what_it_documents(
     )
     check(c.get("/provider/plans/999/methods", headers=me), plan_methods)
     check(c.get("/provider/plans", headers=agent_token.headers), "/provider/plans")
+    node_body = {"plan_id": plan["id"], "url": anvil.urls["a1"]}
+    node = check(c.put("/provider/nodes", json=node_body, headers=me), "/provider/nodes").json()
+    check(
+        c.put("/provider/nodes", json={**node_body, "url": anvil.urls["b1"]}, headers=me),
+        "/provider/nodes",
+    )
+    check(c.put("/provider/nodes", json={"url": 5}, headers=me), "/provider/nodes")
+    with api.engine.begin() as connection:
+        upsert_chains(connection, [Chain(MINING_CHAIN, "Mining", "m", "Ether", "ETH", 18)])
+    ws_body = {"plan_id": plan["id"], "chain_id": MINING_CHAIN, "url": mining_anvil.wss}
+    check(c.put("/provider/nodes/ws", json=ws_body, headers=me), "/provider/nodes/ws")
+    status_path = "/provider/nodes/{node_id}/status"
+    check(c.get(f"/provider/nodes/{node['node']['id']}/status", headers=me), status_path)
+    check(c.get("/provider/nodes/9999/status", headers=me), status_path)
+    set_body = {"node_id": node["node"]["id"], "status": "disabled by provider"}
+    check(c.post("/provider/nodes/status", json=set_body, headers=me), "/provider/nodes/status")
     check(
         c.post(f"/admin/tokens/{token['id']}/revoke", headers=admin),
         "/admin/tokens/{token_id}/revoke",

@@ -5,16 +5,21 @@ that its existence is never revealed; a token without a provider link is 403
 
 from __future__ import annotations
 
-from typing import Any
+from datetime import datetime
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from starlette.concurrency import run_in_threadpool
 
-from chainrouter.api.common import MethodRows, PlanMethodOut, PlanOut
+from chainrouter.api.common import ChainIdOut, MethodRows, OutModel, PlanMethodOut, PlanOut
 from chainrouter.api.deps import Context, ProviderId
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
-from chainrouter.management import admin
+from chainrouter.domain.enums import NodeSource, NodeStatus
+from chainrouter.domain.records import Node
+from chainrouter.management import admin, nodes
+from chainrouter.operator_config.model import ChainId, NonNegativeInt, PositiveInt, TargetType
 
 router = APIRouter(prefix="/provider", route_class=ExactJsonRoute, tags=["provider"])
 
@@ -68,3 +73,222 @@ async def upsert_plan_methods(
         provider_id,
     )
     return respond([PlanMethodOut.of(row) for row in rows])
+
+
+# Nodes -------------------------------------------------------------------------------------
+
+NodeUrl = Annotated[
+    StrictStr,
+    Field(max_length=2048, pattern=r"^[hH][tT][tT][pP][sS]?://", description="http(s):// URL."),
+]
+WsUrl = Annotated[
+    StrictStr,
+    Field(max_length=2048, pattern=r"^[wW][sS][sS]://", description="A wss:// URL."),
+]
+Kind = Annotated[
+    Literal["http", "ws"],
+    Query(description="http (default) for nodes of PUT /provider/nodes, ws for WebSocket nodes."),
+]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HttpNodeIn(_In):
+    plan_id: int = Field(description="One of your plans.")
+    url: NodeUrl = Field(description="The node's public JSON-RPC endpoint.")
+    vm: Literal["evm"] = "evm"
+    rate_limit: NonNegativeInt = Field(
+        default=0, description="Requests per interval; 0: unlimited."
+    )
+    rate_limit_interval_sec: PositiveInt = 1
+    source: NodeSource = NodeSource.PROVIDER
+    node_target_type: TargetType = Field(
+        default="full", description="Which of your plan's prices apply, e.g. full or archive."
+    )
+
+
+class WsNodeIn(_In):
+    plan_id: int = Field(description="One of your plans.")
+    chain_id: ChainId
+    url: WsUrl = Field(description="The node's public wss:// endpoint.")
+
+
+class NodeOut(OutModel):
+    id: int
+    plan_id: int
+    chain_id: ChainIdOut
+    url: str
+    vm: str
+    node_target_type: str
+    rate_limit: int
+    rate_limit_interval_sec: int
+    source: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, node: Node) -> NodeOut:
+        return cls(
+            id=node.id,
+            plan_id=node.plan_id,
+            chain_id=str(node.chain_id),
+            url=node.url,
+            vm=node.vm,
+            node_target_type=node.node_target_type,
+            rate_limit=node.rate_limit,
+            rate_limit_interval_sec=node.rate_limit_interval_sec,
+            source=node.source,
+            status=node.status,
+            created_at=node.created_at,
+            updated_at=node.updated_at,
+        )
+
+
+class WsNodeOut(OutModel):
+    id: int
+    plan_id: int
+    chain_id: ChainIdOut
+    url: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, node: Node) -> WsNodeOut:
+        return cls(
+            id=node.id,
+            plan_id=node.plan_id,
+            chain_id=str(node.chain_id),
+            url=node.url,
+            status=node.status,
+            created_at=node.created_at,
+            updated_at=node.updated_at,
+        )
+
+
+class RegisteredNodeOut(OutModel):
+    message: str
+    node: NodeOut
+    status: str
+
+
+class RegisteredWsNodeOut(OutModel):
+    message: str
+    node_ws: WsNodeOut
+    status: str
+
+
+_NODE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **ERRORS,
+    400: {"model": ErrorBody, "description": "A mandatory screening test failed; says which."},
+    404: {"model": ErrorBody, "description": "Not your plan, or a URL another provider owns."},
+    409: {"model": ErrorBody, "description": "The URL is on another of your plans."},
+}
+
+
+def _message(registered: nodes.Registered) -> str:
+    verb = "registered" if registered.created else "updated"
+    return f"node {registered.node.id} {verb}; screening passed ({registered.screening.url})"
+
+
+@router.put(
+    "/nodes",
+    response_model=RegisteredNodeOut,
+    responses=_NODE_ERRORS,
+    summary="Register or update an HTTP node (by URL), after mandatory screening",
+)
+async def put_node(body: HttpNodeIn, provider_id: ProviderId, ctx: Context) -> Response:
+    spec = nodes.HttpNodeSpec(
+        plan_id=body.plan_id,
+        url=body.url,
+        vm=body.vm,
+        rate_limit=body.rate_limit,
+        rate_limit_interval_sec=body.rate_limit_interval_sec,
+        source=body.source,
+        node_target_type=body.node_target_type,
+    )
+    registered = await nodes.register_http_node(
+        ctx.engine, ctx.guard, provider_id, spec, max_lag=ctx.settings.max_block_lag
+    )
+    out = RegisteredNodeOut(
+        message=_message(registered),
+        node=NodeOut.of(registered.node),
+        status=registered.node.status,
+    )
+    return respond(out)
+
+
+@router.put(
+    "/nodes/ws",
+    response_model=RegisteredWsNodeOut,
+    responses=_NODE_ERRORS,
+    summary="Register or update a WebSocket node (by URL), after a newHeads subscription test",
+)
+async def put_ws_node(body: WsNodeIn, provider_id: ProviderId, ctx: Context) -> Response:
+    registered = await nodes.register_ws_node(
+        ctx.engine,
+        ctx.guard,
+        provider_id,
+        plan_id=body.plan_id,
+        chain_id=body.chain_id,
+        url=body.url,
+    )
+    out = RegisteredWsNodeOut(
+        message=_message(registered),
+        node_ws=WsNodeOut.of(registered.node),
+        status=registered.node.status,
+    )
+    return respond(out)
+
+
+class NodeStatusOut(OutModel):
+    node_id: int
+    in_sync: bool
+    status: str = Field(
+        description="healthy, disabled by provider, pending check, failing or out of sync "
+        "(see docs/provider-api.md)."
+    )
+
+
+class NodeStatusIn(_In):
+    node_id: int
+    status: NodeStatus = Field(description="healthy, disabled by provider or provider-deleted.")
+    kind: Literal["http", "ws"] = Field(default="http", description="http or ws node.")
+
+
+@router.get(
+    "/nodes/{node_id}/status",
+    response_model=NodeStatusOut,
+    responses=ERRORS,
+    summary="Whether your node is in sync and what its status is now",
+)
+async def get_node_status(
+    node_id: int, provider_id: ProviderId, ctx: Context, kind: Kind = "http"
+) -> Response:
+    report = await run_in_threadpool(nodes.node_status, ctx.engine, provider_id, node_id, kind)
+    return respond(
+        NodeStatusOut(node_id=report.node_id, in_sync=report.in_sync, status=report.status)
+    )
+
+
+@router.post(
+    "/nodes/status",
+    response_model=NodeStatusOut,
+    responses=ERRORS,
+    summary="Enable, disable or delete one of your nodes",
+)
+async def set_node_status(body: NodeStatusIn, provider_id: ProviderId, ctx: Context) -> Response:
+    await run_in_threadpool(
+        nodes.set_node_status, ctx.engine, provider_id, body.node_id, body.status, body.kind
+    )
+    if body.status is NodeStatus.PROVIDER_DELETED:
+        return respond(NodeStatusOut(node_id=body.node_id, in_sync=False, status=body.status.value))
+    report = await run_in_threadpool(
+        nodes.node_status, ctx.engine, provider_id, body.node_id, body.kind
+    )
+    return respond(
+        NodeStatusOut(node_id=report.node_id, in_sync=report.in_sync, status=report.status)
+    )

@@ -157,3 +157,32 @@ class NodeRequest:
     review_note: str | None
     reviewed_at: datetime | None
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """An HTTP node, or a WebSocket node (`ws` True; no rate limits or target type there)."""
+
+    id: int
+    plan_id: int
+    provider_id: int
+    chain_id: int
+    url: str
+    status: str
+    ws: bool
+    vm: str
+    node_target_type: str
+    rate_limit: int
+    rate_limit_interval_sec: int
+    source: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHealthRecord:
+    in_sync: bool
+    head_block: int | None
+    latency_ms: Decimal | None
+    consecutive_failures: int
+    checked_at: datetime

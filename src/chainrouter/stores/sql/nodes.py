@@ -1,10 +1,13 @@
-"""HTTP node rows. Writes change what routers cache; callers bump the config version."""
+"""HTTP and WebSocket node rows. Writes change what routers cache; callers bump the version."""
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, func, select
+from typing import Any
+
+from sqlalchemy import Connection, Row, Table, func, select
 
 from chainrouter.domain.enums import NodeSource, NodeStatus
+from chainrouter.domain.records import Node, NodeHealthRecord
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.schema import utcnow
 
@@ -24,6 +27,7 @@ def insert_node(
     source: NodeSource = NodeSource.PROVIDER,
     rate_limit: int = 0,
     rate_limit_interval_sec: int = 1,
+    node_target_type: str = "full",
 ) -> int:
     now = utcnow()
     key = connection.execute(
@@ -32,6 +36,7 @@ def insert_node(
             chain_id=chain_id,
             url=url,
             vm=vm,
+            node_target_type=node_target_type,
             source=source.value,
             status=NodeStatus.HEALTHY.value,
             rate_limit=rate_limit,
@@ -42,3 +47,88 @@ def insert_node(
     ).inserted_primary_key
     assert key is not None
     return int(key[0])
+
+
+def update_node(connection: Connection, table: Table, node_id: int, values: dict[str, Any]) -> None:
+    connection.execute(
+        table.update().where(table.c.id == node_id).values(**values, updated_at=utcnow())
+    )
+
+
+def insert_ws_node(connection: Connection, *, plan_id: int, chain_id: int, url: str) -> int:
+    now = utcnow()
+    key = connection.execute(
+        t.ws_nodes.insert().values(
+            plan_id=plan_id,
+            chain_id=chain_id,
+            url=url,
+            status=NodeStatus.HEALTHY.value,
+            created_at=now,
+            updated_at=now,
+        )
+    ).inserted_primary_key
+    assert key is not None
+    return int(key[0])
+
+
+def _node(row: Row[Any], ws: bool) -> Node:
+    values = row._mapping
+    return Node(
+        id=values["id"],
+        plan_id=values["plan_id"],
+        provider_id=values["provider_id"],
+        chain_id=values["chain_id"],
+        url=values["url"],
+        status=values["status"],
+        ws=ws,
+        vm="evm" if ws else values["vm"],
+        node_target_type="ws" if ws else values["node_target_type"],
+        rate_limit=0 if ws else values["rate_limit"],
+        rate_limit_interval_sec=1 if ws else values["rate_limit_interval_sec"],
+        source="provider" if ws else values["source"],
+        created_at=values["created_at"],
+        updated_at=values["updated_at"],
+    )
+
+
+def _with_provider(table: Table) -> Any:
+    return select(table, t.plans.c.provider_id).join(t.plans, t.plans.c.id == table.c.plan_id)
+
+
+def find_node(
+    connection: Connection, table: Table, *, node_id: int | None = None, url: str | None = None
+) -> Node | None:
+    query = _with_provider(table)
+    query = (
+        query.where(table.c.id == node_id)
+        if node_id is not None
+        else query.where(table.c.url == url)
+    )
+    row = connection.execute(query).first()
+    return None if row is None else _node(row, ws=table is t.ws_nodes)
+
+
+def node_health(connection: Connection, node_id: int) -> NodeHealthRecord | None:
+    row = connection.execute(
+        select(t.node_health).where(t.node_health.c.node_id == node_id)
+    ).first()
+    if row is None:
+        return None
+    return NodeHealthRecord(
+        in_sync=row.in_sync,
+        head_block=row.head_block,
+        latency_ms=row.latency_ms,
+        consecutive_failures=row.consecutive_failures,
+        checked_at=row.checked_at,
+    )
+
+
+def chain_head(connection: Connection, chain_id: int) -> int | None:
+    """The highest head an in-sync node of the chain last reported, if any did."""
+    query = (
+        select(func.max(t.node_health.c.head_block))
+        .join(t.nodes, t.nodes.c.id == t.node_health.c.node_id)
+        .where(t.nodes.c.chain_id == chain_id, t.node_health.c.in_sync.is_(True))
+    )
+    head = connection.execute(query).scalar_one_or_none()
+    return None if head is None else int(head)

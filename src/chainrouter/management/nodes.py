@@ -1,0 +1,273 @@
+"""Providers' nodes: registration after mandatory screening, status changes, status reads.
+
+A node URL has exactly one owner. Registering a URL another provider owns is 404 (its existence
+is not revealed); one already on another plan of the same provider is 409. Every write bumps the
+configuration version, so routers start or stop using the node at their next poll (about 1 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Literal
+
+from sqlalchemy import Engine, Table
+
+from chainrouter.domain.enums import NodeSource, NodeStatus
+from chainrouter.domain.records import Node
+from chainrouter.management.errors import (
+    ConflictError,
+    InvalidInputError,
+    NotFoundError,
+    ScreeningFailedError,
+)
+from chainrouter.screening.evm import Screening, screen_http_node
+from chainrouter.screening.guard import OutboundGuard
+from chainrouter.screening.ws import screen_ws_node
+from chainrouter.stores.sql import nodes as store
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.config_version import bump_config_version
+from chainrouter.stores.sql.plans import get_plan, known_chain_ids
+
+HTTP_SCHEMES = frozenset({"http", "https"})
+NodeKind = Literal["http", "ws"]
+
+# What `GET /provider/nodes/{id}/status` may say (docs/provider-api.md explains each).
+STATUS_PENDING_CHECK = "pending check"
+STATUS_FAILING = "failing"
+STATUS_OUT_OF_SYNC = "out of sync"
+
+
+@dataclass(frozen=True, slots=True)
+class HttpNodeSpec:
+    plan_id: int
+    url: str
+    vm: str
+    rate_limit: int
+    rate_limit_interval_sec: int
+    source: NodeSource
+    node_target_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    node: Node
+    created: bool
+    screening: Screening
+
+
+def _table(kind: NodeKind) -> Table:
+    return t.ws_nodes if kind == "ws" else t.nodes
+
+
+def _check_ownership(
+    engine: Engine, provider_id: int, plan_id: int, url: str, kind: NodeKind
+) -> Node | None:
+    """The node this URL already is (to update), after the plan and URL ownership rules."""
+    with engine.connect() as connection:
+        plan = get_plan(connection, plan_id)
+        if plan is None or plan.provider_id != provider_id:
+            raise NotFoundError(f"no plan {plan_id}")
+        existing = store.find_node(connection, _table(kind), url=url)
+    if existing is None:
+        return None
+    if existing.provider_id != provider_id:
+        raise NotFoundError("no node with this URL")  # another provider's: not revealed
+    if existing.plan_id != plan_id:
+        raise ConflictError(
+            f"this URL is already registered as node {existing.id} on your plan "
+            f"{existing.plan_id}; change its plan there or use another URL"
+        )
+    return existing
+
+
+def _failed(screening: Screening) -> ScreeningFailedError:
+    return ScreeningFailedError(
+        f"the node failed screening: {screening.failure}",
+        details=[{"field": "url", "url": screening.url, "message": screening.failure or ""}],
+    )
+
+
+async def register_http_node(
+    engine: Engine, guard: OutboundGuard, provider_id: int, spec: HttpNodeSpec, *, max_lag: int
+) -> Registered:
+    existing = await asyncio.to_thread(
+        _check_ownership, engine, provider_id, spec.plan_id, spec.url, "http"
+    )
+    chain_id = None if existing is None else existing.chain_id
+    head = None
+    if chain_id is not None:
+        head = await asyncio.to_thread(_chain_head, engine, chain_id)
+    screening = await screen_http_node(
+        guard,
+        spec.url,
+        schemes=HTTP_SCHEMES,
+        expected_chain_id=chain_id,
+        chain_head=head,
+        max_lag=max_lag,
+    )
+    if not screening.passed:
+        raise _failed(screening)
+    assert screening.chain_id is not None
+    if existing is None:
+        known = await asyncio.to_thread(_known, engine, screening.chain_id)
+        if not known:
+            raise ScreeningFailedError(
+                f"the node serves chain {screening.chain_id}, which this service does not list; "
+                "submit a chain request first (POST /chains/requests)",
+                details=[
+                    {
+                        "field": "url",
+                        "url": spec.url,
+                        "message": f"unknown chain {screening.chain_id}",
+                    }
+                ],
+            )
+        head = await asyncio.to_thread(_chain_head, engine, screening.chain_id)
+        number = screening.block_number
+        if head is not None and number is not None and number < head - max_lag:
+            raise ScreeningFailedError(
+                f"the node failed screening: eth_blockNumber: block {number} is "
+                f"{head - number} blocks behind the chain head {head}",
+                details=[{"field": "url", "url": spec.url, "message": "behind the chain head"}],
+            )
+    return await asyncio.to_thread(_write_http, engine, provider_id, spec, screening)
+
+
+def _known(engine: Engine, chain_id: int) -> bool:
+    with engine.connect() as connection:
+        return bool(known_chain_ids(connection, {chain_id}))
+
+
+def _chain_head(engine: Engine, chain_id: int) -> int | None:
+    with engine.connect() as connection:
+        return store.chain_head(connection, chain_id)
+
+
+def _write_http(
+    engine: Engine, provider_id: int, spec: HttpNodeSpec, screening: Screening
+) -> Registered:
+    assert screening.chain_id is not None
+    with engine.begin() as connection:
+        # Checked again here: the URL may have been registered while the node was screened.
+        existing = store.find_node(connection, t.nodes, url=spec.url)
+        if existing is not None and (
+            existing.provider_id != provider_id or existing.plan_id != spec.plan_id
+        ):
+            raise ConflictError("this URL was registered elsewhere while it was being screened")
+        values = {
+            "vm": spec.vm,
+            "rate_limit": spec.rate_limit,
+            "rate_limit_interval_sec": spec.rate_limit_interval_sec,
+            "source": spec.source.value,
+            "node_target_type": spec.node_target_type,
+            "status": NodeStatus.HEALTHY.value,
+        }
+        if existing is None:
+            node_id = store.insert_node(
+                connection,
+                plan_id=spec.plan_id,
+                chain_id=screening.chain_id,
+                url=spec.url,
+                vm=spec.vm,
+                source=spec.source,
+                rate_limit=spec.rate_limit,
+                rate_limit_interval_sec=spec.rate_limit_interval_sec,
+                node_target_type=spec.node_target_type,
+            )
+        else:
+            node_id = existing.id
+            store.update_node(connection, t.nodes, node_id, values)
+        bump_config_version(connection)
+        node = store.find_node(connection, t.nodes, node_id=node_id)
+    assert node is not None
+    return Registered(node, existing is None, screening)
+
+
+async def register_ws_node(
+    engine: Engine, guard: OutboundGuard, provider_id: int, *, plan_id: int, chain_id: int, url: str
+) -> Registered:
+    existing = await asyncio.to_thread(_check_ownership, engine, provider_id, plan_id, url, "ws")
+    if not await asyncio.to_thread(_known, engine, chain_id):
+        raise InvalidInputError(
+            f"chain {chain_id} is not listed by this service; submit a chain request first",
+            details=[{"field": "chain_id", "message": f"unknown chain {chain_id}"}],
+        )
+    screening = await screen_ws_node(guard, url, expected_chain_id=chain_id)
+    if not screening.passed:
+        raise _failed(screening)
+
+    def write() -> Registered:
+        with engine.begin() as connection:
+            found = store.find_node(connection, t.ws_nodes, url=url)
+            if found is not None and (found.provider_id != provider_id or found.plan_id != plan_id):
+                raise ConflictError("this URL was registered elsewhere while it was being screened")
+            if found is None:
+                node_id = store.insert_ws_node(
+                    connection, plan_id=plan_id, chain_id=chain_id, url=url
+                )
+            else:
+                node_id = found.id
+                store.update_node(
+                    connection,
+                    t.ws_nodes,
+                    node_id,
+                    {"chain_id": chain_id, "status": NodeStatus.HEALTHY.value},
+                )
+            bump_config_version(connection)
+            node = store.find_node(connection, t.ws_nodes, node_id=node_id)
+        assert node is not None
+        return Registered(node, existing is None, screening)
+
+    return await asyncio.to_thread(write)
+
+
+def _own_node(engine: Engine, provider_id: int, node_id: int, kind: NodeKind) -> Node:
+    with engine.connect() as connection:
+        node = store.find_node(connection, _table(kind), node_id=node_id)
+    if (
+        node is None
+        or node.provider_id != provider_id
+        or node.status == NodeStatus.PROVIDER_DELETED.value
+    ):
+        raise NotFoundError(f"no node {node_id}")
+    return node
+
+
+def set_node_status(
+    engine: Engine, provider_id: int, node_id: int, status: NodeStatus, kind: NodeKind
+) -> Node:
+    """`healthy` enables, `disabled by provider` disables, `provider-deleted` hides for good
+    (the node is then 404 everywhere; registering its URL again brings it back)."""
+    _own_node(engine, provider_id, node_id, kind)
+    with engine.begin() as connection:
+        store.update_node(connection, _table(kind), node_id, {"status": status.value})
+        bump_config_version(connection)
+        node = store.find_node(connection, _table(kind), node_id=node_id)
+    assert node is not None
+    return node
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatusReport:
+    node_id: int
+    in_sync: bool
+    status: str
+
+
+def node_status(engine: Engine, provider_id: int, node_id: int, kind: NodeKind) -> NodeStatusReport:
+    """The provider's setting, or for an enabled node what routers' health checks last saw."""
+    node = _own_node(engine, provider_id, node_id, kind)
+    if kind == "ws":
+        return NodeStatusReport(node.id, True, node.status)
+    with engine.connect() as connection:
+        health = store.node_health(connection, node_id)
+    if node.status != NodeStatus.HEALTHY.value:
+        return NodeStatusReport(node.id, health.in_sync if health else False, node.status)
+    if health is None:
+        return NodeStatusReport(node.id, True, STATUS_PENDING_CHECK)
+    if health.consecutive_failures:
+        return NodeStatusReport(node.id, health.in_sync, STATUS_FAILING)
+    if not health.in_sync:
+        return NodeStatusReport(node.id, False, STATUS_OUT_OF_SYNC)
+    return NodeStatusReport(node.id, True, NodeStatus.HEALTHY.value)
