@@ -23,7 +23,8 @@ from chainrouter.domain.credentials import SecretKind, generate_secret
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "var" / "demo"
-ANVILS = [("18545", "31337"), ("18546", "31338"), ("18547", "31337")]
+# The fourth node is not in the operator file: the guide shows how to register it via the API.
+ANVILS = [("18545", "31337"), ("18546", "31338"), ("18547", "31337"), ("18548", "31337")]
 RPC_PORT, API_PORT = 8545, 8080
 
 
@@ -79,12 +80,15 @@ def main() -> None:
         **os.environ,
         "CHAINROUTER_DATABASE_URL": f"sqlite:///{WORK / 'demo.db'}",
         "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "5",
+        # The demo's nodes are local anvils; in production screening refuses such addresses.
+        "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",
     }
     secrets = {
         "demo-economy": generate_secret(SecretKind.API_KEY),
         "demo-performance": generate_secret(SecretKind.API_KEY),
         "demo-console": generate_secret(SecretKind.MANAGEMENT_TOKEN),
         "demo-admin": generate_secret(SecretKind.MANAGEMENT_TOKEN),
+        "demo-provider": generate_secret(SecretKind.MANAGEMENT_TOKEN),
     }
     _run(["migrate"], env)
     _run(["apply", str(_write_config(secrets))], env)
@@ -146,6 +150,7 @@ def _print_guide(secrets: dict[str, str]) -> None:
         f"""
 chainrouter demo is running
   RPC router      http://127.0.0.1:{RPC_PORT}   (chains 31337 and 31338, three anvil nodes)
+  spare node      http://127.0.0.1:18548   (chain 31337, not registered: see "Provider token")
   management API  http://127.0.0.1:{API_PORT}   (interactive docs: http://127.0.0.1:{API_PORT}/docs)
   providers       thrifty (cheap: 18545, 18546) and swift (dearer: 18547)
   customer        dev@demo.example, 10 credits
@@ -182,6 +187,17 @@ Management tokens (header X-Api-Key; "Authorize" on the /docs page):
     -H 'content-type: application/json' \\
     -d '{{"allowed_domains":["*"],"routing_strategy":"performance","name":"mine"}}'
   curl -s http://127.0.0.1:{API_PORT}/prices
+
+Provider token (thrifty; the /provider routes):
+  {secrets["demo-provider"]}
+
+  # register the fourth anvil (port 18548, not yet in any plan) as a node of thrifty's plan 1;
+  # it is screened first, and routers use it within a second:
+  curl -s -X PUT http://127.0.0.1:{API_PORT}/provider/nodes \\
+    -H 'X-Api-Key: {secrets["demo-provider"]}' -H 'content-type: application/json' \\
+    -d '{{"plan_id":1,"url":"http://127.0.0.1:18548"}}'
+  curl -s http://127.0.0.1:{API_PORT}/provider/nodes/4/status \\
+    -H 'X-Api-Key: {secrets["demo-provider"]}'
 
 Usage is written every 5 s to {WORK / "demo.db"} (tables usage_aggregates, credit_ledger).
 Logs: {WORK}. Stop with Ctrl-C.
