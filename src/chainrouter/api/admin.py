@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from starlette.concurrency import run_in_threadpool
 
 from chainrouter.api.common import (
@@ -36,9 +36,7 @@ from chainrouter.operator_config.model import (
     Credits,
     Email,
     Name,
-    NonNegativeInt,
-    PositiveInt,
-    Quantity,
+    PlanTerms,
     Slug,
     Text,
 )
@@ -307,42 +305,21 @@ async def list_providers(_: Administrator, ctx: Context) -> Response:
     return respond([ProviderOut.of(p) for p in found])
 
 
-_PLAN_COLUMNS = {
-    "price": "price_nano",
-    "overage_price": "overage_price_nano",
-    "rate_limit_cr": "rate_limit_cr_nano",
-}
-
-
-class PlanFields(_In):
-    description: Text = ""
-    price: Annotated[Credits, Field(ge=0)] = 0
-    quota: Annotated[Quantity, Field(ge=0)] | None = None
-    quota_unit: Annotated[StrictStr, Field(max_length=40)] | None = None
-    overage_price: Annotated[Credits, Field(ge=0)] | None = None
-    overage_limit: Annotated[Quantity, Field(ge=0)] | None = None
-    rate_limit_req: NonNegativeInt | None = None
-    rate_limit_req_interval_sec: PositiveInt | None = None
-    rate_limit_cr: Annotated[Credits, Field(ge=0)] | None = None
-    rate_limit_cr_interval_sec: PositiveInt | None = None
-    billing_fixed_day: Annotated[int, Field(ge=1, le=31)] | None = None
-    billing_interval_days: PositiveInt | None = None
-    billing_anchored_start_date: AwareDatetime | None = None
-
-    def columns(self, only_given: bool = False) -> dict[str, Any]:
-        """Storage columns and values; money fields hold nano-credits in `*_nano` columns."""
-        fields = self.model_fields_set if only_given else set(type(self).model_fields)
-        return {_PLAN_COLUMNS.get(name, name): getattr(self, name) for name in fields}
-
-
-class PlanIn(PlanFields):
+class PlanIn(PlanTerms):
     name: Name
 
+    def columns(self) -> dict[str, Any]:
+        return {**self.term_columns(), "name": self.name}
 
-class PlanPatch(PlanFields):
+
+class PlanPatch(PlanTerms):
     """Fields left out keep their stored value."""
 
     name: Name | None = None
+
+    def columns(self) -> dict[str, Any]:
+        given = self.term_columns(only_given=True)
+        return given if self.name is None else {**given, "name": self.name}
 
 
 @router.post(
@@ -361,10 +338,7 @@ async def list_plans(provider_id: int, _: Administrator, ctx: Context) -> Respon
 
 @router.patch("/plans/{plan_id}", response_model=PlanOut, responses=_ERRORS)
 async def update_plan(plan_id: int, body: PlanPatch, _: Administrator, ctx: Context) -> Response:
-    columns = body.columns(only_given=True)
-    if columns.get("name", "") is None:
-        del columns["name"]
-    plan = await run_in_threadpool(admin.update_plan, ctx.engine, plan_id, columns)
+    plan = await run_in_threadpool(admin.update_plan, ctx.engine, plan_id, body.columns())
     return respond(PlanOut.of(plan))
 
 

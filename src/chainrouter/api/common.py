@@ -4,21 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 from decimal import Decimal
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from chainrouter.domain.money import credits_decimal
 from chainrouter.domain.records import Plan, PlanMethod
 from chainrouter.management.admin import MAX_METHOD_ROWS
-from chainrouter.operator_config.model import (
-    ChainId,
-    Credits,
-    MethodName,
-    NonNegativeInt,
-    PositiveInt,
-    TargetType,
-)
+from chainrouter.operator_config.model import MethodPriceSpec
 
 # Credits in responses: a JSON number written with exactly its decimal digits.
 CreditsOut = Annotated[
@@ -117,16 +110,8 @@ class PlanMethodOut(OutModel):
         )
 
 
-class MethodRowIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    method: MethodName
-    vm: Literal["evm"] = "evm"
-    node_target_type: TargetType = "full"
-    cost: Annotated[Credits, Field(ge=0)] = Field(description="Credits per call; 0 is free.")
-    rate_limit: NonNegativeInt | None = None
-    rate_limit_interval_sec: PositiveInt | None = None
-    chain_id: ChainId | None = Field(default=None, description="null or left out: every chain.")
+class MethodRowIn(MethodPriceSpec):
+    """One method price row, as the admin and provider routes take it."""
 
     def columns(self) -> dict[str, Any]:
         return {

@@ -144,21 +144,7 @@ class _Writer:
             "plans",
             t.plans,
             {"provider_id": provider_id, "name": plan.name},
-            {
-                "description": plan.description,
-                "price_nano": plan.price,
-                "quota": plan.quota,
-                "quota_unit": plan.quota_unit,
-                "overage_price_nano": plan.overage_price,
-                "overage_limit": plan.overage_limit,
-                "rate_limit_req": plan.rate_limit_req,
-                "rate_limit_req_interval_sec": plan.rate_limit_req_interval_sec,
-                "rate_limit_cr_nano": plan.rate_limit_cr,
-                "rate_limit_cr_interval_sec": plan.rate_limit_cr_interval_sec,
-                "billing_fixed_day": plan.billing_fixed_day,
-                "billing_interval_days": plan.billing_interval_days,
-                "billing_anchored_start_date": plan.billing_anchored_start_date,
-            },
+            plan.term_columns(),
         )
         self._sync_rows(
             "plan methods",

@@ -210,10 +210,10 @@ class MethodPriceSpec(_Strict):
     method: MethodName
     vm: Literal["evm"] = "evm"
     node_target_type: TargetType = "full"
-    cost: Annotated[Credits, Field(ge=0)]
+    cost: Annotated[Credits, Field(ge=0)] = Field(description="Credits per call; 0 is free.")
     rate_limit: NonNegativeInt | None = None
     rate_limit_interval_sec: PositiveInt | None = None
-    chain_id: ChainId | None = None
+    chain_id: ChainId | None = Field(default=None, description="null or left out: every chain.")
 
 
 class NodeSpec(_Strict):
@@ -237,8 +237,18 @@ class WsNodeSpec(_Strict):
     status: NodeStatus = NodeStatus.HEALTHY
 
 
-class PlanSpec(_Strict):
-    name: Name
+# Plan fields whose storage column has another name: money is held in nano-credits.
+_PLAN_COLUMNS = {
+    "price": "price_nano",
+    "overage_price": "overage_price_nano",
+    "rate_limit_cr": "rate_limit_cr_nano",
+}
+
+
+class PlanTerms(_Strict):
+    """A plan's price, quota, limits and billing terms: what the operator file and the admin API
+    both set."""
+
     description: Text = ""
     price: Annotated[Credits, Field(ge=0)] = 0
     quota: Annotated[Quantity, Field(ge=0)] | None = None
@@ -252,6 +262,15 @@ class PlanSpec(_Strict):
     billing_fixed_day: Annotated[StrictInt, Field(ge=1, le=31)] | None = None
     billing_interval_days: PositiveInt | None = None
     billing_anchored_start_date: AwareDatetime | None = None
+
+    def term_columns(self, *, only_given: bool = False) -> dict[str, Any]:
+        """The plan columns these terms fill (all, or only the fields that were given)."""
+        names = [n for n in PlanTerms.model_fields if not only_given or n in self.model_fields_set]
+        return {_PLAN_COLUMNS.get(name, name): getattr(self, name) for name in names}
+
+
+class PlanSpec(PlanTerms):
+    name: Name
     methods: list[MethodPriceSpec] = Field(default_factory=list)
     nodes: list[NodeSpec] = Field(default_factory=list)
     ws_nodes: list[WsNodeSpec] = Field(default_factory=list)
