@@ -210,7 +210,9 @@ class MethodPriceSpec(_Strict):
     method: MethodName
     vm: Literal["evm"] = "evm"
     node_target_type: TargetType = "full"
-    cost: Annotated[Credits, Field(ge=0)] = Field(description="Credits per call; 0 is free.")
+    cost: Annotated[Credits, Field(ge=0)] = Field(
+        description="Credits per call (1 credit = 1 USD), exact to 9 decimal places; 0 is free."
+    )
     rate_limit: NonNegativeInt | None = None
     rate_limit_interval_sec: PositiveInt | None = None
     chain_id: ChainId | None = Field(default=None, description="null or left out: every chain.")
