@@ -21,6 +21,7 @@ from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.anvil import REPO_ROOT, AnvilNodes, start_anvil_nodes
+from tests.tls_nodes import MiningNode, Tls, make_tls, start_mining_anvil
 
 __all__ = ["REPO_ROOT"]
 
@@ -94,3 +95,14 @@ def upstream() -> Iterator[FaultyUpstream]:
     """One fault-injecting upstream for the whole run; each test reads its own paths' counts."""
     with FaultyUpstream() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
+    """A private CA and a server certificate for localhost and 127.0.0.1."""
+    return make_tls(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def mining_anvil(tls: Tls) -> Iterator[MiningNode]:
+    yield from start_mining_anvil(tls)

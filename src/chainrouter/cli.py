@@ -237,11 +237,26 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--downgrade", metavar="REVISION", help="go down to REVISION ('base')")
     migrate.add_argument("--current", action="store_true", help="print the current revision")
     migrate.set_defaults(handler=_cmd_migrate)
+
+    commands.add_parser(
+        "mcp",
+        help="the companion MCP server over stdio (configured by SERVICE_* variables)",
+        description="Runs the companion MCP server on stdin/stdout for an AI agent's MCP client. "
+        "It reads SERVICE_API_KEY (required), SERVICE_MGMT_TOKEN, SERVICE_API_SERVER_URL, "
+        "SERVICE_BASE_URL, SERVICE_BACKUP_BASE_URL, SERVICE_TIMEOUT_MS and "
+        "SERVICE_RETRY_ATTEMPTS; see docs/mcp-companion.md.",
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "mcp":
+        # The companion runs on a user's machine: it has its own settings (SERVICE_*), not the
+        # service's, and no database.
+        from chainrouter.companion.server import main as companion_main
+
+        return companion_main()
     try:
         settings = load_settings()
     except SettingsError as exc:

@@ -7,16 +7,12 @@ create customers through the API itself.
 
 from __future__ import annotations
 
-import ssl
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
-import trustme
 from fastapi.testclient import TestClient
 from sqlalchemy import Engine
 
@@ -26,26 +22,10 @@ from chainrouter.management import admin
 from chainrouter.settings import Settings
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from chainrouter.testing.tls_front import TlsFront
-from tests.anvil import AnvilNodes, anvil_binary, free_port, wait_until_answering
+from tests.anvil import AnvilNodes
+from tests.tls_nodes import MINING_CHAIN, MiningNode, Tls
 
-MINING_CHAIN = 31339
-
-
-@dataclass(frozen=True)
-class Tls:
-    ca: trustme.CA
-    ca_file: Path
-    server_context: ssl.SSLContext
-
-
-@pytest.fixture(scope="session")
-def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
-    ca = trustme.CA()
-    ca_file = tmp_path_factory.mktemp("tls") / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("localhost", "127.0.0.1").configure_cert(context)
-    return Tls(ca, ca_file, context)
+__all__ = ["MINING_CHAIN", "MiningNode"]
 
 
 @pytest.fixture(scope="session")
@@ -57,42 +37,6 @@ def https_anvil(anvil: AnvilNodes, tls: Tls) -> Iterator[dict[str, str]]:
     yield {name: front.url for name, front in fronts.items()}
     for front in fronts.values():
         front.__exit__(None, None, None)
-
-
-@dataclass(frozen=True)
-class MiningNode:
-    http: str  # plain, for the test itself
-    https: str  # through the TLS front
-    wss: str
-
-
-@pytest.fixture(scope="session")
-def mining_anvil(tls: Tls) -> Iterator[MiningNode]:
-    """An anvil of chain 31339 that mines a block every second (WebSocket nodes must deliver a
-    newHeads notification), behind an HTTPS/WSS front."""
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            anvil_binary(),
-            "--port",
-            str(port),
-            "--chain-id",
-            str(MINING_CHAIN),
-            "--block-time",
-            "1",
-            "--silent",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_answering(url)
-        with TlsFront(url, tls.server_context) as front:
-            yield MiningNode(url, front.url, front.ws_url)
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from chainrouter.api.deps import ApiContext
 from chainrouter.api.errors import install_error_handlers
 from chainrouter.management.catalog import CatalogLists
 from chainrouter.net.client_ip import parse_networks
+from chainrouter.net.correlation import BatchIdMiddleware
 from chainrouter.ratelimit import create_limiter
 from chainrouter.screening.guard import OutboundGuard, OutboundPolicy
 from chainrouter.settings import Settings
@@ -72,4 +73,5 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
     app.include_router(customer.router)
     app.include_router(provider.router)
     app.include_router(admin.router)
+    app.add_middleware(BatchIdMiddleware)
     return app

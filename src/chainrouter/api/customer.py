@@ -6,15 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import (
-    AwareDatetime,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictBool,
-    StrictStr,
-    model_validator,
-)
+from pydantic import AwareDatetime, Field
 from starlette.concurrency import run_in_threadpool
 
 from chainrouter.api.common import OutModel
@@ -22,11 +14,12 @@ from chainrouter.api.deps import Caller, Context
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
 from chainrouter.api.usage_out import UsageReportOut
+from chainrouter.contracts.api_keys import ApiKeyCreate, ApiKeyLookup, ApiKeyUpdate
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.records import ApiKey
 from chainrouter.management import api_keys, usage
 from chainrouter.management.errors import InvalidInputError
-from chainrouter.operator_config.model import AllowedDomain, ChainId
+from chainrouter.operator_config.model import ChainId
 
 router = APIRouter(route_class=ExactJsonRoute, tags=["customer"])
 
@@ -34,17 +27,6 @@ _AUTH_ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing, invalid or revoked management token."},
     422: {"model": ErrorBody, "description": "Invalid input."},
 }
-
-Domains = Annotated[
-    list[AllowedDomain],
-    Field(
-        min_length=1,
-        max_length=100,
-        description="Host names allowed to use the key: app.example.com, *.example.com "
-        "(subdomains) or * (any origin, and requests without Origin or Referer).",
-    ),
-]
-KeyName = Annotated[StrictStr, Field(max_length=200, description="A label for the key.")]
 
 
 class ApiKeyOut(OutModel):
@@ -77,40 +59,6 @@ class ApiKeyOut(OutModel):
 
 class CreatedApiKeyOut(ApiKeyOut):
     api_key: str = Field(description="The secret. Shown in this response only; store it now.")
-
-
-class ApiKeyCreate(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    allowed_domains: Domains
-    routing_strategy: RoutingStrategy = Field(
-        description="economy: cheapest route first; performance: fastest route first."
-    )
-    name: KeyName = ""
-
-
-class ApiKeyUpdate(BaseModel):
-    """Fields left out keep their stored value."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: KeyName | None = None
-    active: StrictBool | None = Field(default=None, description="false stops the key at once.")
-    allowed_domains: Domains | None = None
-    routing_strategy: RoutingStrategy | None = None
-
-    @model_validator(mode="after")
-    def _no_nulls(self) -> ApiKeyUpdate:
-        nulls = [name for name in self.model_fields_set if getattr(self, name) is None]
-        if nulls:
-            raise ValueError(f"{', '.join(sorted(nulls))} may be left out but not null")
-        return self
-
-
-class ApiKeyLookup(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    api_key: StrictStr = Field(max_length=200, description="The full secret of one of your keys.")
 
 
 @router.post(

@@ -6,20 +6,20 @@ that its existence is never revealed; a token without a provider link is 403
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
 from chainrouter.api.common import ChainIdOut, MethodRows, OutModel, PlanMethodOut, PlanOut
 from chainrouter.api.deps import Context, ProviderId
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
-from chainrouter.domain.enums import NodeSource, NodeStatus
+from chainrouter.contracts.provider import HttpNodeIn, NodeKind, NodeStatusIn, WsNodeIn
+from chainrouter.domain.enums import NodeStatus
 from chainrouter.domain.records import Node
 from chainrouter.management import admin, nodes
-from chainrouter.operator_config.model import ChainId, NonNegativeInt, PositiveInt, TargetType
 
 router = APIRouter(prefix="/provider", route_class=ExactJsonRoute, tags=["provider"])
 
@@ -77,42 +77,10 @@ async def upsert_plan_methods(
 
 # Nodes -------------------------------------------------------------------------------------
 
-NodeUrl = Annotated[
-    StrictStr,
-    Field(max_length=2048, pattern=r"^[hH][tT][tT][pP][sS]?://", description="http(s):// URL."),
-]
-WsUrl = Annotated[
-    StrictStr,
-    Field(max_length=2048, pattern=r"^[wW][sS][sS]://", description="A wss:// URL."),
-]
 Kind = Annotated[
-    Literal["http", "ws"],
+    NodeKind,
     Query(description="http (default) for nodes of PUT /provider/nodes, ws for WebSocket nodes."),
 ]
-
-
-class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class HttpNodeIn(_In):
-    plan_id: int = Field(description="One of your plans.")
-    url: NodeUrl = Field(description="The node's public JSON-RPC endpoint.")
-    vm: Literal["evm"] = "evm"
-    rate_limit: NonNegativeInt = Field(
-        default=0, description="Requests per interval; 0: unlimited."
-    )
-    rate_limit_interval_sec: PositiveInt = 1
-    source: NodeSource = NodeSource.PROVIDER
-    node_target_type: TargetType = Field(
-        default="full", description="Which of your plan's prices apply, e.g. full or archive."
-    )
-
-
-class WsNodeIn(_In):
-    plan_id: int = Field(description="One of your plans.")
-    chain_id: ChainId
-    url: WsUrl = Field(description="The node's public wss:// endpoint.")
 
 
 class NodeOut(OutModel):
@@ -251,12 +219,6 @@ class NodeStatusOut(OutModel):
         description="healthy, disabled by provider, pending check, failing or out of sync "
         "(see docs/provider-api.md)."
     )
-
-
-class NodeStatusIn(_In):
-    node_id: int
-    status: NodeStatus = Field(description="healthy, disabled by provider or provider-deleted.")
-    kind: Literal["http", "ws"] = Field(default="http", description="http or ws node.")
 
 
 @router.get(

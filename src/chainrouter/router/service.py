@@ -11,8 +11,6 @@ only touched by the background sync (chainrouter.router.sync).
 from __future__ import annotations
 
 import asyncio
-import itertools
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -28,6 +26,7 @@ from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall, parse_payload
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
 from chainrouter.jsonrpc.responses import batch_response, error_response
+from chainrouter.net.correlation import BatchIds
 from chainrouter.ratelimit.gcra import Bucket, Limiter
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.forward import Served, forward
@@ -72,17 +71,6 @@ class _Caller:
     chain_id: int
     strategy: RoutingStrategy
     access: KeyAccess | None
-
-
-class BatchIds:
-    """Correlation ids: a random per-process prefix and a counter; unique, cheap, sortable."""
-
-    def __init__(self) -> None:
-        self._prefix = secrets.token_hex(6)
-        self._counter = itertools.count(1)
-
-    def next(self) -> str:
-        return f"{self._prefix}-{next(self._counter):x}"
 
 
 def origin_host(origin: str | None, referer: str | None) -> str | None:

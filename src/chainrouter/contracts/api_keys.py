@@ -1,0 +1,62 @@
+"""Bodies of `POST /api-keys`, `PATCH /api-keys/{id}` and `POST /api-keys/lookup`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
+
+from chainrouter.domain.enums import RoutingStrategy
+from chainrouter.operator_config.model import AllowedDomain
+
+Domains = Annotated[
+    list[AllowedDomain],
+    Field(
+        min_length=1,
+        max_length=100,
+        description="Host names allowed to use the key: app.example.com, *.example.com "
+        "(subdomains) or * (any origin, and requests without Origin or Referer).",
+    ),
+]
+KeyName = Annotated[StrictStr, Field(max_length=200, description="A label for the key.")]
+Strategy = Annotated[
+    RoutingStrategy,
+    Field(description="economy: cheapest route first; performance: fastest route first."),
+]
+
+
+class ApiKeyCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    allowed_domains: Domains
+    routing_strategy: Strategy
+    name: KeyName = ""
+
+
+class ApiKeyUpdate(BaseModel):
+    """Fields left out keep their stored value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: KeyName | None = None
+    active: StrictBool | None = Field(default=None, description="false stops the key at once.")
+    allowed_domains: Domains | None = None
+    routing_strategy: Strategy | None = None
+
+    @model_validator(mode="after")
+    def _no_nulls(self) -> ApiKeyUpdate:
+        nulls = [name for name in self.model_fields_set if getattr(self, name) is None]
+        if nulls:
+            raise ValueError(f"{', '.join(sorted(nulls))} may be left out but not null")
+        return self
+
+
+ApiKeySecret = Annotated[
+    StrictStr, Field(max_length=200, description="The full secret of one of your keys.")
+]
+
+
+class ApiKeyLookup(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_key: ApiKeySecret

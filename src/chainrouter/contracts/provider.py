@@ -1,0 +1,67 @@
+"""Bodies of the provider routes: node registration, node status, method price rows."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from chainrouter.domain.enums import NodeSource, NodeStatus
+from chainrouter.management.admin import MAX_METHOD_ROWS
+from chainrouter.operator_config.model import (
+    ChainId,
+    MethodPriceSpec,
+    NonNegativeInt,
+    PositiveInt,
+    TargetType,
+)
+
+NodeUrl = Annotated[
+    StrictStr,
+    Field(max_length=2048, pattern=r"^[hH][tT][tT][pP][sS]?://", description="http(s):// URL."),
+]
+WsUrl = Annotated[
+    StrictStr,
+    Field(max_length=2048, pattern=r"^[wW][sS][sS]://", description="A wss:// URL."),
+]
+NodeKind = Literal["http", "ws"]
+
+MethodPriceRows = Annotated[
+    list[MethodPriceSpec],
+    Field(
+        min_length=1,
+        max_length=MAX_METHOD_ROWS,
+        description=f"1 to {MAX_METHOD_ROWS} rows; a row with the identity (vm, method, "
+        "node_target_type, chain_id) of an existing row re-prices it.",
+    ),
+]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HttpNodeIn(_In):
+    plan_id: int = Field(description="One of your plans.")
+    url: NodeUrl = Field(description="The node's public JSON-RPC endpoint.")
+    vm: Literal["evm"] = "evm"
+    rate_limit: NonNegativeInt = Field(
+        default=0, description="Requests per interval; 0: unlimited."
+    )
+    rate_limit_interval_sec: PositiveInt = 1
+    source: NodeSource = NodeSource.PROVIDER
+    node_target_type: TargetType = Field(
+        default="full", description="Which of your plan's prices apply, e.g. full or archive."
+    )
+
+
+class WsNodeIn(_In):
+    plan_id: int = Field(description="One of your plans.")
+    chain_id: ChainId
+    url: WsUrl = Field(description="The node's public wss:// endpoint.")
+
+
+class NodeStatusIn(_In):
+    node_id: int
+    status: NodeStatus = Field(description="healthy, disabled by provider or provider-deleted.")
+    kind: NodeKind = Field(default="http", description="http or ws node.")
