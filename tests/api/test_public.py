@@ -112,6 +112,18 @@ def test_health_checks_the_database(api: ApiHarness) -> None:
     assert down.json() == {"status": "unavailable", "database": "unreachable"}
 
 
+def test_every_api_response_carries_its_own_batch_id(api: ApiHarness) -> None:
+    answers = [
+        api.client.get("/health"),
+        api.client.get("/chains"),
+        api.client.get("/nowhere"),  # 404
+        api.client.get("/api-keys"),  # 401
+    ]
+    ids = [answer.headers["x-batch-id"] for answer in answers]
+    assert [answer.status_code for answer in answers] == [200, 200, 404, 401]
+    assert len(set(ids)) == len(ids)
+
+
 def test_lists_are_empty_arrays_when_nothing_is_served(api: ApiHarness) -> None:
     for path in ("/chains", "/chains/ws", "/prices", "/prices/ws"):
         response = api.client.get(path)

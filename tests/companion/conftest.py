@@ -37,7 +37,10 @@ from chainrouter.stores.sql.engine import create_database_engine
 from tests.anvil import CHAIN_A, CHAIN_B, anvil_binary, free_port, wait_until_answering
 from tests.tls_nodes import MINING_CHAIN, MiningNode, Tls
 
-ACCOUNT = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"  # anvil's first unlocked account
+ACCOUNT = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+# The provider tests register a node of this chain and price methods on it only, so that what
+# they add never changes how the other tests' calls on chains A and B are routed.
+SPARE_CHAIN = 31340  # anvil's first unlocked account
 LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
 # Init code (55 bytes): store 42, emit LOG1(LOG_TOPIC) over it, copy the 10-byte runtime that
 # follows (at offset 0x37) and return it. The runtime answers every call with 42.
@@ -90,7 +93,7 @@ class Service:
     customer_token: str
     provider_token: str
     chains: dict[int, ChainFacts]
-    spare_node_url: str  # an anvil of chain A in no plan, for registration through the tools
+    spare_node_url: str  # an anvil of SPARE_CHAIN in no plan, for registration through the tools
     mining: MiningNode
     database_url: str
 
@@ -143,6 +146,7 @@ def _world(secrets: dict[str, str], nodes: dict[int, str]) -> dict[str, Any]:
                 (CHAIN_A, "Companion Alpha", "alpha"),
                 (CHAIN_B, "Companion Beta", "beta"),
                 (MINING_CHAIN, "Companion Mining", "mining"),
+                (SPARE_CHAIN, "Companion Spare", "spare"),
             )
         ],
         "providers": [
@@ -229,7 +233,7 @@ def service(
     servers: list[subprocess.Popen[bytes]] = []
     try:
         nodes = {CHAIN_A: _start_anvil(CHAIN_A, anvils), CHAIN_B: _start_anvil(CHAIN_B, anvils)}
-        spare = _start_anvil(CHAIN_A, anvils)
+        spare = _start_anvil(SPARE_CHAIN, anvils)
         chains = {chain_id: _deploy(url, chain_id) for chain_id, url in nodes.items()}
         secrets = {
             "main": generate_secret(SecretKind.API_KEY),

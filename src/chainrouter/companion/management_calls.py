@@ -3,10 +3,38 @@ errors that keep the API's code, message and per-field details."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from chainrouter.companion.remote import ManagementClient, ServiceUnavailableError
 from chainrouter.companion.toolkit import ToolError
+
+# Credit amounts in the API's answers. It writes them as exact JSON numbers, read here as Decimal,
+# or as integers when whole (a price of 0); the tools give every one as a decimal string.
+MONEY_KEYS = frozenset(
+    {
+        "amount",
+        "cost",
+        "credits",
+        "credits_consumed",
+        "credits_per_request",
+        "overage_price",
+        "price",
+        "rate_limit_cr",
+    }
+)
+
+
+def credits_as_strings(value: Any, key: str | None = None) -> Any:
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if key in MONEY_KEYS and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, dict):
+        return {name: credits_as_strings(item, name) for name, item in value.items()}
+    if isinstance(value, list):
+        return [credits_as_strings(item) for item in value]
+    return value
 
 
 async def management_call(
@@ -23,7 +51,7 @@ async def management_call(
     except ServiceUnavailableError as exc:
         raise ToolError(str(exc)) from None
     if 200 <= answer.status < 300 and answer.is_json:
-        return answer.body
+        return credits_as_strings(answer.body)
     error = answer.body.get("error") if isinstance(answer.body, dict) else None
     if isinstance(error, dict):
         raise ToolError(

@@ -123,7 +123,7 @@ def describe_invalid_arguments(tool: str, model: type[BaseModel], exc: Validatio
 
 
 def _plain(value: Any) -> Any:
-    """JSON-ready values: credits and other exact decimals become decimal strings, never floats."""
+    """JSON-ready values: exact decimals become decimal strings, never floats."""
     if isinstance(value, Decimal):
         return format(value, "f")
     if isinstance(value, dict):
