@@ -6,6 +6,7 @@ run. Ctrl-C stops everything this script started.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "var" / "demo"
 # The fourth node is not in the operator file: the guide shows how to register it via the API.
 ANVILS = [("18545", "31337"), ("18546", "31338"), ("18547", "31337"), ("18548", "31337")]
-RPC_PORT, API_PORT = 8545, 8080
+RPC_PORT, BACKUP_RPC_PORT, API_PORT = 8545, 8546, 8080
 
 
 def _port_taken(port: int) -> bool:
@@ -71,7 +72,8 @@ def main() -> None:
     anvil = ROOT / "node_modules" / ".bin" / "anvil"
     if not anvil.exists():
         raise SystemExit("demo: anvil is missing; `make setup` installs it with npm")
-    busy = [p for p in [*(int(a) for a, _ in ANVILS), RPC_PORT, API_PORT] if _port_taken(p)]
+    ports = [*(int(a) for a, _ in ANVILS), RPC_PORT, BACKUP_RPC_PORT, API_PORT]
+    busy = [p for p in ports if _port_taken(p)]
     if busy:
         raise SystemExit(f"demo: ports {busy} are in use; stop what uses them and retry")
     shutil.rmtree(WORK, ignore_errors=True)
@@ -119,7 +121,18 @@ def main() -> None:
                 stderr=subprocess.STDOUT,
             )
         )
+        # The backup router: the same program again, on the same database.
+        backup_log = (WORK / "chainrouter-backup.log").open("wb")
+        children.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"],
+                env={**env, "CHAINROUTER_RPC_PORT": str(BACKUP_RPC_PORT)},
+                stdout=backup_log,
+                stderr=subprocess.STDOUT,
+            )
+        )
         _wait_for(f"http://127.0.0.1:{RPC_PORT}/health", "the RPC router")
+        _wait_for(f"http://127.0.0.1:{BACKUP_RPC_PORT}/health", "the backup RPC router")
         _wait_for(f"http://127.0.0.1:{API_PORT}/health", "the management API")
         _print_guide(secrets)
         while all(child.poll() is None for child in children):
@@ -141,6 +154,24 @@ def main() -> None:
                 child.kill()
 
 
+def _mcp_config(secrets: dict[str, str]) -> str:
+    config = {
+        "mcpServers": {
+            "chainrouter": {
+                "command": str(ROOT / ".venv" / "bin" / "chainrouter-mcp"),
+                "env": {
+                    "SERVICE_API_KEY": secrets["demo-economy"],
+                    "SERVICE_MGMT_TOKEN": secrets["demo-console"],
+                    "SERVICE_BASE_URL": f"http://127.0.0.1:{RPC_PORT}",
+                    "SERVICE_BACKUP_BASE_URL": f"http://127.0.0.1:{BACKUP_RPC_PORT}",
+                    "SERVICE_API_SERVER_URL": f"http://127.0.0.1:{API_PORT}",
+                },
+            }
+        }
+    }
+    return json.dumps(config, indent=2).replace("\n", "\n  ")
+
+
 def _print_guide(secrets: dict[str, str]) -> None:
     key = secrets["demo-economy"]
     url_a = f"http://127.0.0.1:{RPC_PORT}/rpc/31337/{key}"
@@ -150,6 +181,7 @@ def _print_guide(secrets: dict[str, str]) -> None:
         f"""
 chainrouter demo is running
   RPC router      http://127.0.0.1:{RPC_PORT}   (chains 31337 and 31338, three anvil nodes)
+  backup router   http://127.0.0.1:{BACKUP_RPC_PORT}   (the same program again, same database)
   spare node      http://127.0.0.1:18548   (chain 31337, not registered: see "Provider token")
   management API  http://127.0.0.1:{API_PORT}   (interactive docs: http://127.0.0.1:{API_PORT}/docs)
   providers       thrifty (cheap: 18545, 18546) and swift (dearer: 18547)
@@ -198,6 +230,15 @@ Provider token (thrifty; the /provider routes):
     -d '{{"plan_id":1,"url":"http://127.0.0.1:18548"}}'
   curl -s http://127.0.0.1:{API_PORT}/provider/nodes/4/status \\
     -H 'X-Api-Key: {secrets["demo-provider"]}'
+
+Companion MCP server for an AI agent (docs/mcp-companion.md); an MCP client config:
+  {_mcp_config(secrets)}
+
+  # or try it from the terminal with the MCP Inspector's command line:
+  {ROOT / "node_modules" / ".bin" / "mcp-inspector"} --cli -e SERVICE_API_KEY={key} \\
+    -e SERVICE_BACKUP_BASE_URL=http://127.0.0.1:{BACKUP_RPC_PORT} \\
+    {ROOT / ".venv" / "bin" / "chainrouter"} mcp --method tools/call --tool-name rpc_get_fee_data \\
+    --tool-arg chainId=31337
 
 Usage is written every 5 s to {WORK / "demo.db"} (tables usage_aggregates, credit_ledger).
 Logs: {WORK}. Stop with Ctrl-C.

@@ -341,6 +341,13 @@ def payload(result: CallToolResult) -> Any:
     return parsed
 
 
+async def call_ok(session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:
+    """The payload of a call that must succeed."""
+    result = await session.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return payload(result)
+
+
 def error_text(result: CallToolResult) -> str:
     assert result.is_error, result
     return result.content[0].text  # type: ignore[union-attr]

@@ -10,12 +10,13 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from mcp.client.session import ClientSession
 
+from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.anvil import CHAIN_A
 from tests.companion.conftest import (
     ACCOUNT,
     Service,
+    call_ok,
     companion,
     companion_env,
     error_text,
@@ -29,22 +30,16 @@ def _env(service: Service, **overrides: str | None) -> dict[str, str]:
     return companion_env(service, SERVICE_MGMT_TOKEN=service.customer_token, **overrides)
 
 
-async def _ok(session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    return payload(result)
-
-
 async def test_usage_reports_calls_made_through_the_tools_to_the_exact_credit(
     service: Service,
 ) -> None:
     async with companion(_env(service)) as session:
-        before = await _ok(session, "get_usage", {})
+        before = await call_ok(session, "get_usage", {})
         assert set(before) >= {"period", "summary", "balance"}
         for _ in range(3):  # eth_getBalance costs 0.0000002
-            await _ok(session, "rpc_get_balance", {"chainId": CHAIN_A, "address": ACCOUNT})
+            await call_ok(session, "rpc_get_balance", {"chainId": CHAIN_A, "address": ACCOUNT})
         for _ in range(100):
-            after = await _ok(session, "get_usage", {})
+            after = await call_ok(session, "get_usage", {})
             if after["summary"]["request_count"] >= before["summary"]["request_count"] + 3:
                 break
             await asyncio.sleep(0.2)
@@ -62,17 +57,17 @@ async def test_usage_reports_calls_made_through_the_tools_to_the_exact_credit(
 
 async def test_usage_sections_grouping_and_filters_reach_the_report(service: Service) -> None:
     async with companion(_env(service)) as session:
-        sections = await _ok(
+        sections = await call_ok(
             session,
             "get_usage",
             {"include": ["by_chain", "top_methods"], "chainId": CHAIN_A, "limit": 1},
         )
-        grouped = await _ok(
+        grouped = await call_ok(
             session,
             "get_usage",
             {"groupBy": "method", "include": ["balance"], "granularity": "hour"},
         )
-        as_text = await _ok(session, "get_usage", {"include": "summary,by_scenario"})
+        as_text = await call_ok(session, "get_usage", {"include": "summary,by_scenario"})
     assert set(sections) == {"customer_id", "period", "by_chain", "top_methods"}
     assert [row["chain_id"] for row in sections["by_chain"]] == [str(CHAIN_A)]
     assert len(sections["top_methods"]) == 1
@@ -84,7 +79,9 @@ async def test_usage_sections_grouping_and_filters_reach_the_report(service: Ser
 async def test_usage_windows_follow_the_limits(service: Service) -> None:
     now = datetime.now(UTC)
     async with companion(_env(service)) as session:
-        from_only = await _ok(session, "get_usage", {"from": (now - timedelta(days=2)).isoformat()})
+        from_only = await call_ok(
+            session, "get_usage", {"from": (now - timedelta(days=2)).isoformat()}
+        )
         too_long = await session.call_tool(
             "get_usage",
             {"from": (now - timedelta(days=91)).isoformat(), "to": now.isoformat()},
@@ -144,7 +141,7 @@ async def test_a_created_key_works_on_the_routers_and_is_updated_by_its_secret(
     service: Service,
 ) -> None:
     async with companion(_env(service)) as session:
-        created = await _ok(
+        created = await call_ok(
             session,
             "create_api_key",
             {"allowed_domains": ["*"], "routing_strategy": "performance", "name": "agent"},
@@ -153,14 +150,14 @@ async def test_a_created_key_works_on_the_routers_and_is_updated_by_its_secret(
         assert secret.startswith("crk_")
         assert created["routing_strategy"] == "performance"
         assert "only time the secret is shown" in created["notice"]
-        listed = await _ok(session, "list_api_keys", {})
+        listed = await call_ok(session, "list_api_keys", {})
         assert secret not in str(listed)
 
         new_key_env = companion_env(service, SERVICE_API_KEY=secret)
         served = await _wait_for_router(new_key_env, works=True)
         assert payload(served)["result"] == hex(CHAIN_A)
 
-        updated = await _ok(
+        updated = await call_ok(
             session, "update_api_key", {"api_key": secret, "name": "agent-off", "active": False}
         )
         assert (updated["id"], updated["name"], updated["active"]) == (
@@ -182,3 +179,20 @@ async def test_a_created_key_works_on_the_routers_and_is_updated_by_its_secret(
     assert payload(stranger)["httpStatus"] == 404
     assert "the management API refused POST /api-keys/lookup: HTTP 404" in error_text(stranger)
     assert "- allowed_domains: List should have at least 1 item" in error_text(no_domains)
+
+
+async def test_an_api_answer_of_an_unexpected_shape_is_a_tool_error_not_a_crash(
+    service: Service, upstream: FaultyUpstream
+) -> None:
+    # The fault-injecting upstream answers every path with a JSON-RPC result: valid JSON, and
+    # nothing like what the management API sends.
+    env = _env(service, SERVICE_API_SERVER_URL=upstream.url("/ok/not-an-api"))
+    async with companion(env) as session:
+        odd = await session.call_tool(
+            "update_api_key", {"api_key": service.api_key, "active": True}
+        )
+        still_serving = await call_ok(
+            session, "rpc_call", {"chainId": CHAIN_A, "method": "eth_chainId"}
+        )
+    assert error_text(odd) == "update_api_key failed unexpectedly; the companion's log says why"
+    assert still_serving["result"] == hex(CHAIN_A)

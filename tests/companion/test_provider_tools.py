@@ -4,8 +4,6 @@ Another provider's plan is 404, as the API says it."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from mcp.client.session import ClientSession
 
@@ -13,6 +11,7 @@ from tests.anvil import free_port
 from tests.companion.conftest import (
     SPARE_CHAIN,
     Service,
+    call_ok,
     companion,
     companion_env,
     error_text,
@@ -27,14 +26,8 @@ def _env(service: Service) -> dict[str, str]:
     return companion_env(service, SERVICE_MGMT_TOKEN=service.provider_token)
 
 
-async def _ok(session: ClientSession, tool: str, arguments: dict[str, Any]) -> Any:
-    result = await session.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    return payload(result)
-
-
 async def _plans(session: ClientSession) -> dict[str, int]:
-    plans = (await _ok(session, "provider_list_plans", {}))["plans"]
+    plans = (await call_ok(session, "provider_list_plans", {}))["plans"]
     return {plan["name"]: plan["id"] for plan in plans}
 
 
@@ -42,7 +35,7 @@ async def test_plans_and_their_method_prices_are_read(service: Service) -> None:
     async with companion(_env(service)) as session:
         plans = await _plans(session)
         assert set(plans) == {"standard", "spare"}
-        methods = await _ok(session, "provider_get_plan_methods", {"planId": plans["standard"]})
+        methods = await call_ok(session, "provider_get_plan_methods", {"planId": plans["standard"]})
         rival = await session.call_tool("provider_get_plan_methods", {"planId": 999_999})
     by_method = {row["method"]: row for row in methods["methods"]}
     assert by_method["eth_getLogs"]["cost"] == "0.000001"
@@ -53,7 +46,7 @@ async def test_plans_and_their_method_prices_are_read(service: Service) -> None:
 async def test_method_prices_are_written_exactly_and_floats_are_refused(service: Service) -> None:
     async with companion(_env(service)) as session:
         spare = (await _plans(session))["spare"]
-        written = await _ok(
+        written = await call_ok(
             session,
             "provider_upsert_plan_methods",
             {
@@ -96,21 +89,21 @@ async def test_method_prices_are_written_exactly_and_floats_are_refused(service:
 async def test_an_http_node_is_screened_registered_disabled_and_enabled(service: Service) -> None:
     async with companion(_env(service)) as session:
         spare = (await _plans(session))["spare"]
-        registered = await _ok(
+        registered = await call_ok(
             session, "provider_upsert_node", {"plan_id": spare, "url": service.spare_node_url}
         )
         node_id = registered["node"]["id"]
         assert registered["status"] == "healthy"
         assert registered["node"]["chain_id"] == str(SPARE_CHAIN)
-        status = await _ok(session, "provider_get_node_status", {"nodeId": node_id})
+        status = await call_ok(session, "provider_get_node_status", {"nodeId": node_id})
         assert status["node_id"] == node_id
-        disabled = await _ok(
+        disabled = await call_ok(
             session,
             "provider_set_node_status",
             {"node_id": node_id, "status": "disabled by provider"},
         )
         assert disabled["status"] == "disabled by provider"
-        enabled = await _ok(
+        enabled = await call_ok(
             session, "provider_set_node_status", {"node_id": node_id, "status": "healthy"}
         )
         assert enabled["status"] != "disabled by provider"
@@ -133,12 +126,12 @@ async def test_an_http_node_is_screened_registered_disabled_and_enabled(service:
 async def test_a_websocket_node_must_deliver_new_heads(service: Service) -> None:
     async with companion(_env(service)) as session:
         spare = (await _plans(session))["spare"]
-        registered = await _ok(
+        registered = await call_ok(
             session,
             "provider_upsert_ws_node",
             {"plan_id": spare, "chain_id": MINING_CHAIN, "url": service.mining.wss},
         )
-        status = await _ok(
+        status = await call_ok(
             session,
             "provider_get_node_status",
             {"nodeId": registered["node_ws"]["id"], "kind": "ws"},

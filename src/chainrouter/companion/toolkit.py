@@ -9,6 +9,7 @@ can correct its call; they never echo argument values, which may be secrets.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -17,6 +18,8 @@ from typing import Any, Generic, TypeVar
 import mcp.types as mcp
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.alias_generators import to_camel
+
+log = logging.getLogger("chainrouter.companion")
 
 Result = dict[str, Any]
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
@@ -81,6 +84,11 @@ class ToolSpec(Generic[ArgsT]):
             result = await self.run(arguments)
         except ToolError as failure:
             return error_result(str(failure), failure.payload)
+        except Exception:
+            # A bug or an answer of a shape nobody expected: the model gets a plain statement,
+            # the user's log gets the traceback.
+            log.exception("tool %s failed unexpectedly", self.name)
+            return error_result(f"{self.name} failed unexpectedly; the companion's log says why")
         return success_result(result)
 
 
