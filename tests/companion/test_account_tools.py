@@ -181,18 +181,29 @@ async def test_a_created_key_works_on_the_routers_and_is_updated_by_its_secret(
     assert "- allowed_domains: List should have at least 1 item" in error_text(no_domains)
 
 
-async def test_an_api_answer_of_an_unexpected_shape_is_a_tool_error_not_a_crash(
+async def test_an_api_answer_of_an_unexpected_shape_is_a_tool_error(
     service: Service, upstream: FaultyUpstream
 ) -> None:
     # The fault-injecting upstream answers every path with a JSON-RPC result: valid JSON, and
-    # nothing like what the management API sends.
-    env = _env(service, SERVICE_API_SERVER_URL=upstream.url("/ok/not-an-api"))
+    # nothing like what the management API sends. Nothing may be sent on the strength of it.
+    path = "/ok/not-an-api"
+    env = _env(service, SERVICE_API_SERVER_URL=upstream.url(path))
     async with companion(env) as session:
         odd = await session.call_tool(
             "update_api_key", {"api_key": service.api_key, "active": True}
         )
+        listed = await session.call_tool("list_api_keys", {})
         still_serving = await call_ok(
             session, "rpc_call", {"chainId": CHAIN_A, "method": "eth_chainId"}
         )
-    assert error_text(odd) == "update_api_key failed unexpectedly; the companion's log says why"
+    assert error_text(odd) == (
+        "the management API answered POST /api-keys/lookup with an unexpected shape"
+    )
+    assert upstream.requests[f"{path}/api-keys/lookup"] == 1
+    assert [p for p in upstream.requests if p.startswith(path)] == [
+        f"{path}/provider/plans",  # the start-up probe
+        f"{path}/api-keys/lookup",
+        f"{path}/api-keys",
+    ]
+    assert "GET /api-keys with an unexpected shape" in error_text(listed)
     assert still_serving["result"] == hex(CHAIN_A)

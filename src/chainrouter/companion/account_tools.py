@@ -9,7 +9,11 @@ from typing import Annotated, Any
 
 from pydantic import AwareDatetime, BeforeValidator, Field, model_validator
 
-from chainrouter.companion.management_calls import management_call
+from chainrouter.companion.management_calls import (
+    management_list,
+    management_object,
+    unexpected_answer,
+)
 from chainrouter.companion.remote import ManagementClient
 from chainrouter.companion.toolkit import CamelArguments, Result, ToolError, ToolSpec
 from chainrouter.contracts.api_keys import ApiKeyCreate, ApiKeySecret, ApiKeyUpdate
@@ -117,17 +121,15 @@ class AccountTools:
             params["chain_id"] = str(args.chain_id)
         if args.api_key_id is not None:
             params["api_key_id"] = str(args.api_key_id)
-        report: dict[str, Any] = await management_call(
-            self._management, "GET", "/usage", params=params
-        )
+        report: Result = await management_object(self._management, "GET", "/usage", params=params)
         return report
 
     async def list_keys(self, _: CamelArguments) -> Result:
-        keys = await management_call(self._management, "GET", "/api-keys")
+        keys = await management_list(self._management, "GET", "/api-keys")
         return {"apiKeys": [_key_view(record) for record in keys]}
 
     async def create_key(self, args: ApiKeyCreate) -> Result:
-        created = await management_call(
+        created = await management_object(
             self._management, "POST", "/api-keys", body=args.model_dump(mode="json")
         )
         return {
@@ -137,12 +139,15 @@ class AccountTools:
         }
 
     async def update_key(self, args: UpdateApiKeyArgs) -> Result:
-        found = await management_call(
+        found = await management_object(
             self._management, "POST", "/api-keys/lookup", body={"api_key": args.api_key}
         )
+        key_id = found.get("id")
+        if not isinstance(key_id, int) or isinstance(key_id, bool):
+            raise unexpected_answer("POST", "/api-keys/lookup")
         changes = args.model_dump(mode="json", exclude_unset=True, exclude={"api_key"})
-        updated = await management_call(
-            self._management, "PATCH", f"/api-keys/{found['id']}", body=changes
+        updated = await management_object(
+            self._management, "PATCH", f"/api-keys/{key_id}", body=changes
         )
         return _key_view(updated)
 

@@ -4,7 +4,6 @@ need most: decimal numbers to hex quantities, wei to ether."""
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
@@ -94,8 +93,10 @@ def quantity_value(value: Any) -> int | None:
 
 
 def _scaled(wei: int, decimals: int) -> str:
-    text = format(Decimal(wei).scaleb(-decimals), "f")
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    """Exact at any size (Decimal arithmetic would round past 28 digits); no trailing zeros."""
+    whole, fraction = divmod(wei, 10**decimals)
+    digits = str(fraction).rjust(decimals, "0").rstrip("0")
+    return f"{whole}.{digits}" if digits else str(whole)
 
 
 def wei_to_ether(wei: int) -> str:

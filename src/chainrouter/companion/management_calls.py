@@ -37,6 +37,26 @@ def credits_as_strings(value: Any, key: str | None = None) -> Any:
     return value
 
 
+def unexpected_answer(method: str, path: str) -> ToolError:
+    return ToolError(f"the management API answered {method} {path} with an unexpected shape")
+
+
+async def management_object(client: ManagementClient, method: str, path: str, **kwargs: Any) -> Any:
+    """`management_call` for routes that answer one JSON object."""
+    body = await management_call(client, method, path, **kwargs)
+    if not isinstance(body, dict):
+        raise unexpected_answer(method, path)
+    return body
+
+
+async def management_list(client: ManagementClient, method: str, path: str, **kwargs: Any) -> Any:
+    """`management_call` for routes that answer an array of JSON objects."""
+    body = await management_call(client, method, path, **kwargs)
+    if not isinstance(body, list) or not all(isinstance(item, dict) for item in body):
+        raise unexpected_answer(method, path)
+    return body
+
+
 async def management_call(
     client: ManagementClient,
     method: str,

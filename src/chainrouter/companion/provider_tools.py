@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from chainrouter.companion.management_calls import management_call
+from chainrouter.companion.management_calls import management_list, management_object
 from chainrouter.companion.remote import ManagementClient
 from chainrouter.companion.toolkit import Arguments, CamelArguments, Result, ToolSpec
 from chainrouter.contracts.provider import (
@@ -46,13 +46,16 @@ class ProviderTools:
         self._management = management
 
     async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        return await management_call(self._management, method, path, **kwargs)
+        return await management_object(self._management, method, path, **kwargs)
+
+    async def _rows(self, method: str, path: str, **kwargs: Any) -> Any:
+        return await management_list(self._management, method, path, **kwargs)
 
     async def list_plans(self, _: Arguments) -> Result:
-        return {"plans": await self._call("GET", "/provider/plans")}
+        return {"plans": await self._rows("GET", "/provider/plans")}
 
     async def plan_methods(self, args: PlanArgs) -> Result:
-        rows = await self._call("GET", f"/provider/plans/{args.plan_id}/methods")
+        rows = await self._rows("GET", f"/provider/plans/{args.plan_id}/methods")
         return {"planId": args.plan_id, "methods": rows}
 
     async def node_status(self, args: NodeStatusArgs) -> Result:
@@ -61,7 +64,7 @@ class ProviderTools:
         return status
 
     async def upsert_methods(self, args: PlanMethodsArgs) -> Result:
-        rows = await self._call(
+        rows = await self._rows(
             "POST",
             f"/provider/plans/{args.plan_id}/methods",
             body=[_row_body(row) for row in args.rows],
