@@ -56,6 +56,7 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	$(UV) run python -m bench.transport
 	$(UV) run python -m bench.router
 	$(UV) run python -m bench.usage
+	$(UV) run python -m bench.companion
 
 .PHONY: migration
 migration: setup ## write a new migration from schema.py changes: make migration m="what changed"

@@ -267,11 +267,12 @@ warm-up. Baseline: `eth_chainId` posted straight to the router over one reused c
 | `rpc_call` through the companion | {tool["p50_ms"]} | {tool["p95_ms"]} | {tool["mean_ms"]} |
 | `rpc_get_fee_data` (three-call batch) | {fees["p50_ms"]} | {fees["p95_ms"]} | {fees["mean_ms"]} |
 
-- Overhead of a tool call at p50: **{result["overhead_p50_ms"]} ms** ({result["ratio_p50"]}x the
-  direct call); target under {TARGET_OVERHEAD_MS:.0f} ms: {verdict}.
-- Start-up to a tool list (median of {STARTS}): {result["start_up_ms_median"]["rpc_tools_only"]} ms
-  with the RPC tools only, {result["start_up_ms_median"]["with_provider_token"]} ms with a
-  provider-linked token (one more request, to learn the provider link).
+- Overhead of a tool call at p50: **{result["overhead_p50_ms"]} ms** \
+({result["ratio_p50"]}x the direct call); target under {TARGET_OVERHEAD_MS:.0f} ms: {verdict}.
+- Start-up to a tool list (median of {STARTS}): \
+{result["start_up_ms_median"]["rpc_tools_only"]} ms with the RPC tools only, \
+{result["start_up_ms_median"]["with_provider_token"]} ms with a provider-linked token \
+(one more request, to learn the provider link).
 - Resident memory of the companion after the calls: {result["companion_rss_mb"]} MB.
 """
 
