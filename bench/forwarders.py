@@ -2,7 +2,8 @@
 
 Each is the smallest honest forwarder: read the request body, POST it to the upstream, answer with
 the upstream's body. Configured by environment so that any ASGI server can import `app`:
-BENCH_CLIENT (pyreqwest, aiohttp, httpx) and BENCH_UPSTREAM (URL).
+BENCH_CLIENT (http1, pyreqwest, aiohttp, httpx, echo) and BENCH_UPSTREAM (URL). `http1` is the
+router's own client (`chainrouter.router.http1`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,17 @@ Forward = Callable[[bytes], Awaitable[bytes]]
 UPSTREAM = os.environ.get("BENCH_UPSTREAM", "http://127.0.0.1:9001/")
 CLIENT = os.environ.get("BENCH_CLIENT", "pyreqwest")
 _HEADERS = {"content-type": "application/json"}
+
+
+def _http1() -> Forward:
+    from chainrouter.router.http1 import Http1Upstream
+
+    client = Http1Upstream(max_response_bytes=1 << 20)
+
+    async def forward(body: bytes) -> bytes:
+        return (await client.post(UPSTREAM, body, timeout_s=10)).body
+
+    return forward
 
 
 def _pyreqwest() -> Forward:
@@ -64,7 +76,13 @@ def _echo() -> Forward:
     return forward
 
 
-_FACTORIES = {"pyreqwest": _pyreqwest, "aiohttp": _aiohttp, "httpx": _httpx, "echo": _echo}
+_FACTORIES = {
+    "http1": _http1,
+    "pyreqwest": _pyreqwest,
+    "aiohttp": _aiohttp,
+    "httpx": _httpx,
+    "echo": _echo,
+}
 _forward: Forward | None = None
 
 

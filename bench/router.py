@@ -183,8 +183,8 @@ def main() -> None:
         rows["static upstream, direct"] = _load(static)
         rows["nginx proxy_pass"] = _load(proxy)
         # The least any Python forwarder on this server and client does: read, POST, answer.
-        with forwarder("granian rsgi", "pyreqwest", static) as bare:
-            rows["bare forwarder (granian + pyreqwest, no pipeline), 1 worker"] = _load(bare)
+        with forwarder("granian rsgi", "http1", static) as bare:
+            rows["bare forwarder (granian + http1, no pipeline), 1 worker"] = _load(bare)
         for workers in (1, 2):
             with router(setup, workers) as (url, pids):
                 time.sleep(1)  # let the snapshot settle and the first health checks go out
@@ -234,7 +234,8 @@ def _write(
         "registry; each request passes key, domain (Origin checked against a one-domain list), "
         "credit check, routing, forwarding and billing. Upstream: nginx returning a fixed "
         "JSON-RPC result. The bare forwarder is the transport benchmark's minimal "
-        "granian RSGI + pyreqwest app: the ceiling of this server and client on this machine.",
+        "granian RSGI app with the router's own HTTP/1.1 client: the ceiling of this server and "
+        "client on this machine.",
         "",
         "## Maximum throughput",
         "",

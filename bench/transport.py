@@ -27,7 +27,7 @@ BODY = '{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":1}'
 CONNECTIONS = 64
 DURATION_S = int(os.environ.get("BENCH_DURATION_S", "8"))
 SERVERS = ("uvicorn asgi", "granian asgi", "granian rsgi")
-CLIENTS = ("echo", "pyreqwest", "aiohttp", "httpx")
+CLIENTS = ("echo", "http1", "pyreqwest", "aiohttp", "httpx")
 
 
 def free_port() -> int:

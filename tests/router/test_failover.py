@@ -11,7 +11,7 @@ from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, Route
 from chainrouter.jsonrpc.errors import RpcCode
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.forward import Served, Unserved, answers_call, forward
-from chainrouter.router.upstream import PyreqwestUpstream
+from chainrouter.router.http1 import Http1Upstream
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 
 pytestmark = pytest.mark.anyio
@@ -30,14 +30,14 @@ def _routes(upstream: FaultyUpstream, *paths: str) -> list[Route]:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[PyreqwestUpstream]:
-    upstream_client = PyreqwestUpstream(max_response_bytes=1 << 20)
+async def client() -> AsyncIterator[Http1Upstream]:
+    upstream_client = Http1Upstream(max_response_bytes=1 << 20)
     yield upstream_client
     await upstream_client.close()
 
 
 async def _forward(
-    client: PyreqwestUpstream, routes: list[Route], cooldowns: MemoryCooldowns | None = None
+    client: Http1Upstream, routes: list[Route], cooldowns: MemoryCooldowns | None = None
 ) -> Served | Unserved:
     return await forward(
         client,
@@ -51,7 +51,7 @@ async def _forward(
 
 
 async def test_the_first_choice_answers_when_it_can(
-    client: PyreqwestUpstream, upstream: FaultyUpstream
+    client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
     routes = _routes(upstream, "/ok", "/ok")
     outcome = await _forward(client, routes)
@@ -65,7 +65,7 @@ async def test_the_first_choice_answers_when_it_can(
      "/wrong-id", "/reset"],
 )  # fmt: skip
 async def test_every_kind_of_failure_fails_over_to_the_next_route(
-    client: PyreqwestUpstream, upstream: FaultyUpstream, failing: str
+    client: Http1Upstream, upstream: FaultyUpstream, failing: str
 ) -> None:
     routes = _routes(upstream, failing, "/ok")
     outcome = await _forward(client, routes)
@@ -75,7 +75,7 @@ async def test_every_kind_of_failure_fails_over_to_the_next_route(
 
 
 async def test_a_json_rpc_error_is_an_answer_not_a_failure(
-    client: PyreqwestUpstream, upstream: FaultyUpstream
+    client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
     routes = _routes(upstream, "/rpc-error", "/ok")
     outcome = await _forward(client, routes)
@@ -94,7 +94,7 @@ async def test_a_json_rpc_error_is_an_answer_not_a_failure(
     ],
 )
 async def test_when_no_route_answers_the_client_is_told_why(
-    client: PyreqwestUpstream,
+    client: Http1Upstream,
     upstream: FaultyUpstream,
     paths: tuple[str, ...],
     status: int,
@@ -106,7 +106,7 @@ async def test_when_no_route_answers_the_client_is_told_why(
 
 
 async def test_a_failed_node_is_skipped_while_it_cools_down_then_tried_again(
-    client: PyreqwestUpstream, upstream: FaultyUpstream
+    client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
     now = [1000.0]
     cooldowns = MemoryCooldowns(clock=lambda: now[0])
@@ -125,7 +125,7 @@ async def test_a_failed_node_is_skipped_while_it_cools_down_then_tried_again(
 
 
 async def test_when_every_node_is_cooling_the_answer_is_429(
-    client: PyreqwestUpstream, upstream: FaultyUpstream
+    client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
     cooldowns = MemoryCooldowns(clock=lambda: 5.0)
     routes = _routes(upstream, "/status/500")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from chainrouter.domain.routing import NodeInfo
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor, parse_block_number
-from chainrouter.router.upstream import PyreqwestUpstream
+from chainrouter.router.http1 import Http1Upstream
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import CHAIN_A, AnvilNodes
 
@@ -27,13 +27,13 @@ def _node(url: str, chain_id: int = CHAIN_A) -> NodeInfo:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[PyreqwestUpstream]:
-    upstream_client = PyreqwestUpstream(max_response_bytes=1 << 16)
+async def client() -> AsyncIterator[Http1Upstream]:
+    upstream_client = Http1Upstream(max_response_bytes=1 << 16)
     yield upstream_client
     await upstream_client.close()
 
 
-def _monitor(client: PyreqwestUpstream, **overrides: float) -> HealthMonitor:
+def _monitor(client: Http1Upstream, **overrides: float) -> HealthMonitor:
     options: dict[str, float] = {
         "interval_s": 10.0,
         "max_per_s": 1000.0,
@@ -46,7 +46,7 @@ def _monitor(client: PyreqwestUpstream, **overrides: float) -> HealthMonitor:
 
 
 async def test_real_nodes_report_heads_and_latency(
-    client: PyreqwestUpstream, anvil: AnvilNodes
+    client: Http1Upstream, anvil: AnvilNodes
 ) -> None:
     monitor = _monitor(client)
     nodes = [_node(anvil.urls["a1"]), _node(anvil.urls["a2"]), _node(anvil.urls["b1"], 31338)]
@@ -65,7 +65,7 @@ async def test_real_nodes_report_heads_and_latency(
 
 
 async def test_a_node_behind_the_chain_head_is_out_of_sync(
-    client: PyreqwestUpstream, upstream: FaultyUpstream
+    client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
     monitor = _monitor(client, max_block_lag=10)
     behind, close, head = (
@@ -82,7 +82,7 @@ async def test_a_node_behind_the_chain_head_is_out_of_sync(
 
 
 async def test_one_node_claiming_an_absurd_head_does_not_desync_the_others(
-    client: PyreqwestUpstream, upstream: FaultyUpstream
+    client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
     monitor = _monitor(client)
     honest = [_node(upstream.url(f"/block/{n}/liar")) for n in (500, 501)]
@@ -98,7 +98,7 @@ async def test_one_node_claiming_an_absurd_head_does_not_desync_the_others(
     "path", ["/status/500/hc", "/garbage/hc", "/reset/hc", "/sleep/2000/hc", "/rpc-error/hc"]
 )
 async def test_a_failed_check_cools_the_node_down_and_a_passing_one_lifts_it(
-    client: PyreqwestUpstream, upstream: FaultyUpstream, path: str
+    client: Http1Upstream, upstream: FaultyUpstream, path: str
 ) -> None:
     monitor = _monitor(client, timeout_s=0.2)
     cooldowns = monitor.cooldowns
@@ -115,7 +115,7 @@ async def test_a_failed_check_cools_the_node_down_and_a_passing_one_lifts_it(
 
 
 async def test_checks_are_paced_and_bounded(
-    client: PyreqwestUpstream, upstream: FaultyUpstream
+    client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
     monitor = _monitor(client, interval_s=0.01, max_per_s=40, concurrency=3)
     nodes = [_node(upstream.url(f"/sleep/100/pace-{i}")) for i in range(200)]

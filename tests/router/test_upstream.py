@@ -1,31 +1,48 @@
-"""One upstream call: every way a node can fail is classified, bounded in time and size."""
+"""One upstream call: every way a node can fail is classified, bounded in time and size, and
+connections are kept and reused only while that is safe."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import time
 from collections.abc import AsyncIterator
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from chainrouter.router.upstream import FailureKind, PyreqwestUpstream, UpstreamError
+from chainrouter.router.http1 import Http1Upstream, parse_target
+from chainrouter.router.upstream import FailureKind, UpstreamError
 from chainrouter.testing.faulty_upstream import FaultyUpstream
+from tests.tls_nodes import MINING_CHAIN, MiningNode, Tls
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, bool]]:
+    """Both loops: the router serves on uvloop, whose transports differ from asyncio's."""
+    return ("asyncio", {"use_uvloop": request.param == "uvloop"})
+
+
 BODY = b'{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":7}'
+OK_ANSWER = b'{"jsonrpc": "2.0", "id": 7, "result": "0x10d4f"}'
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[PyreqwestUpstream]:
-    upstream_client = PyreqwestUpstream(max_response_bytes=4096, connect_timeout_s=2)
+async def client() -> AsyncIterator[Http1Upstream]:
+    upstream_client = Http1Upstream(max_response_bytes=4096, connect_timeout_s=2)
     yield upstream_client
     await upstream_client.close()
 
 
 async def test_a_2xx_answer_is_returned_as_sent(
-    client: PyreqwestUpstream, upstream: FaultyUpstream
+    client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
     reply = await client.post(upstream.url("/ok"), BODY, timeout_s=5)
-    assert reply.body == b'{"jsonrpc": "2.0", "id": 7, "result": "0x10d4f"}'
+    assert reply.body == OK_ANSWER
 
 
 @pytest.mark.parametrize(
@@ -36,10 +53,12 @@ async def test_a_2xx_answer_is_returned_as_sent(
         ("/status/404", FailureKind.HTTP_STATUS, 404),
         ("/status/429", FailureKind.RATE_LIMITED, 429),
         ("/reset", FailureKind.TRANSPORT, None),
+        ("/truncated", FailureKind.TRANSPORT, None),
+        ("/not-http", FailureKind.TRANSPORT, None),
     ],
 )
 async def test_failures_are_classified(
-    client: PyreqwestUpstream,
+    client: Http1Upstream,
     upstream: FaultyUpstream,
     path: str,
     kind: FailureKind,
@@ -51,7 +70,7 @@ async def test_failures_are_classified(
     assert caught.value.status == status
 
 
-async def test_a_refused_connection_is_a_transport_failure(client: PyreqwestUpstream) -> None:
+async def test_a_refused_connection_is_a_transport_failure(client: Http1Upstream) -> None:
     with pytest.raises(UpstreamError) as caught:
         await client.post("http://127.0.0.1:9/", BODY, timeout_s=5)
     assert caught.value.kind is FailureKind.TRANSPORT
@@ -59,7 +78,7 @@ async def test_a_refused_connection_is_a_transport_failure(client: PyreqwestUpst
 
 @pytest.mark.parametrize("path", ["/sleep/3000", "/drip/200"])
 async def test_a_slow_head_or_a_dripping_body_is_cut_at_the_deadline(
-    client: PyreqwestUpstream, upstream: FaultyUpstream, path: str
+    client: Http1Upstream, upstream: FaultyUpstream, path: str
 ) -> None:
     started = time.monotonic()
     with pytest.raises(UpstreamError) as caught:
@@ -68,11 +87,11 @@ async def test_a_slow_head_or_a_dripping_body_is_cut_at_the_deadline(
     assert time.monotonic() - started < 2.0
 
 
-@pytest.mark.parametrize("path", ["/ok", "/chunked"])
+@pytest.mark.parametrize("path", ["/ok", "/chunked", "/http10"])
 async def test_an_answer_over_the_size_limit_is_refused(
     upstream: FaultyUpstream, path: str
 ) -> None:
-    small = PyreqwestUpstream(max_response_bytes=10)
+    small = Http1Upstream(max_response_bytes=10)
     try:
         with pytest.raises(UpstreamError) as caught:
             await small.post(upstream.url(path), BODY, timeout_s=5)
@@ -81,12 +100,158 @@ async def test_an_answer_over_the_size_limit_is_refused(
         await small.close()
 
 
-async def test_an_answer_without_a_length_is_read_whole(
-    client: PyreqwestUpstream, upstream: FaultyUpstream
+async def test_an_error_status_with_a_large_body_is_reported_as_the_status(
+    upstream: FaultyUpstream,
 ) -> None:
-    reply = await client.post(upstream.url("/chunked"), BODY, timeout_s=5)
-    assert reply.body == await _ok_answer(client, upstream)
+    small = Http1Upstream(max_response_bytes=10)
+    try:
+        with pytest.raises(UpstreamError) as caught:
+            await small.post(upstream.url("/status/502"), BODY, timeout_s=5)
+        assert (caught.value.kind, caught.value.status) == (FailureKind.HTTP_STATUS, 502)
+    finally:
+        await small.close()
 
 
-async def _ok_answer(client: PyreqwestUpstream, upstream: FaultyUpstream) -> bytes:
-    return (await client.post(upstream.url("/ok"), BODY, timeout_s=5)).body
+@pytest.mark.parametrize("path", ["/chunked", "/http10", "/close"])
+async def test_answers_framed_every_legal_way_are_read_whole(
+    client: Http1Upstream, upstream: FaultyUpstream, path: str
+) -> None:
+    reply = await client.post(upstream.url(path), BODY, timeout_s=5)
+    assert reply.body == OK_ANSWER
+
+
+async def test_one_connection_carries_sequential_calls(
+    client: Http1Upstream, upstream: FaultyUpstream
+) -> None:
+    before, calls = upstream.connections, upstream.requests["/ok/keep"]
+    for _ in range(5):
+        await client.post(upstream.url("/ok/keep"), BODY, timeout_s=5)
+    assert upstream.requests["/ok/keep"] - calls == 5
+    assert upstream.connections - before == 1
+
+
+async def test_concurrent_calls_use_their_own_connections_then_share_them(
+    client: Http1Upstream, upstream: FaultyUpstream
+) -> None:
+    before = upstream.connections
+    url = upstream.url("/sleep/100")
+    replies = await asyncio.gather(*(client.post(url, BODY, timeout_s=5) for _ in range(4)))
+    assert {reply.body for reply in replies} == {OK_ANSWER}
+    assert upstream.connections - before == 4
+    await asyncio.gather(*(client.post(url, BODY, timeout_s=5) for _ in range(4)))
+    assert upstream.connections - before == 4
+
+
+async def test_a_connection_the_node_closed_is_not_used_again(
+    client: Http1Upstream, upstream: FaultyUpstream
+) -> None:
+    await client.post(upstream.url("/close"), BODY, timeout_s=5)
+    await asyncio.sleep(0.05)  # the node's FIN arrives while the connection is idle
+    before = upstream.connections
+    reply = await client.post(upstream.url("/ok/after-close"), BODY, timeout_s=5)
+    assert reply.body == OK_ANSWER
+    assert upstream.connections - before == 1
+
+
+async def test_a_kept_connection_closed_without_an_answer_is_retried_once_on_a_new_one(
+    client: Http1Upstream, upstream: FaultyUpstream
+) -> None:
+    # `/once` answers the first call on a connection and drops the connection on the next,
+    # as a node does whose idle timeout fires just as a call arrives.
+    calls = upstream.requests["/once"]
+    await client.post(upstream.url("/once"), BODY, timeout_s=5)
+    before = upstream.connections
+    reply = await client.post(upstream.url("/once"), BODY, timeout_s=5)
+    assert reply.body == OK_ANSWER
+    assert upstream.requests["/once"] - calls == 3
+    assert upstream.connections - before == 1
+
+
+async def test_a_fresh_connection_closed_without_an_answer_is_not_retried(
+    upstream: FaultyUpstream,
+) -> None:
+    fresh = Http1Upstream(max_response_bytes=4096)
+    calls = upstream.requests["/reset/fresh"]
+    try:
+        with pytest.raises(UpstreamError) as caught:
+            await fresh.post(upstream.url("/reset/fresh"), BODY, timeout_s=5)
+        assert caught.value.kind is FailureKind.TRANSPORT
+        assert upstream.requests["/reset/fresh"] - calls == 1
+    finally:
+        await fresh.close()
+
+
+async def test_a_call_given_up_mid_answer_does_not_leave_its_connection_in_the_pool(
+    client: Http1Upstream, upstream: FaultyUpstream
+) -> None:
+    call = asyncio.ensure_future(client.post(upstream.url("/sleep/2000"), BODY, timeout_s=5))
+    await asyncio.sleep(0.1)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    before = upstream.connections
+    reply = await client.post(upstream.url("/ok/next"), BODY, timeout_s=5)
+    assert reply.body == OK_ANSWER  # not the late answer to the abandoned call
+    assert upstream.connections - before == 1
+
+
+async def test_connections_idle_past_the_limit_are_not_reused(upstream: FaultyUpstream) -> None:
+    brief = Http1Upstream(max_response_bytes=4096, idle_s=0)
+    try:
+        before = upstream.connections
+        for _ in range(3):
+            await brief.post(upstream.url("/ok/idle"), BODY, timeout_s=5)
+        assert upstream.connections - before == 3
+    finally:
+        await brief.close()
+
+
+async def test_https_nodes_are_verified_against_the_configured_ca(
+    tls: Tls, mining_anvil: MiningNode
+) -> None:
+    call = b'{"jsonrpc":"2.0","method":"eth_chainId","params":[],"id":1}'
+    trusting = Http1Upstream(max_response_bytes=4096, ca_file=tls.ca_file)
+    strict = Http1Upstream(max_response_bytes=4096)
+    try:
+        reply = await trusting.post(mining_anvil.https, call, timeout_s=5)
+        assert orjson.loads(reply.body)["result"] == hex(MINING_CHAIN)
+        with pytest.raises(UpstreamError) as caught:
+            await strict.post(mining_anvil.https, call, timeout_s=5)
+        assert caught.value.kind is FailureKind.TRANSPORT
+    finally:
+        await trusting.close()
+        await strict.close()
+
+
+def test_a_node_url_becomes_a_request_head_with_its_path_query_and_credentials() -> None:
+    target = parse_target("https://user:p%40ss@node.example:8443/v3/abc?x=1#frag")
+    assert target.origin == ("node.example", 8443, True)
+    assert target.server_hostname == "node.example"
+    head = target.head.decode()
+    assert head.startswith("POST /v3/abc?x=1 HTTP/1.1\r\nHost: node.example:8443\r\n")
+    assert f"Authorization: Basic {base64.b64encode(b'user:p@ss').decode()}\r\n" in head
+    assert head.endswith("\r\nContent-Length: ")
+    plain = parse_target("http://[::1]/")
+    assert plain.origin == ("::1", 80, False)
+    assert plain.head.startswith(b"POST / HTTP/1.1\r\nHost: [::1]\r\n")
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://node.example/", "http:///path", "http://node.example:99999/", "node.example"],
+)
+def test_an_unusable_node_url_is_a_transport_failure(url: str) -> None:
+    with pytest.raises(UpstreamError) as caught:
+        parse_target(url)
+    assert caught.value.kind is FailureKind.TRANSPORT
+
+
+@given(st.text(max_size=60))
+def test_no_node_url_can_add_a_header_line(tail: str) -> None:
+    try:
+        target = parse_target(f"http://node.example/{tail}")
+    except UpstreamError:
+        return
+    lines = target.head.split(b"\r\n")
+    assert len(lines) == 5  # request line, Host, User-Agent, Content-Type, Content-Length
+    assert all(line.isascii() and b"\n" not in line for line in lines)

@@ -14,10 +14,10 @@ from chainrouter.ratelimit import create_limiter
 from chainrouter.ratelimit.gcra import Limiter
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
+from chainrouter.router.http1 import Http1Upstream
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.service import FreeTierLimits, RouterLimits, RpcService
 from chainrouter.router.sync import StorageSync, load_snapshot
-from chainrouter.router.upstream import PyreqwestUpstream
 from chainrouter.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,7 @@ class RouterRuntime:
     health: HealthMonitor
     limiter: Limiter
     cooldowns: MemoryCooldowns
-    client: PyreqwestUpstream
+    client: Http1Upstream
     engine: Engine
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
@@ -70,9 +70,10 @@ class RouterRuntime:
 def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
     """Everything a router process needs; the snapshot is loaded before this returns."""
     snapshot = load_snapshot(engine)
-    client = PyreqwestUpstream(
+    client = Http1Upstream(
         max_response_bytes=settings.max_response_bytes,
         connect_timeout_s=settings.upstream_connect_timeout_s,
+        ca_file=settings.outbound_ca_file,
     )
     cooldowns = MemoryCooldowns()
     health = HealthMonitor(

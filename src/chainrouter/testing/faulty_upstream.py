@@ -16,11 +16,16 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/rpc-error` | 200, a JSON-RPC error object (an answer, like an execution revert) |
 | `/chunked` | the `/ok` answer in chunked transfer encoding, without a Content-Length |
 | `/block/N` | like `/ok`, but every result is the hex quantity N (a node whose head is block N) |
+| `/close` | the `/ok` answer, then the connection is closed without saying so in advance |
+| `/http10` | the `/ok` answer as HTTP/1.0 without a length: it ends with the connection |
+| `/truncated` | a head announcing more body than is sent, then the connection is closed |
+| `/not-http` | bytes that are not an HTTP answer at all |
+| `/once` | `/ok` on a connection's first request; a later one is dropped unanswered |
 
 Further segments are free: `/ok/a` and `/ok/b` behave alike but are two nodes with their own
 counts.
 
-`requests[path]` counts what each path received.
+`requests[path]` counts what each path received; `connections` counts accepted connections.
 """
 
 from __future__ import annotations
@@ -77,11 +82,43 @@ def _head(status: int, length: int) -> bytes:
     ).encode()
 
 
+async def _send_and_close(body: bytes, writer: asyncio.StreamWriter) -> None:
+    answer = _answer_ok(body)
+    writer.write(_head(200, len(answer)) + answer)
+    await writer.drain()
+
+
+async def _send_http10(body: bytes, writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + _answer_ok(body))
+    await writer.drain()
+
+
+async def _send_truncated(body: bytes, writer: asyncio.StreamWriter) -> None:
+    answer = _answer_ok(body)
+    writer.write(_head(200, len(answer) + 10) + answer)
+    await writer.drain()
+
+
+async def _send_not_http(body: bytes, writer: asyncio.StreamWriter) -> None:
+    writer.write(b"SSH-2.0-OpenSSH_9.2\r\n\x00\x01\x02 this is no HTTP\r\n\r\n")
+    await writer.drain()
+
+
+# Answers after which the server closes the connection (the caller closes the writer).
+_CLOSING = {
+    "close": _send_and_close,
+    "http10": _send_http10,
+    "truncated": _send_truncated,
+    "not-http": _send_not_http,
+}
+
+
 class FaultyUpstream:
     """Start with `with FaultyUpstream() as upstream:`; `upstream.url("/ok")` is a node URL."""
 
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
+        self.connections = 0
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -134,6 +171,7 @@ class FaultyUpstream:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        self.connections += 1
         try:
             await self._serve_connection(reader, writer)
         except asyncio.CancelledError:
@@ -147,6 +185,7 @@ class FaultyUpstream:
     async def _serve_connection(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        served = 0
         with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError):
             while True:
                 request_line = await reader.readline()
@@ -160,8 +199,11 @@ class FaultyUpstream:
                 body = await reader.readexactly(length)
                 path = request_line.split(b" ")[1].decode()
                 self.requests[path] = self.requests[path] + 1
+                if path.startswith("/once") and served:
+                    return  # dropped without an answer: see `/once`
                 if not await self._respond(path, body, writer):
                     return
+                served += 1
 
     async def _respond(self, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; False when the connection must not be used again."""
@@ -172,6 +214,9 @@ class FaultyUpstream:
             # Linger 0: close() sends RST instead of FIN, as a crashed node would.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             writer.transport.abort()
+            return False
+        if kind in _CLOSING:
+            await _CLOSING[kind](body, writer)
             return False
         if kind == "status":
             answer = b'{"error":"upstream status"}'
