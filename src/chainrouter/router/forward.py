@@ -81,21 +81,25 @@ async def forward(
     attempt_timeout_s: float,
     deadline_s: float,
     cooldowns: MemoryCooldowns,
-    admit: Callable[[Route], Awaitable[bool]] | None = None,
+    admit: Callable[[Route], Awaitable[bool] | None] | None = None,
     on_latency: Callable[[int, float], None] | None = None,
     validate: Callable[[bytes, Any], bool] = answers_call,
 ) -> Served | Unserved:
     """Try `routes` in order; stop at the first valid answer.
 
     A route is skipped, not tried, while its node cools down or when `admit` refuses it (its
-    node, plan or method is at a rate limit).
+    node, plan or method is at a rate limit). `admit` returns None for a route without limits,
+    so that the common case costs no await.
     """
     started = time.monotonic()
     failures: list[FailureKind] = []
     skipped = 0
     for route in routes:
         node_id = route.node.node_id
-        if not cooldowns.available(node_id) or (admit is not None and not await admit(route)):
+        if not cooldowns.available(node_id):
+            skipped += 1
+            continue
+        if admit is not None and (pending := admit(route)) is not None and not await pending:
             skipped += 1
             continue
         remaining = deadline_s - (time.monotonic() - started)

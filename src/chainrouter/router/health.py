@@ -96,13 +96,19 @@ class HealthMonitor:
         return self._states.get(node_id)
 
     def observe_latency(self, node_id: int, latency_ms: float) -> None:
-        state = self._states.setdefault(node_id, NodeState())
+        state = self._states.get(node_id)
+        if state is None:
+            state = self._states[node_id] = NodeState()
         state.latency_ms = (
             latency_ms
             if state.latency_ms is None
             else state.latency_ms + _SMOOTHING * (latency_ms - state.latency_ms)
         )
-        self._publish(node_id, state)
+        known = self._health.get(node_id)
+        if known is None:
+            self._publish(node_id, state)
+        else:  # called on every served call: only the latency can have changed
+            self._health[node_id] = NodeHealth(known.in_sync, state.latency_ms)
 
     # -- checking ----------------------------------------------------------------------------
 

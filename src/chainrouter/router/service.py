@@ -11,7 +11,7 @@ only touched by the background sync (chainrouter.router.sync).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -359,11 +359,12 @@ class RpcService:
         self._meter_call(caller, call.method, scenario)
         return self._fail(call, failure)
 
-    async def _admit(self, route: Route) -> bool:
+    def _admit(self, route: Route) -> Awaitable[bool] | None:
+        """Whether the route's limits have room (awaitable), or None when it has no limits."""
         buckets = self._buckets.get(id(route))
         if buckets is None:
             buckets = self._buckets[id(route)] = _route_buckets(route)
-        return not buckets or await self._limiter.acquire(buckets)
+        return self._limiter.acquire(buckets) if buckets else None
 
     def _meter_call(
         self, caller: _Caller, method: str, scenario: Scenario, credits_nano: int = 0
