@@ -51,6 +51,8 @@ HALF_LOAD_DELAY_MS = 10
 CHAIN = 1
 BODY = '{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":1}'
 ORIGIN = {"Origin": "https://app.example.com"}
+BARE = "bare forwarder (granian + http1, no pipeline), 1 worker"
+ECHO = "granian echo server (answers itself, no upstream), 1 worker"
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +186,7 @@ def main() -> None:
         rows["nginx proxy_pass"] = _load(proxy)
         # The least any Python forwarder on this server and client does: read, POST, answer.
         with forwarder("granian rsgi", "http1", static) as bare:
-            rows["bare forwarder (granian + http1, no pipeline), 1 worker"] = _load(bare)
+            rows[BARE] = _load(bare)
         for workers in (1, 2):
             with router(setup, workers) as (url, pids):
                 time.sleep(1)  # let the snapshot settle and the first health checks go out
@@ -196,6 +198,12 @@ def main() -> None:
                     half["chainrouter, 1 worker"] = _half_load(url, rate, ORIGIN)
         half["static upstream, direct"] = _half_load(static, rate)
         half["nginx proxy_pass"] = _half_load(proxy, rate)
+        # The floor of this server on this machine at the same load: answering without any
+        # upstream, and forwarding without the pipeline.
+        with forwarder("granian rsgi", "echo", static) as echo:
+            half[ECHO] = _half_load(echo, rate)
+        with forwarder("granian rsgi", "http1", static) as bare:
+            half[BARE] = _half_load(bare, rate)
     _write(rows, half, memory, rate, snapshot_s, setup.nodes)
 
 
@@ -254,13 +262,16 @@ def _write(
         "",
         f"## Latency at half load ({rate:.0f} requests/s offered, half the one-worker maximum)",
         "",
-        "| target | achieved requests/s | p50 ms | p99 ms | p50 added over the upstream |",
-        "|---|---|---|---|---|",
+        "| target | achieved requests/s | p50 ms | p99 ms | p50 added over the upstream "
+        "| p50 added over the bare forwarder |",
+        "|---|---|---|---|---|---|",
     ]
+    bare_p50 = half[BARE].p50_ms
     for name, r in half.items():
+        over_bare = f"{r.p50_ms - bare_p50:+.3f} ms" if name.startswith("chainrouter") else ""
         lines.append(
             f"| {name} | {r.requests_per_s:.0f} | {r.p50_ms:.3f} | {r.p99_ms:.3f} "
-            f"| {r.p50_ms - direct_p50:+.3f} ms |"
+            f"| {r.p50_ms - direct_p50:+.3f} ms | {over_bare} |"
         )
     lines += [
         "",
