@@ -225,8 +225,9 @@ class Settings(BaseSettings):
     )
     outbound_ca_file: Path | None = Field(
         default=None,
-        description="Extra CA certificates (PEM) trusted when dialling https:// and wss:// URLs, "
-        "in addition to the system's; for private CAs and tests.",
+        description="Extra CA certificates (PEM) trusted when dialling https:// and wss:// URLs "
+        "(screening, and the router's calls to nodes), in addition to the system's; for private "
+        "CAs and tests.",
     )
 
     @field_validator("trusted_proxies")
