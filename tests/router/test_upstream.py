@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import resource
 import time
 from collections.abc import AsyncIterator
 
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from chainrouter.router.http1 import Http1Upstream, parse_target
 from chainrouter.router.upstream import FailureKind, UpstreamError
+from chainrouter.router.web import raise_open_file_limit
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.tls_nodes import MINING_CHAIN, MiningNode, Tls
 
@@ -255,3 +257,26 @@ def test_no_node_url_can_add_a_header_line(tail: str) -> None:
     lines = target.head.split(b"\r\n")
     assert len(lines) == 5  # request line, Host, User-Agent, Content-Type, Content-Length
     assert all(line.isascii() and b"\n" not in line for line in lines)
+
+
+async def test_idle_connections_are_closed_by_a_sweep_without_further_calls(
+    upstream: FaultyUpstream,
+) -> None:
+    brief = Http1Upstream(max_response_bytes=4096, idle_s=0.2)
+    try:
+        await brief.post(upstream.url("/ok/swept"), BODY, timeout_s=5)
+        assert brief.idle_connections == 1
+        await asyncio.sleep(0.6)
+        assert brief.idle_connections == 0
+    finally:
+        await brief.close()
+
+
+def test_the_open_file_limit_is_raised_toward_the_hard_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
+        raise_open_file_limit(wanted=512)
+        assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == min(512, hard)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

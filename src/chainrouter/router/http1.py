@@ -190,7 +190,12 @@ class Http1Upstream:
         self._targets: dict[str, _Target] = {}
         self._idle: dict[tuple[str, int, bool], deque[_Exchange]] = {}
         self._outbox: list[tuple[_Exchange, bytes]] = []
+        self._sweep: asyncio.TimerHandle | None = None
         self._closed = False
+
+    @property
+    def idle_connections(self) -> int:
+        return sum(len(pool) for pool in self._idle.values())
 
     async def post(self, url: str, body: bytes, *, timeout_s: float) -> UpstreamReply:
         target = self._targets.get(url) or self._parse(url)
@@ -231,8 +236,23 @@ class Http1Upstream:
             if transport is not None and not transport.is_closing():
                 transport.write(request)
 
+    def _sweep_idle(self) -> None:
+        # Without this, every node ever called would keep a socket open until its next call:
+        # with thousands of nodes checked in slow rounds, that is thousands of descriptors.
+        self._sweep = None
+        expired = time.monotonic() - self._idle_s
+        for origin, pool in list(self._idle.items()):
+            while pool and pool[0].idle_since < expired:
+                pool.popleft().close()
+            if not pool:
+                del self._idle[origin]
+        if self._idle and not self._closed:
+            self._sweep = asyncio.get_running_loop().call_later(self._idle_s, self._sweep_idle)
+
     async def close(self) -> None:
         self._closed = True
+        if self._sweep is not None:
+            self._sweep.cancel()
         for pool in self._idle.values():
             for connection in pool:
                 connection.close()
@@ -269,6 +289,8 @@ class Http1Upstream:
             return
         connection.idle_since = time.monotonic()
         pool.append(connection)
+        if self._sweep is None:
+            self._sweep = asyncio.get_running_loop().call_later(self._idle_s, self._sweep_idle)
 
     async def _connect(self, target: _Target, remaining_s: float) -> _Exchange:
         host, port, tls = target.origin

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import resource
 from typing import Any
 
 import orjson
@@ -164,6 +165,17 @@ class RouterApp:
         ]
 
 
+def raise_open_file_limit(wanted: int = 65_536) -> None:
+    """Lift the soft limit on open files toward the hard one: each kept connection to a node
+    is a descriptor, and a soft limit of 1,024 (a common default) is small for a registry of
+    thousands of nodes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        log.info("open file limit raised from %d to %d", soft, target)
+
+
 def create_app() -> RouterApp:
     """Granian's factory (`chainrouter.router.web:create_app`); settings come from the env."""
 
@@ -175,6 +187,7 @@ def create_app() -> RouterApp:
 
         settings = load_settings()
         configure_logging(settings.log_level)
+        raise_open_file_limit()
         engine = create_database_engine(settings.database_url)
         require_current_schema(engine)
         trusted = parse_networks(settings.trusted_proxies)
