@@ -4,11 +4,12 @@ Why not a library client: measured in `bench/transport.py`, every library client
 (pyreqwest, aiohttp, httpx, aiosonic) spends far more per call than the forward itself; the best,
 pyreqwest, crosses into its own Rust runtime and back on every call. A protocol per connection on
 the server's own event loop, with llhttp (through httptools, the parser uvicorn uses) doing the
-parsing, forwards about 2.5 times as many calls per second. It needs only a narrow slice of HTTP:
+parsing, forwards over twice as many calls per second. It needs only a narrow slice of HTTP:
 POST one body, read one framed answer, keep the connection for the next call.
 
-What it does: one request at a time per connection; idle connections are kept per origin (last
-used first) for `idle_s`; an idle connection the server closed before answering is retried once on
+What it does: one request at a time per connection; requests are written together at the end of
+the event loop's turn; idle connections are kept per origin (last used first) and swept after
+`idle_s`; an idle connection the server closed before answering is retried once on
 a fresh one (nothing was answered, so nothing was processed twice); answers are bounded in size
 and, with the connection set-up, in time; `https://` uses the system's CAs plus an optional CA file.
 """
@@ -229,7 +230,7 @@ class Http1Upstream:
     def _write_outbox(self) -> None:
         # Requests go out together at the end of the loop's turn, not one by one as each call
         # gets there: on a loaded router the first write wakes the node and the rest find it
-        # awake. Measured: 40% less time per call in process (bench/results/router.md).
+        # awake. Measured in process against nginx: 54 to 32 us per call (docs/decisions.md).
         outbox, self._outbox = self._outbox, []
         for connection, request in outbox:
             transport = connection.transport
@@ -242,12 +243,14 @@ class Http1Upstream:
         self._sweep = None
         expired = time.monotonic() - self._idle_s
         for origin, pool in list(self._idle.items()):
-            while pool and pool[0].idle_since < expired:
-                pool.popleft().close()
+            _close_expired(pool, expired)
             if not pool:
                 del self._idle[origin]
         if self._idle and not self._closed:
-            self._sweep = asyncio.get_running_loop().call_later(self._idle_s, self._sweep_idle)
+            self._schedule_sweep()
+
+    def _schedule_sweep(self) -> None:
+        self._sweep = asyncio.get_running_loop().call_later(self._idle_s, self._sweep_idle)
 
     async def close(self) -> None:
         self._closed = True
@@ -262,9 +265,7 @@ class Http1Upstream:
         pool = self._idle.get(origin)
         if not pool:
             return None
-        expired = time.monotonic() - self._idle_s
-        while pool and pool[0].idle_since < expired:  # the oldest sit at the left
-            pool.popleft().close()
+        _close_expired(pool, time.monotonic() - self._idle_s)
         while pool:
             connection = pool.pop()
             transport = connection.transport
@@ -290,7 +291,7 @@ class Http1Upstream:
         connection.idle_since = time.monotonic()
         pool.append(connection)
         if self._sweep is None:
-            self._sweep = asyncio.get_running_loop().call_later(self._idle_s, self._sweep_idle)
+            self._schedule_sweep()
 
     async def _connect(self, target: _Target, remaining_s: float) -> _Exchange:
         host, port, tls = target.origin
@@ -309,7 +310,7 @@ class Http1Upstream:
                 )
         except TimeoutError:
             raise UpstreamError(FailureKind.TIMEOUT, f"no connection in {limit:.3g} s") from None
-        except (OSError, ssl.SSLError) as exc:
+        except OSError as exc:  # ssl.SSLError included
             raise UpstreamError(FailureKind.TRANSPORT, type(exc).__name__) from None
         return connection
 
@@ -350,6 +351,11 @@ def parse_target(url: str) -> _Target:
         server_hostname=host if tls else None,
         head=text.encode(),
     )
+
+
+def _close_expired(pool: deque[_Exchange], idle_before: float) -> None:
+    while pool and pool[0].idle_since < idle_before:  # the oldest sit at the left
+        pool.popleft().close()
 
 
 def _classify(status: int, body: bytes) -> UpstreamReply:
