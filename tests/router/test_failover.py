@@ -10,7 +10,7 @@ import pytest
 from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, Route
 from chainrouter.jsonrpc.errors import RpcCode
 from chainrouter.router.cooldown import MemoryCooldowns
-from chainrouter.router.forward import Served, Unserved, answers_call, forward
+from chainrouter.router.forward import Forwarder, Served, Unserved, answers_call
 from chainrouter.router.http1 import Http1Upstream
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 
@@ -39,15 +39,10 @@ async def client() -> AsyncIterator[Http1Upstream]:
 async def _forward(
     client: Http1Upstream, routes: list[Route], cooldowns: MemoryCooldowns | None = None
 ) -> Served | Unserved:
-    return await forward(
-        client,
-        routes,
-        BODY,
-        request_id=7,
-        attempt_timeout_s=0.5,
-        deadline_s=5,
-        cooldowns=cooldowns or MemoryCooldowns(),
+    forwarder = Forwarder(
+        client, attempt_timeout_s=0.5, deadline_s=5, cooldowns=cooldowns or MemoryCooldowns()
     )
+    return await forwarder.forward(routes, BODY, 7)
 
 
 async def test_the_first_choice_answers_when_it_can(

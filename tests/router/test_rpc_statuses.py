@@ -8,6 +8,7 @@ import json
 import orjson
 import pytest
 
+from chainrouter.router import service as service_module
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import (
     CHAIN_A,
@@ -147,6 +148,35 @@ async def test_allowed_domains_decide_on_origin_else_referer(
 
 async def test_a_key_allowing_any_origin_needs_no_header(world: World) -> None:
     assert (await world.call(rpc("eth_chainId"))).status == 200
+
+
+async def test_a_key_admitted_from_one_origin_is_still_refused_from_another(world: World) -> None:
+    allowed, other = "https://app.example.com", "https://evil.com"
+    statuses = [
+        (await world.call(rpc("eth_chainId"), key="site", origin=origin)).status
+        for origin in (allowed, other, allowed, other)
+    ]
+    assert statuses == [200, 403, 200, 403]
+    on_other_chain = await world.call(rpc("eth_chainId"), key="site", origin=allowed, chain=CHAIN_B)
+    assert on_other_chain.status == 422
+
+
+async def test_admissions_are_remembered_within_bounds(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(service_module, "_ADMITTED_CACHE_SIZE", 8)
+    service = world.service
+    for n in range(20):
+        reply = await world.call(rpc("eth_chainId"), origin=f"https://site{n}.example")
+        assert reply.status == 200
+        assert service.admissions_remembered <= 8
+    remembered = service.admissions_remembered
+    long_origin = "https://" + "a" * 600 + ".example"
+    assert (await world.call(rpc("eth_chainId"), origin=long_origin)).status == 200
+    assert service.admissions_remembered == remembered  # checked, not remembered
+    refused = await world.call(rpc("eth_chainId"), key="site", origin="https://evil.com")
+    assert refused.status == 403
+    assert service.admissions_remembered == remembered  # refusals are never remembered
 
 
 @pytest.mark.parametrize("chain", ["1", "abc", "0x7a69", "-5", "0", "99999999999999999999999"])

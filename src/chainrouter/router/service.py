@@ -29,14 +29,15 @@ from chainrouter.jsonrpc.responses import batch_response, error_response
 from chainrouter.net.correlation import BatchIds
 from chainrouter.ratelimit.gcra import Bucket, Limiter
 from chainrouter.router.cooldown import MemoryCooldowns
-from chainrouter.router.forward import Served, forward
+from chainrouter.router.forward import Forwarder, Served
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.logs_range import logs_range_problem
 from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, CreditView, UsageMeter
 from chainrouter.router.upstream import UpstreamClient
 
 _OK = 200
-_HOST_CACHE_SIZE = 4096
+_ADMITTED_CACHE_SIZE = 4096
+_ADMITTED_MAX_CHARS = 512  # key and page header together; longer ones are checked every time
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,7 @@ class FreeTierLimits:
     signup_url: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # built per request: a frozen dataclass takes three times as long
 class Reply:
     status: int
     body: bytes
@@ -73,16 +74,22 @@ class _Caller:
     access: KeyAccess | None
 
 
-def origin_host(origin: str | None, referer: str | None) -> str | None:
-    """The host the design notes match against `allowed_domains`: Origin's, else Referer's."""
+def page_header(origin: str | None, referer: str | None) -> str | None:
+    """The header whose host the design notes match against `allowed_domains`: Origin, else
+    Referer; "null" is an opaque origin (sandbox, file://) and names no host."""
     for header in (origin, referer):
-        if header and header != "null":  # "null": an opaque origin (sandbox, file://)
-            try:
-                host = urlsplit(header).hostname
-            except ValueError:
-                return None
-            return host or None
+        if header and header != "null":
+            return header
     return None
+
+
+def header_host(header: str | None) -> str | None:
+    if header is None:
+        return None
+    try:
+        return urlsplit(header).hostname or None
+    except ValueError:
+        return None
 
 
 def parse_chain_id(segment: str) -> int | None:
@@ -122,16 +129,22 @@ class RpcService:
         # Limits per route, by the route object's identity; routes live as long as their
         # snapshot, and the cache is dropped with it.
         self._buckets: dict[int, list[Bucket]] = {}
-        self._client = client
+        self._forwarder = Forwarder(
+            client,
+            attempt_timeout_s=limits.attempt_timeout_s,
+            deadline_s=limits.deadline_s,
+            cooldowns=cooldowns,
+            admit=self._admit,
+            on_latency=health.observe_latency,
+        )
         self._limiter = limiter
-        self._cooldowns = cooldowns
         self._health = health
         self._meter = meter
         self._credits = credits
         self._limits = limits
         self._free = free_tier
         self._ids = BatchIds()
-        self._hosts: dict[tuple[str | None, str | None], str | None] = {}
+        self._admitted: dict[tuple[str, str, str | None], _Caller] = {}
         signup = f" at {free_tier.signup_url}" if free_tier.signup_url else ""
         self._signup_hint = f"sign up for an API key{signup} for higher limits"
 
@@ -148,17 +161,12 @@ class RpcService:
         """Serve from `snapshot` from now on; calls in flight finish on the one they started."""
         self.snapshot = snapshot
         self._buckets = {}
+        self._admitted = {}
 
-    def _host_of(self, origin: str | None, referer: str | None) -> str | None:
-        # Browsers send the same few origins over and over; parse each once. Bounded, since
-        # the headers are the client's to choose.
-        key = (origin, referer)
-        if key in self._hosts:
-            return self._hosts[key]
-        if len(self._hosts) >= _HOST_CACHE_SIZE:
-            self._hosts.clear()
-        host = self._hosts[key] = origin_host(origin, referer)
-        return host
+    @property
+    def admissions_remembered(self) -> int:
+        """How many (chain, key, page header) combinations are admitted without a new check."""
+        return len(self._admitted)
 
     def new_batch_id(self) -> str:
         return self._ids.next()
@@ -178,21 +186,23 @@ class RpcService:
         referer: str | None = None,
     ) -> Reply:
         batch_id = self._ids.next()
-        snapshot = self.snapshot
-        access = None
-        if api_key.startswith(SecretKind.API_KEY.value):
-            access = snapshot.keys_by_hash.get(hash_secret(api_key))
-        if access is None:
-            return self.refuse(RpcError(401, RpcCode.SERVER_ERROR, "invalid API key"), batch_id)
-        if not domain_allowed(access.allowed_domains, self._host_of(origin, referer)):
-            return self.refuse(
-                RpcError(403, RpcCode.SERVER_ERROR, "this API key is not allowed from this domain"),
-                batch_id,
-            )
-        chain_id = self._supported_chain(chain_segment, snapshot)
-        if isinstance(chain_id, RpcError):
-            return self.refuse(chain_id, batch_id)
-        return await self._serve(body, _Caller(chain_id, access.strategy, access), batch_id)
+        # A client sends the same key, chain and origin over and over: admit each combination
+        # once per snapshot (a new snapshot, say with the key revoked, starts afresh). Refusals
+        # are not remembered; the path and headers are the client's to choose, so the cache is
+        # bounded in entries and skipped for long values.
+        page = page_header(origin, referer)
+        admission = (chain_segment, api_key, page)
+        caller = self._admitted.get(admission)
+        if caller is None:
+            checked = self._admit_key(chain_segment, api_key, page)
+            if isinstance(checked, RpcError):
+                return self.refuse(checked, batch_id)
+            caller = checked
+            if len(api_key) + len(page or "") <= _ADMITTED_MAX_CHARS:
+                if len(self._admitted) >= _ADMITTED_CACHE_SIZE:
+                    self._admitted.clear()
+                self._admitted[admission] = caller
+        return await self._serve(body, caller, batch_id)
 
     async def handle_public(self, chain_segment: str, client_ip: str, body: bytes) -> Reply:
         batch_id = self._ids.next()
@@ -213,6 +223,23 @@ class RpcService:
         )
 
     # -- the pipeline --------------------------------------------------------------------------
+
+    def _admit_key(self, chain_segment: str, api_key: str, page: str | None) -> _Caller | RpcError:
+        """Key, allowed domain and chain: who the calls of a keyed request are for."""
+        snapshot = self.snapshot
+        access = None
+        if api_key.startswith(SecretKind.API_KEY.value):
+            access = snapshot.keys_by_hash.get(hash_secret(api_key))
+        if access is None:
+            return RpcError(401, RpcCode.SERVER_ERROR, "invalid API key")
+        if not domain_allowed(access.allowed_domains, header_host(page)):
+            return RpcError(
+                403, RpcCode.SERVER_ERROR, "this API key is not allowed from this domain"
+            )
+        chain_id = self._supported_chain(chain_segment, snapshot)
+        if isinstance(chain_id, RpcError):
+            return chain_id
+        return _Caller(chain_id, access.strategy, access)
 
     def _supported_chain(self, segment: str, snapshot: RouterSnapshot) -> int | RpcError:
         chain_id = parse_chain_id(segment)
@@ -332,17 +359,7 @@ class RpcService:
             # credits; released when the call ends, and the served route's price is charged.
             self._credits.reserve(customer, price)
         try:
-            outcome = await forward(
-                self._client,
-                ordered,
-                body,
-                request_id=call.id,
-                attempt_timeout_s=self._limits.attempt_timeout_s,
-                deadline_s=self._limits.deadline_s,
-                cooldowns=self._cooldowns,
-                admit=self._admit,
-                on_latency=self._health.observe_latency,
-            )
+            outcome = await self._forwarder.forward(ordered, body, call.id)
         finally:
             if customer is not None:
                 self._credits.release(customer, price)
