@@ -4,7 +4,10 @@ One go, on one machine: a static JSON-RPC upstream (nginx) hit directly, the sam
 `proxy_pass` (the baseline), and through `chainrouter serve --role rpc` with one and with two
 worker processes. The router runs with 1,940 chains x 3 nodes (5,820 nodes, all pointing at the
 static upstream) and serves a key restricted to one domain, with credits to check and bill: every
-request goes through key, domain, credit check, routing, forwarding and metering.
+request goes through key, domain, credit check, routing, forwarding and metering. The targets
+are loaded in interleaved rounds (BENCH_ROUNDS, 3 by default); the file shows medians, and each
+ratio to nginx is the median of the ratios within a round, so a slow spell of this shared machine
+counts against every target alike.
 
 Then latency at half load: the router's one-worker maximum, halved, offered to each target with
 wrk's per-connection delay; the added p50 is the router's minus the upstream's own. Memory is the
@@ -22,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +50,7 @@ CHAINS_JSON = ROOT.parent / "shared" / "data" / "chains.json"
 RESULTS = ROOT / "bench" / "results"
 CONNECTIONS = 64
 DURATION_S = int(os.environ.get("BENCH_DURATION_S", "8"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 HALF_LOAD_DELAY_MS = 10
 CHAIN = 1
 BODY = '{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":1}'
@@ -176,46 +180,85 @@ def main() -> None:
     static_port, proxy_port = free_port(), free_port()
     static = f"http://127.0.0.1:{static_port}/"
     proxy = f"http://127.0.0.1:{proxy_port}/"
-    rows: dict[str, WrkResult] = {}
+    rounds: list[dict[str, WrkResult]] = []
     half: dict[str, WrkResult] = {}
     memory: dict[str, list[float]] = {}
-    with tempfile.TemporaryDirectory() as directory, nginx(static_port, proxy_port):
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        nginx(static_port, proxy_port),
+        ExitStack() as running,
+    ):
         setup = _big_world(Path(directory), static)
         snapshot_s = _snapshot_load_s(setup.database_url)
-        rows["static upstream, direct"] = _load(static)
-        rows["nginx proxy_pass"] = _load(proxy)
         # The least any Python forwarder on this server and client does: read, POST, answer.
-        with forwarder("granian rsgi", "http1", static) as bare:
-            rows[BARE] = _load(bare)
-        for workers in (1, 2):
-            with router(setup, workers) as (url, pids):
-                time.sleep(1)  # let the snapshot settle and the first health checks go out
-                memory[f"{workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
-                rows[f"chainrouter, {workers} worker(s)"] = _load(url, headers=ORIGIN)
-                memory[f"{workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
-                if workers == 1:
-                    rate = rows["chainrouter, 1 worker(s)"].requests_per_s / 2
-                    half["chainrouter, 1 worker"] = _half_load(url, rate, ORIGIN)
+        bare = running.enter_context(forwarder("granian rsgi", "http1", static))
+        routers = {workers: running.enter_context(router(setup, workers)) for workers in (1, 2)}
+        time.sleep(1)  # let the snapshots settle and the first health checks go out
+        for workers, (_, pids) in routers.items():
+            memory[f"{workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
+        targets: dict[str, tuple[str, dict[str, str] | None]] = {
+            "static upstream, direct": (static, None),
+            "nginx proxy_pass": (proxy, None),
+            BARE: (bare, None),
+            **{f"chainrouter, {w} worker(s)": (url, ORIGIN) for w, (url, _) in routers.items()},
+        }
+        # Interleaved rounds: a slow spell of this shared machine hits every target of a round
+        # alike, and the medians of the per-round ratios set it aside.
+        for _ in range(ROUNDS):
+            rounds.append({name: _load(url, headers=h) for name, (url, h) in targets.items()})
+        for workers, (_, pids) in routers.items():
+            memory[f"{workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
+        rate = statistics.median(r["chainrouter, 1 worker(s)"].requests_per_s for r in rounds) / 2
+        half["chainrouter, 1 worker"] = _half_load(routers[1][0], rate, ORIGIN)
         half["static upstream, direct"] = _half_load(static, rate)
         half["nginx proxy_pass"] = _half_load(proxy, rate)
         # The floor of this server on this machine at the same load: answering without any
         # upstream, and forwarding without the pipeline.
         with forwarder("granian rsgi", "echo", static) as echo:
             half[ECHO] = _half_load(echo, rate)
-        with forwarder("granian rsgi", "http1", static) as bare:
-            half[BARE] = _half_load(bare, rate)
-    _write(rows, half, memory, rate, snapshot_s, setup.nodes)
+        half[BARE] = _half_load(bare, rate)
+    _write(rounds, half, memory, rate, snapshot_s, setup.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """One target over all rounds: medians, and the spread of its ratio to nginx."""
+
+    requests_per_s: float
+    vs_nginx: float  # median of the per-round ratios
+    vs_nginx_low: float
+    vs_nginx_high: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+
+
+def summarise(rounds: list[dict[str, WrkResult]]) -> dict[str, Summary]:
+    summaries = {}
+    for name in rounds[0]:
+        runs = [r[name] for r in rounds]
+        ratios = [r[name].requests_per_s / r["nginx proxy_pass"].requests_per_s for r in rounds]
+        summaries[name] = Summary(
+            requests_per_s=statistics.median(run.requests_per_s for run in runs),
+            vs_nginx=statistics.median(ratios),
+            vs_nginx_low=min(ratios),
+            vs_nginx_high=max(ratios),
+            p50_ms=statistics.median(run.p50_ms for run in runs),
+            p99_ms=statistics.median(run.p99_ms for run in runs),
+            errors=sum(run.errors for run in runs),
+        )
+    return summaries
 
 
 def _write(
-    rows: dict[str, WrkResult],
+    rounds: list[dict[str, WrkResult]],
     half: dict[str, WrkResult],
     memory: dict[str, list[float]],
     rate: float,
     snapshot_s: float,
     nodes: int,
 ) -> None:
-    baseline = rows["nginx proxy_pass"].requests_per_s
+    rows = summarise(rounds)
     when = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "router.json").write_text(
@@ -224,6 +267,7 @@ def _write(
                 "when": when,
                 "nodes": nodes,
                 "snapshot_load_s": round(snapshot_s, 3),
+                "rounds": [{k: asdict(v) for k, v in r.items()} for r in rounds],
                 "max_load": {k: asdict(v) for k, v in rows.items()},
                 "half_load_rate": round(rate),
                 "half_load": {k: asdict(v) for k, v in half.items()},
@@ -238,25 +282,26 @@ def _write(
         "# Router benchmark: full pipeline against nginx",
         "",
         f"{when}. wrk, {CONNECTIONS} connections, {DURATION_S} s after a 2 s warm-up, on the same "
-        f"2-core machine as everything else. The router holds {nodes} nodes over the whole "
-        "registry; each request passes key, domain (Origin checked against a one-domain list), "
-        "credit check, routing, forwarding and billing. Upstream: nginx returning a fixed "
-        "JSON-RPC result. The bare forwarder is the transport benchmark's minimal "
-        "granian RSGI app with the router's own HTTP/1.1 client: the ceiling of this server and "
-        "client on this machine.",
+        f"2-core machine as everything else; {len(rounds)} interleaved rounds over all targets, "
+        "medians shown, with the lowest and highest per-round ratio to nginx. The router holds "
+        f"{nodes} nodes over the whole registry; each request passes key, domain (Origin checked "
+        "against a one-domain list), credit check, routing, forwarding and billing. Upstream: "
+        "nginx returning a fixed JSON-RPC result. The bare forwarder is the transport "
+        "benchmark's minimal granian RSGI app with the router's own HTTP/1.1 client: the "
+        "ceiling of this server and client on this machine.",
         "",
         "## Maximum throughput",
         "",
-        "| target | requests/s | vs nginx proxy_pass | per worker vs nginx | p50 ms | p99 ms "
-        "| errors |",
+        "| target | requests/s | vs nginx proxy_pass (range) | per worker vs nginx | p50 ms "
+        "| p99 ms | errors |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
         workers = 2 if "2 worker" in name else 1
         lines.append(
-            f"| {name} | {r.requests_per_s:.0f} | {r.requests_per_s / baseline:.2f}x "
-            f"| {r.requests_per_s / baseline / workers:.2f}x | {r.p50_ms:.2f} | {r.p99_ms:.2f} "
-            f"| {r.errors} |"
+            f"| {name} | {r.requests_per_s:.0f} | {r.vs_nginx:.2f}x "
+            f"({r.vs_nginx_low:.2f} to {r.vs_nginx_high:.2f}) | {r.vs_nginx / workers:.2f}x "
+            f"| {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.errors} |"
         )
     lines += [
         "",
@@ -267,11 +312,11 @@ def _write(
         "|---|---|---|---|---|---|",
     ]
     bare_p50 = half[BARE].p50_ms
-    for name, r in half.items():
-        over_bare = f"{r.p50_ms - bare_p50:+.3f} ms" if name.startswith("chainrouter") else ""
+    for name, h in half.items():
+        over_bare = f"{h.p50_ms - bare_p50:+.3f} ms" if name.startswith("chainrouter") else ""
         lines.append(
-            f"| {name} | {r.requests_per_s:.0f} | {r.p50_ms:.3f} | {r.p99_ms:.3f} "
-            f"| {r.p50_ms - direct_p50:+.3f} ms | {over_bare} |"
+            f"| {name} | {h.requests_per_s:.0f} | {h.p50_ms:.3f} | {h.p99_ms:.3f} "
+            f"| {h.p50_ms - direct_p50:+.3f} ms | {over_bare} |"
         )
     lines += [
         "",
