@@ -4,6 +4,7 @@ is answered with."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -11,7 +12,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall, encode_json, parse_payload
+from chainrouter.jsonrpc.envelope import (
+    InvalidCall,
+    RpcCall,
+    encode_json,
+    may_hold_big_integers,
+    parse_payload,
+)
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import batch_response, error_response
 
@@ -121,12 +128,13 @@ def test_a_batch_over_the_limit_is_refused_whole() -> None:
     assert "batch of 101 requests exceeds the maximum of 100" in failure.message
 
 
-def test_ids_beyond_64_bits_are_echoed_exactly() -> None:
-    big = 2**80 + 1
+@pytest.mark.parametrize("big", [2**80 + 1, 2**64, -(2**63) - 1, -(10**19) + 1])
+def test_ids_beyond_64_bits_are_echoed_exactly(big: int) -> None:
     [call] = parse_payload(
         b'{"jsonrpc":"2.0","method":"m","id":' + str(big).encode() + b"}", max_batch=1
     ).calls
     assert isinstance(call, RpcCall)
+    assert call.id == big
     assert call.id_json == str(big).encode()
 
 
@@ -197,6 +205,16 @@ def test_non_json_number_constants_are_parse_errors_on_both_parsers(constant: by
         outcome = _outcome(body)
         assert isinstance(outcome, RpcError)
         assert outcome.code is RpcCode.PARSE_ERROR
+
+
+@given(
+    st.lists(
+        st.binary(max_size=30) | st.text("0123456789", min_size=15, max_size=25).map(str.encode),
+        max_size=6,
+    ).map(b"".join)
+)
+def test_the_big_integer_scan_finds_exactly_the_runs_of_nineteen_digits(body: bytes) -> None:
+    assert may_hold_big_integers(body) is (re.search(rb"[0-9]{19}", body) is not None)
 
 
 def test_big_integers_inside_params_survive_exactly() -> None:

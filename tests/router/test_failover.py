@@ -156,3 +156,20 @@ def test_cooldown_backs_off_exponentially_up_to_the_cap_and_success_clears_it() 
 )
 def test_only_a_json_rpc_answer_with_the_requests_id_counts(body: bytes, ok: bool) -> None:
     assert answers_call(body, 7) is ok
+
+
+@pytest.mark.parametrize(
+    ("request_id", "answer_id", "ok"),
+    [
+        (2**80 + 1, b"1208925819614629174706177", True),
+        (2**80 + 1, b"1208925819614629174706178", False),  # the same as a float, not as an integer
+        (-(2**63), b"-9223372036854775809", False),  # one past the 64-bit edge
+        (7, b"1e300", False),
+        (2**64 - 1, b"18446744073709551615", True),
+    ],
+)
+def test_ids_beyond_64_bits_are_compared_exactly(
+    request_id: int, answer_id: bytes, ok: bool
+) -> None:
+    body = b'{"jsonrpc":"2.0","id":' + answer_id + b',"result":"0x1"}'
+    assert answers_call(body, request_id) is ok

@@ -4,16 +4,18 @@ A request must have exactly the members `jsonrpc` ("2.0"), `method` (a string), 
 any JSON value) and optionally `params` (an array or an object). Anything else makes that request
 invalid; in a batch, an invalid item gets its own error and the others go on.
 
-The payload is parsed with orjson, except when it holds a run of 20 or more decimal digits: orjson
-reads integers beyond 64 bits as floats, silently losing digits, so such payloads go through the
-standard library, which keeps every integer exact. (A long digit run inside a hex string only costs
-the slower parser, never correctness.)
+The payload is parsed with orjson, except when it holds a run of 19 or more decimal digits: orjson
+reads integers outside the 64-bit ranges (below -2**63, which takes 19 digits, or above 2**64 - 1)
+as floats, silently losing digits, so such payloads go through the standard library, which keeps
+every integer exact. (A long digit run inside a hex string only costs
+the slower parser, never correctness.) The run is found by mapping every byte to a digit or not
+and searching for nineteen digits in a row, which is several times faster than a regular expression
+and matters for bodies of many kilobytes.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,7 +64,13 @@ def encode_json(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-_POSSIBLY_BEYOND_64_BITS = re.compile(rb"[0-9]{20}")
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_NINETEEN_DIGITS = b"0" * 19
+
+
+def may_hold_big_integers(body: bytes) -> bool:
+    """Whether `body` has 19 decimal digits in a row: an integer orjson might not keep exact."""
+    return _NINETEEN_DIGITS in body.translate(_DIGITS_AS_ZERO)
 
 
 def _refuse_constant(name: str) -> Any:
@@ -71,11 +79,16 @@ def _refuse_constant(name: str) -> Any:
 
 def load_json(body: bytes) -> Any:
     """Parse JSON keeping every integer exact; raise a parse-error `RpcError` if it is not JSON."""
-    if _POSSIBLY_BEYOND_64_BITS.search(body) is None:
+    if not may_hold_big_integers(body):
         try:
             return orjson.loads(body)
         except orjson.JSONDecodeError as exc:
             raise parse_error(str(exc)) from None
+    return load_json_exactly(body)
+
+
+def load_json_exactly(body: bytes) -> Any:
+    """Parse JSON with the standard library, which keeps integers of any size exact."""
     try:
         return json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:

@@ -12,8 +12,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from chainrouter.domain.routing import Route
-from chainrouter.jsonrpc.envelope import load_json
+from chainrouter.jsonrpc.envelope import load_json_exactly
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.upstream import FailureKind, UpstreamClient, UpstreamError
@@ -35,17 +37,25 @@ class Unserved:
 
 
 def answers_call(body: bytes, request_id: Any) -> bool:
-    """Whether `body` is a JSON-RPC 2.0 response to the request with `request_id`."""
+    """Whether `body` is a JSON-RPC 2.0 response to the request with `request_id`.
+
+    orjson parses it (answers can be megabytes); only the id must compare exactly, and orjson
+    keeps every integer within 64 bits exact. An id it read as a float may be an integer beyond
+    64 bits, rounded: then the answer is parsed again by the exact parser.
+    """
     try:
-        answer = load_json(body)  # exact integers: an id beyond 64 bits must still compare equal
-    except RpcError:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
         return False
-    return (
-        isinstance(answer, dict)
-        and answer.get("jsonrpc") == "2.0"
-        and "id" in answer
-        and answer["id"] == request_id
-        and ("result" in answer or isinstance(answer.get("error"), dict))
+    if not isinstance(answer, dict) or answer.get("jsonrpc") != "2.0" or "id" not in answer:
+        return False
+    if isinstance(answer["id"], float):
+        try:
+            answer = load_json_exactly(body)
+        except RpcError:
+            return False
+    return answer["id"] == request_id and (
+        "result" in answer or isinstance(answer.get("error"), dict)
     )
 
 
