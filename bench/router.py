@@ -7,7 +7,7 @@ static upstream) and serves a key restricted to one domain, with credits to chec
 request goes through key, domain, credit check, routing, forwarding and metering. The targets
 are loaded in interleaved rounds (BENCH_ROUNDS, 3 by default); the file shows medians, and each
 ratio to nginx is the median of the ratios within a round, so a slow spell of this shared machine
-counts against every target alike.
+counts against every target alike. The half-load runs are interleaved rounds too.
 
 Then latency at half load: the router's one-worker maximum, halved, offered to each target with
 wrk's per-connection delay; the added p50 is the router's minus the upstream's own. Memory is the
@@ -181,7 +181,7 @@ def main() -> None:
     static = f"http://127.0.0.1:{static_port}/"
     proxy = f"http://127.0.0.1:{proxy_port}/"
     rounds: list[dict[str, WrkResult]] = []
-    half: dict[str, WrkResult] = {}
+    half: list[dict[str, WrkResult]] = []
     memory: dict[str, list[float]] = {}
     with (
         tempfile.TemporaryDirectory() as directory,
@@ -209,14 +209,18 @@ def main() -> None:
         for workers, (_, pids) in routers.items():
             memory[f"{workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
         rate = statistics.median(r["chainrouter, 1 worker(s)"].requests_per_s for r in rounds) / 2
-        half["chainrouter, 1 worker"] = _half_load(routers[1][0], rate, ORIGIN)
-        half["static upstream, direct"] = _half_load(static, rate)
-        half["nginx proxy_pass"] = _half_load(proxy, rate)
         # The floor of this server on this machine at the same load: answering without any
         # upstream, and forwarding without the pipeline.
-        with forwarder("granian rsgi", "echo", static) as echo:
-            half[ECHO] = _half_load(echo, rate)
-        half[BARE] = _half_load(bare, rate)
+        echo = running.enter_context(forwarder("granian rsgi", "echo", static))
+        half_targets: dict[str, tuple[str, dict[str, str] | None]] = {
+            "chainrouter, 1 worker": (routers[1][0], ORIGIN),
+            "static upstream, direct": (static, None),
+            "nginx proxy_pass": (proxy, None),
+            ECHO: (echo, None),
+            BARE: (bare, None),
+        }
+        for _ in range(ROUNDS):
+            half.append({name: _half_load(url, rate, h) for name, (url, h) in half_targets.items()})
     _write(rounds, half, memory, rate, snapshot_s, setup.nodes)
 
 
@@ -252,7 +256,7 @@ def summarise(rounds: list[dict[str, WrkResult]]) -> dict[str, Summary]:
 
 def _write(
     rounds: list[dict[str, WrkResult]],
-    half: dict[str, WrkResult],
+    half: list[dict[str, WrkResult]],
     memory: dict[str, list[float]],
     rate: float,
     snapshot_s: float,
@@ -270,14 +274,13 @@ def _write(
                 "rounds": [{k: asdict(v) for k, v in r.items()} for r in rounds],
                 "max_load": {k: asdict(v) for k, v in rows.items()},
                 "half_load_rate": round(rate),
-                "half_load": {k: asdict(v) for k, v in half.items()},
+                "half_load_rounds": [{k: asdict(v) for k, v in r.items()} for r in half],
                 "rss_mb": {k: [round(v, 1) for v in vs] for k, vs in memory.items()},
             },
             indent=2,
         )
         + "\n"
     )
-    direct_p50 = half["static upstream, direct"].p50_ms
     lines = [
         "# Router benchmark: full pipeline against nginx",
         "",
@@ -307,16 +310,27 @@ def _write(
         "",
         f"## Latency at half load ({rate:.0f} requests/s offered, half the one-worker maximum)",
         "",
+        f"Also {len(half)} interleaved rounds; each added latency is the median of the "
+        "differences within a round.",
+        "",
         "| target | achieved requests/s | p50 ms | p99 ms | p50 added over the upstream "
         "| p50 added over the bare forwarder |",
         "|---|---|---|---|---|---|",
     ]
-    bare_p50 = half[BARE].p50_ms
-    for name, h in half.items():
-        over_bare = f"{h.p50_ms - bare_p50:+.3f} ms" if name.startswith("chainrouter") else ""
+    for name in half[0]:
+        runs = [r[name] for r in half]
+        over_upstream = statistics.median(
+            r[name].p50_ms - r["static upstream, direct"].p50_ms for r in half
+        )
+        over_bare = ""
+        if name.startswith("chainrouter"):
+            added = statistics.median(r[name].p50_ms - r[BARE].p50_ms for r in half)
+            over_bare = f"{added:+.3f} ms"
         lines.append(
-            f"| {name} | {h.requests_per_s:.0f} | {h.p50_ms:.3f} | {h.p99_ms:.3f} "
-            f"| {h.p50_ms - direct_p50:+.3f} ms | {over_bare} |"
+            f"| {name} | {statistics.median(h.requests_per_s for h in runs):.0f} "
+            f"| {statistics.median(h.p50_ms for h in runs):.3f} "
+            f"| {statistics.median(h.p99_ms for h in runs):.3f} "
+            f"| {over_upstream:+.3f} ms | {over_bare} |"
         )
     lines += [
         "",
