@@ -98,6 +98,23 @@ def test_invalid_credits_are_422(api: ApiHarness, body: dict[str, Any]) -> None:
     assert response.status_code == 422, response.text
 
 
+def test_credits_that_would_overflow_the_balance_are_422_and_change_nothing(
+    api: ApiHarness,
+) -> None:
+    customer = api.customer()
+    url = f"/admin/customers/{customer.id}/credits"
+    first = api.client.post(url, json={"kind": "grant", "amount": "5000000000"}, headers=api.admin)
+    assert first.status_code == 201
+    second = api.client.post(url, json={"kind": "grant", "amount": "5000000000"}, headers=api.admin)
+    assert second.status_code == 422, second.text
+    error = second.json()["error"]
+    assert error["code"] == "invalid_input"
+    assert "beyond the largest one held" in error["message"]
+    assert len(api.client.get(url, headers=api.admin).json()) == 1
+    balance = api.client.get("/usage", params={"include": "balance"}, headers=customer.headers)
+    assert '"credits":5000000000' in balance.text
+
+
 def test_credits_for_an_unknown_customer_are_404(api: ApiHarness) -> None:
     response = api.client.post(
         "/admin/customers/424242/credits", json={"kind": "grant", "amount": "1"}, headers=api.admin

@@ -171,6 +171,31 @@ customers:
     assert _snapshot(engine) == before
 
 
+def test_credits_that_would_overflow_the_balance_are_refused_and_nothing_is_written(
+    engine: Engine,
+) -> None:
+    apply_config(
+        engine,
+        _config(
+            "customers: [{email: a@example.com, name: A, "
+            "credits: [{reference: r1, kind: grant, amount: 5000000000}]}]"
+        ),
+    )
+    before = _snapshot(engine)
+    with pytest.raises(ConfigFileError) as caught:
+        apply_config(
+            engine,
+            _config(
+                "customers: [{email: a@example.com, name: B, credits: ["
+                "{reference: r1, kind: grant, amount: 5000000000}, "
+                "{reference: r2, kind: grant, amount: 5000000000}]}]"
+            ),
+        )
+    [problem] = caught.value.problems
+    assert problem.startswith("customers[0].credits[1].amount: would take the balance beyond")
+    assert _snapshot(engine) == before
+
+
 def test_a_secret_already_used_elsewhere_is_refused_without_echoing_it(engine: Engine) -> None:
     secret = "crk_" + "Q" * 40
     first = f"""

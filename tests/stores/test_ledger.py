@@ -9,6 +9,7 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError
 
 from chainrouter.domain.enums import LedgerEntryKind
+from chainrouter.domain.money import MAX_NANO, BalanceOutOfRangeError
 from chainrouter.stores.sql.ledger import find_by_reference, record_credit_change
 from chainrouter.stores.sql.schema import credit_ledger, customers
 
@@ -86,3 +87,32 @@ def test_concurrent_writers_never_lose_a_change(engine: Engine) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         list(pool.map(write, amounts))
     assert _balance_and_ledger_sum(engine, customer_id) == (sum(amounts), sum(amounts))
+
+
+@pytest.mark.parametrize(
+    ("start", "change"),
+    [(MAX_NANO - 10, 11), (MAX_NANO, MAX_NANO), (-1, -MAX_NANO), (-MAX_NANO, -1)],
+)
+def test_a_change_past_the_64_bit_range_is_refused_and_writes_nothing(
+    engine: Engine, start: int, change: int
+) -> None:
+    customer_id = _customer(engine)
+    with engine.begin() as connection:
+        record_credit_change(
+            connection, customer_id=customer_id, kind=LedgerEntryKind.GRANT, amount_nano=start
+        )
+    with pytest.raises(BalanceOutOfRangeError), engine.begin() as connection:
+        record_credit_change(
+            connection, customer_id=customer_id, kind=LedgerEntryKind.USAGE, amount_nano=change
+        )
+    assert _balance_and_ledger_sum(engine, customer_id) == (start, start)
+
+
+def test_a_change_may_reach_the_edge_of_the_range_exactly(engine: Engine) -> None:
+    customer_id = _customer(engine)
+    with engine.begin() as connection:
+        for amount in (MAX_NANO - 10, 10):
+            record_credit_change(
+                connection, customer_id=customer_id, kind=LedgerEntryKind.GRANT, amount_nano=amount
+            )
+    assert _balance_and_ledger_sum(engine, customer_id) == (MAX_NANO, MAX_NANO)

@@ -20,6 +20,14 @@ class MoneyError(ValueError):
     """A value that cannot be an exact credit amount; the message is shown to the user."""
 
 
+class BalanceOutOfRangeError(MoneyError):
+    """A change that would take a balance past what a 64-bit column holds; nothing was written."""
+
+    def __init__(self) -> None:
+        limit = format_credits(MAX_NANO)
+        super().__init__(f"would take the balance beyond the largest one held, +/-{limit} credits")
+
+
 def parse_credits(value: object) -> int:
     """Convert a credit amount (decimal string, int or Decimal) to nano-credits, exactly.
 

@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 
 from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret, secret_hint
 from chainrouter.domain.enums import LedgerEntryKind, Role
+from chainrouter.domain.money import BalanceOutOfRangeError
 from chainrouter.domain.records import (
     Customer,
     LedgerLine,
@@ -128,14 +129,17 @@ def add_credits(
             existing = _existing_credit(connection, customer_id, reference, kind, amount_nano)
             if existing is not None:
                 return CreditOutcome(existing, created=False)
-            entry = record_credit_change(
-                connection,
-                customer_id=customer_id,
-                kind=kind,
-                amount_nano=amount_nano,
-                reference=reference,
-                note=note,
-            )
+            try:
+                entry = record_credit_change(
+                    connection,
+                    customer_id=customer_id,
+                    kind=kind,
+                    amount_nano=amount_nano,
+                    reference=reference,
+                    note=note,
+                )
+            except BalanceOutOfRangeError as exc:
+                raise InvalidInputError(f"amount {exc}") from None
             bump_config_version(connection)  # routers re-read the balance at once
     except IntegrityError:
         # Two requests with one reference raced; the other one won. Report its entry.

@@ -17,7 +17,9 @@ from sqlalchemy import Connection, Engine, RowMapping, Table, select
 
 from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret, secret_hint
 from chainrouter.domain.enums import LedgerEntryKind
+from chainrouter.domain.money import BalanceOutOfRangeError
 from chainrouter.operator_config.check import check_references
+from chainrouter.operator_config.load import ConfigFileError
 from chainrouter.operator_config.model import (
     ApiKeySpec,
     CustomerSpec,
@@ -251,16 +253,19 @@ class _Writer:
                 {"customer_id": customer_id},
                 {"provider_id": provider_id},
             )
-        for credit in customer.credits:
+        for k, credit in enumerate(customer.credits):
             if find_by_reference(self.connection, customer_id, credit.reference) is None:
-                record_credit_change(
-                    self.connection,
-                    customer_id=customer_id,
-                    kind=LedgerEntryKind(credit.kind),
-                    amount_nano=credit.amount,
-                    reference=credit.reference,
-                    note=credit.note,
-                )
+                try:
+                    record_credit_change(
+                        self.connection,
+                        customer_id=customer_id,
+                        kind=LedgerEntryKind(credit.kind),
+                        amount_nano=credit.amount,
+                        reference=credit.reference,
+                        note=credit.note,
+                    )
+                except BalanceOutOfRangeError as exc:
+                    raise ConfigFileError([f"{base}.credits[{k}].amount: {exc}"]) from None
                 self.report.changes[("credit entries", "created")] += 1
             else:
                 self.report.changes[("credit entries", "unchanged")] += 1

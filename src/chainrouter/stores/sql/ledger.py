@@ -5,6 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, select, update
 
 from chainrouter.domain.enums import LedgerEntryKind
+from chainrouter.domain.money import MAX_NANO, BalanceOutOfRangeError
 from chainrouter.domain.records import LedgerLine
 from chainrouter.stores.sql.schema import credit_ledger, customers, utcnow
 
@@ -22,15 +23,27 @@ def record_credit_change(
 
     Must run inside the caller's transaction. The balance update is a single relative UPDATE, so
     concurrent writers (routers flushing usage, an admin granting credits) never lose each other's
-    changes; the row lock it takes orders them. Routers learn of purchases and grants through the
-    configuration version, which the caller bumps; usage written by routers does not bump it.
+    changes; the row lock it takes orders them. A change that would take the balance past the
+    64-bit range raises `BalanceOutOfRangeError` and writes nothing. Routers learn of purchases
+    and grants through the configuration version, which the caller bumps; usage written by
+    routers does not bump it.
     """
+    # Guarded in the statement itself, with the bound computed here: PostgreSQL would fail the
+    # sum with an error and SQLite would silently turn it into a float.
+    in_range = (
+        customers.c.balance_nano <= MAX_NANO - amount_nano
+        if amount_nano >= 0
+        else customers.c.balance_nano >= -MAX_NANO - amount_nano
+    )
     balance_after = connection.execute(
         update(customers)
-        .where(customers.c.id == customer_id)
+        .where(customers.c.id == customer_id, in_range)
         .values(balance_nano=customers.c.balance_nano + amount_nano)
         .returning(customers.c.balance_nano)
-    ).scalar_one()
+    ).scalar_one_or_none()
+    if balance_after is None:
+        connection.execute(select(customers.c.id).where(customers.c.id == customer_id)).one()
+        raise BalanceOutOfRangeError
     created_at = utcnow()
     entry_id = connection.execute(
         credit_ledger.insert().values(
