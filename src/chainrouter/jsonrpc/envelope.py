@@ -7,10 +7,10 @@ invalid; in a batch, an invalid item gets its own error and the others go on.
 The payload is parsed with orjson, except when it holds a run of 19 or more decimal digits: orjson
 reads integers outside the 64-bit ranges (below -2**63, which takes 19 digits, or above 2**64 - 1)
 as floats, silently losing digits, so such payloads go through the standard library, which keeps
-every integer exact. (A long digit run inside a hex string only costs
-the slower parser, never correctness.) The run is found by mapping every byte to a digit or not
-and searching for nineteen digits in a row, which is several times faster than a regular expression
-and matters for bodies of many kilobytes.
+every integer exact. (A long digit run inside a hex string only costs the slower parser, never
+correctness.) The run is found by mapping every byte to a digit or not and searching for nineteen
+digits in a row: several times faster than a regular expression, which matters for bodies of many
+kilobytes.
 """
 
 from __future__ import annotations
