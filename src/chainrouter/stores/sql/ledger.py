@@ -42,6 +42,7 @@ def record_credit_change(
         .returning(customers.c.balance_nano)
     ).scalar_one_or_none()
     if balance_after is None:
+        # No row matched: an unknown customer (NoResultFound, as before the guard) or the bound.
         connection.execute(select(customers.c.id).where(customers.c.id == customer_id)).one()
         raise BalanceOutOfRangeError
     created_at = utcnow()
