@@ -33,6 +33,7 @@ from typing import Any
 
 import httpx
 
+from bench.cpu import CpuUse, cpu_use, process_tree, thread_ticks
 from bench.transport import forwarder, free_port
 from bench.upstreams import nginx, require_tools, wait_until_serving
 from bench.wrk import WrkResult, run_wrk
@@ -66,7 +67,7 @@ class Setup:
     nodes: int
 
 
-def _big_world(directory: Path, static_url: str) -> Setup:
+def big_world(directory: Path, static_url: str) -> Setup:
     database_url = f"sqlite:///{directory / 'router-bench.db'}"
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
@@ -158,9 +159,14 @@ def router(setup: Setup, workers: int) -> Iterator[tuple[str, list[int]]]:
         process.wait(timeout=30)
 
 
-def _load(url: str, **options: Any) -> WrkResult:
-    run_wrk(url, BODY, connections=CONNECTIONS, duration_s=2, **options)  # warm-up
-    return run_wrk(url, BODY, connections=CONNECTIONS, duration_s=DURATION_S, **options)
+def _load(target: Target) -> tuple[WrkResult, CpuUse]:
+    run_wrk(target.url, BODY, connections=CONNECTIONS, duration_s=2, headers=target.headers)
+    before, started = thread_ticks(target.pids), time.monotonic()
+    result = run_wrk(
+        target.url, BODY, connections=CONNECTIONS, duration_s=DURATION_S, headers=target.headers
+    )
+    use = cpu_use(before, thread_ticks(target.pids), time.monotonic() - started)
+    return result, use
 
 
 def _half_load(url: str, rate: float, headers: dict[str, str] | None = None) -> WrkResult:
@@ -175,20 +181,28 @@ def _half_load(url: str, rate: float, headers: dict[str, str] | None = None) -> 
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Target:
+    url: str
+    headers: dict[str, str] | None
+    pids: list[int]  # whose CPU time the request costs: the server's processes
+
+
 def main() -> None:
     require_tools()
     static_port, proxy_port = free_port(), free_port()
     static = f"http://127.0.0.1:{static_port}/"
     proxy = f"http://127.0.0.1:{proxy_port}/"
     rounds: list[dict[str, WrkResult]] = []
+    cpu_rounds: list[dict[str, CpuUse]] = []
     half: list[dict[str, WrkResult]] = []
     memory: dict[str, list[float]] = {}
     with (
         tempfile.TemporaryDirectory() as directory,
-        nginx(static_port, proxy_port),
+        nginx(static_port, proxy_port) as nginx_pid,
         ExitStack() as running,
     ):
-        setup = _big_world(Path(directory), static)
+        setup = big_world(Path(directory), static)
         snapshot_s = _snapshot_load_s(setup.database_url)
         # The least any Python forwarder on this server and client does: read, POST, answer.
         bare = running.enter_context(forwarder("granian rsgi", "http1", static))
@@ -196,16 +210,22 @@ def main() -> None:
         time.sleep(1)  # let the snapshots settle and the first health checks go out
         for workers, (_, pids) in routers.items():
             memory[f"{workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
-        targets: dict[str, tuple[str, dict[str, str] | None]] = {
-            "static upstream, direct": (static, None),
-            "nginx proxy_pass": (proxy, None),
-            BARE: (bare, None),
-            **{f"chainrouter, {w} worker(s)": (url, ORIGIN) for w, (url, _) in routers.items()},
+        nginx_pids = process_tree(nginx_pid)  # one worker: it serves the proxy and the upstream
+        targets = {
+            "static upstream, direct": Target(static, None, nginx_pids),
+            "nginx proxy_pass": Target(proxy, None, nginx_pids),
+            BARE: Target(bare.url, None, process_tree(bare.pid)),
+            **{
+                f"chainrouter, {w} worker(s)": Target(url, ORIGIN, pids)
+                for w, (url, pids) in routers.items()
+            },
         }
         # Interleaved rounds: a slow spell of this shared machine hits every target of a round
         # alike, and the medians of the per-round ratios set it aside.
         for _ in range(ROUNDS):
-            rounds.append({name: _load(url, headers=h) for name, (url, h) in targets.items()})
+            loads = {name: _load(target) for name, target in targets.items()}
+            rounds.append({name: result for name, (result, _) in loads.items()})
+            cpu_rounds.append({name: use for name, (_, use) in loads.items()})
         for workers, (_, pids) in routers.items():
             memory[f"{workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
         rate = statistics.median(r["chainrouter, 1 worker(s)"].requests_per_s for r in rounds) / 2
@@ -216,12 +236,12 @@ def main() -> None:
             "chainrouter, 1 worker": (routers[1][0], ORIGIN),
             "static upstream, direct": (static, None),
             "nginx proxy_pass": (proxy, None),
-            ECHO: (echo, None),
-            BARE: (bare, None),
+            ECHO: (echo.url, None),
+            BARE: (bare.url, None),
         }
         for _ in range(ROUNDS):
             half.append({name: _half_load(url, rate, h) for name, (url, h) in half_targets.items()})
-    _write(rounds, half, memory, rate, snapshot_s, setup.nodes)
+    _write(rounds, cpu_rounds, half, memory, rate, snapshot_s, setup.nodes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,13 +255,21 @@ class Summary:
     p50_ms: float
     p99_ms: float
     errors: int
+    cpu_us: float  # CPU time per request, all threads of the target's processes
+    busiest_thread_us: float  # of the one busiest thread: a Python worker's event loop
 
 
-def summarise(rounds: list[dict[str, WrkResult]]) -> dict[str, Summary]:
+def summarise(
+    rounds: list[dict[str, WrkResult]], cpu_rounds: list[dict[str, CpuUse]]
+) -> dict[str, Summary]:
     summaries = {}
     for name in rounds[0]:
         runs = [r[name] for r in rounds]
         ratios = [r[name].requests_per_s / r["nginx proxy_pass"].requests_per_s for r in rounds]
+        cpu = [
+            use[name].per_request_us(run[name].requests_per_s)
+            for run, use in zip(rounds, cpu_rounds, strict=True)
+        ]
         summaries[name] = Summary(
             requests_per_s=statistics.median(run.requests_per_s for run in runs),
             vs_nginx=statistics.median(ratios),
@@ -250,19 +278,22 @@ def summarise(rounds: list[dict[str, WrkResult]]) -> dict[str, Summary]:
             p50_ms=statistics.median(run.p50_ms for run in runs),
             p99_ms=statistics.median(run.p99_ms for run in runs),
             errors=sum(run.errors for run in runs),
+            cpu_us=statistics.median(total for total, _ in cpu),
+            busiest_thread_us=statistics.median(busiest for _, busiest in cpu),
         )
     return summaries
 
 
 def _write(
     rounds: list[dict[str, WrkResult]],
+    cpu_rounds: list[dict[str, CpuUse]],
     half: list[dict[str, WrkResult]],
     memory: dict[str, list[float]],
     rate: float,
     snapshot_s: float,
     nodes: int,
 ) -> None:
-    rows = summarise(rounds)
+    rows = summarise(rounds, cpu_rounds)
     when = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "router.json").write_text(
@@ -272,6 +303,7 @@ def _write(
                 "nodes": nodes,
                 "snapshot_load_s": round(snapshot_s, 3),
                 "rounds": [{k: asdict(v) for k, v in r.items()} for r in rounds],
+                "cpu_rounds": [{k: asdict(v) for k, v in r.items()} for r in cpu_rounds],
                 "max_load": {k: asdict(v) for k, v in rows.items()},
                 "half_load_rate": round(rate),
                 "half_load_rounds": [{k: asdict(v) for k, v in r.items()} for r in half],
@@ -296,17 +328,24 @@ def _write(
         "## Maximum throughput",
         "",
         "| target | requests/s | vs nginx proxy_pass (range) | per worker vs nginx | p50 ms "
-        "| p99 ms | errors |",
-        "|---|---|---|---|---|---|---|",
+        "| p99 ms | errors | CPU µs per request | busiest thread, µs per request |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
         workers = 2 if "2 worker" in name else 1
         lines.append(
             f"| {name} | {r.requests_per_s:.0f} | {r.vs_nginx:.2f}x "
             f"({r.vs_nginx_low:.2f} to {r.vs_nginx_high:.2f}) | {r.vs_nginx / workers:.2f}x "
-            f"| {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.errors} |"
+            f"| {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.errors} "
+            f"| {r.cpu_us:.1f} | {r.busiest_thread_us:.1f} |"
         )
     lines += [
+        "",
+        "CPU per request: user and system time of the target's processes over the measured run, "
+        "divided by the requests served (medians over the rounds). The nginx rows count its one "
+        "worker, which serves the upstream as well as the proxy; the other rows do not count the "
+        "upstream. The busiest thread of a Python worker is its event loop: near a full second "
+        "per second, it is what limits the worker.",
         "",
         f"## Latency at half load ({rate:.0f} requests/s offered, half the one-worker maximum)",
         "",

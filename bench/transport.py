@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -51,8 +51,16 @@ def _command(server: str, port: int) -> list[str]:
     ]  # fmt: skip
 
 
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A server started for a benchmark."""
+
+    url: str
+    pid: int  # its first process; workers run below it
+
+
 @contextmanager
-def forwarder(server: str, client: str, upstream: str) -> Iterator[str]:
+def forwarder(server: str, client: str, upstream: str) -> Iterator[Running]:
     port = free_port()
     env = {**os.environ, "BENCH_CLIENT": client, "BENCH_UPSTREAM": upstream}
     process = subprocess.Popen(
@@ -61,7 +69,7 @@ def forwarder(server: str, client: str, upstream: str) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}/"
     try:
         wait_until_serving(url)
-        yield url
+        yield Running(url, process.pid)
     finally:
         process.terminate()
         process.wait(timeout=10)
@@ -82,8 +90,8 @@ def main() -> None:
         rows["nginx proxy_pass"] = measure(f"http://127.0.0.1:{proxy_port}/")
         for server in SERVERS:
             for client in CLIENTS:
-                with forwarder(server, client, upstream) as url:
-                    rows[f"{server} + {client}"] = measure(url)
+                with forwarder(server, client, upstream) as running:
+                    rows[f"{server} + {client}"] = measure(running.url)
     baseline = rows["nginx proxy_pass"]
     RESULTS.mkdir(parents=True, exist_ok=True)
     when = datetime.now(UTC).isoformat(timespec="seconds")

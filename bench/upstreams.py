@@ -67,8 +67,9 @@ def wait_until_serving(url: str, timeout_s: float = 20.0) -> None:
 
 
 @contextmanager
-def nginx(static_port: int, proxy_port: int) -> Iterator[None]:
-    """Run one nginx worker serving the static upstream and the proxy in front of it."""
+def nginx(static_port: int, proxy_port: int) -> Iterator[int]:
+    """Run one nginx worker serving the static upstream and the proxy in front of it; yields the
+    master's process id (the worker runs below it)."""
     with tempfile.TemporaryDirectory() as directory:
         config = Path(directory) / "nginx.conf"
         config.write_text(
@@ -84,7 +85,7 @@ def nginx(static_port: int, proxy_port: int) -> Iterator[None]:
         try:
             wait_until_serving(f"http://127.0.0.1:{static_port}/")
             wait_until_serving(f"http://127.0.0.1:{proxy_port}/")
-            yield
+            yield process.pid
         finally:
             process.terminate()
             process.wait(timeout=10)

@@ -18,6 +18,7 @@ from chainrouter.router.http1 import Http1Upstream
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.service import FreeTierLimits, RouterLimits, RpcService
 from chainrouter.router.sync import StorageSync, load_snapshot
+from chainrouter.router.upstream import UpstreamClient
 from chainrouter.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ class RouterRuntime:
     health: HealthMonitor
     limiter: Limiter
     cooldowns: MemoryCooldowns
-    client: Http1Upstream
+    client: UpstreamClient
     engine: Engine
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
@@ -67,14 +68,21 @@ class RouterRuntime:
         self.engine.dispose()
 
 
-def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
-    """Everything a router process needs; the snapshot is loaded before this returns."""
+def build_runtime(
+    settings: Settings, engine: Engine, *, client: UpstreamClient | None = None
+) -> RouterRuntime:
+    """Everything a router process needs; the snapshot is loaded before this returns.
+
+    `client` replaces the HTTP client to the nodes (the pipeline benchmark uses one that answers
+    at once, to time the pipeline without any I/O).
+    """
     snapshot = load_snapshot(engine)
-    client = Http1Upstream(
-        max_response_bytes=settings.max_response_bytes,
-        connect_timeout_s=settings.upstream_connect_timeout_s,
-        ca_file=settings.outbound_ca_file,
-    )
+    if client is None:
+        client = Http1Upstream(
+            max_response_bytes=settings.max_response_bytes,
+            connect_timeout_s=settings.upstream_connect_timeout_s,
+            ca_file=settings.outbound_ca_file,
+        )
     cooldowns = MemoryCooldowns()
     health = HealthMonitor(
         client,
