@@ -72,8 +72,7 @@ async def _keyed(service: RpcService, key: str, body: bytes) -> None:
 
 
 def _runtime(database_url: str, client: InstantUpstream | None) -> RouterRuntime:
-    os.environ["CHAINROUTER_DATABASE_URL"] = database_url
-    settings = load_settings()
+    settings = load_settings(database_url=database_url)
     return build_runtime(settings, create_database_engine(settings.database_url), client=client)
 
 
