@@ -10,9 +10,7 @@ from hypothesis import strategies as st
 
 from chainrouter.domain.enums import NodeStatus, RoutingStrategy
 from chainrouter.domain.routing import (
-    UNKNOWN_HEALTH,
     MethodPrice,
-    NodeHealth,
     NodeInfo,
     PlanLimits,
     Route,
@@ -80,31 +78,22 @@ def test_disabled_and_deleted_nodes_never_route() -> None:
 
 def test_economy_keeps_cost_order_and_drops_nodes_out_of_sync() -> None:
     routes = _table().routes(CHAIN, "eth_call")
-    assert _ids(order_routes(routes, RoutingStrategy.ECONOMY, lambda _: UNKNOWN_HEALTH)) == [1, 2]
-    lagging = {1: NodeHealth(in_sync=False)}
-    ordered = order_routes(
-        routes, RoutingStrategy.ECONOMY, lambda n: lagging.get(n, UNKNOWN_HEALTH)
-    )
-    assert _ids(ordered) == [2]
+    assert _ids(order_routes(routes, RoutingStrategy.ECONOMY, set(), {})) == [1, 2]
+    assert _ids(order_routes(routes, RoutingStrategy.ECONOMY, {1}, {})) == [2]
 
 
 def test_performance_puts_the_fastest_measured_node_first() -> None:
     routes = _table().routes(CHAIN, "eth_call")
-    health = {1: NodeHealth(latency_ms=40.0), 2: NodeHealth(latency_ms=5.0)}
-    ordered = order_routes(routes, RoutingStrategy.PERFORMANCE, lambda n: health[n])
+    ordered = order_routes(routes, RoutingStrategy.PERFORMANCE, set(), {1: 40.0, 2: 5.0})
     assert _ids(ordered) == [2, 1]
+    assert _ids(order_routes(routes, RoutingStrategy.PERFORMANCE, {2}, {1: 40.0, 2: 5.0})) == [1]
 
 
 def test_performance_tries_unmeasured_nodes_after_measured_ones_and_breaks_ties_on_cost() -> None:
     routes = _table().routes(CHAIN, "eth_call")
-    only_dear_measured = {2: NodeHealth(latency_ms=50.0)}
-    ordered = order_routes(
-        routes,
-        RoutingStrategy.PERFORMANCE,
-        lambda n: only_dear_measured.get(n, UNKNOWN_HEALTH),
-    )
+    ordered = order_routes(routes, RoutingStrategy.PERFORMANCE, set(), {2: 50.0})
     assert _ids(ordered) == [2, 1]
-    equal = order_routes(routes, RoutingStrategy.PERFORMANCE, lambda _: NodeHealth(latency_ms=9.0))
+    equal = order_routes(routes, RoutingStrategy.PERFORMANCE, set(), {1: 9.0, 2: 9.0})
     assert _ids(equal) == [1, 2]
 
 
@@ -136,6 +125,7 @@ def test_every_strategy_orders_a_permutation_of_the_in_sync_routes(
         ordered = order_routes(
             routes,
             strategy,
-            lambda n: NodeHealth(in_sync=sync[n], latency_ms=float(n % 5)),
+            {n for n, in_sync in sync.items() if not in_sync},
+            {n: float(n % 5) for n in sync},
         )
         assert sorted(_ids(ordered)) == sorted(n for n, s in sync.items() if s)

@@ -132,6 +132,17 @@ async def test_one_connection_carries_sequential_calls(
     assert upstream.connections - before == 1
 
 
+async def test_a_time_out_that_passes_after_its_answer_spares_the_next_call_on_the_connection(
+    client: Http1Upstream, upstream: FaultyUpstream
+) -> None:
+    before = upstream.connections
+    await client.post(upstream.url("/ok"), BODY, timeout_s=0.1)
+    # The first call's time-out passes while the second, on the same connection, waits.
+    reply = await client.post(upstream.url("/sleep/400"), BODY, timeout_s=5)
+    assert reply.body == OK_ANSWER
+    assert upstream.connections - before == 1
+
+
 async def test_concurrent_calls_use_their_own_connections_then_share_them(
     client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:

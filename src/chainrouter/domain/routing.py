@@ -8,7 +8,7 @@ that tuple for one request using live node health.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -159,20 +159,21 @@ class HealthReport:
 def order_routes(
     routes: tuple[Route, ...],
     strategy: RoutingStrategy,
-    health: Callable[[int], NodeHealth],
+    out_of_sync: Set[int],
+    latency_ms: Mapping[int, float],
 ) -> list[Route]:
     """The order in which to try `routes` for one request.
 
-    Nodes known to be out of sync are dropped. `economy` keeps the cost order; `performance` puts
-    the lowest measured latency first, unmeasured nodes after measured ones, and breaks ties on
-    cost, so that equal speed goes to the cheaper route.
+    Nodes in `out_of_sync` are dropped. `economy` keeps the cost order; `performance` puts the
+    lowest latency in `latency_ms` first, unmeasured nodes after measured ones, and breaks ties
+    on cost, so that equal speed goes to the cheaper route.
     """
-    in_sync = [r for r in routes if health(r.node.node_id).in_sync]
+    in_sync = [r for r in routes if r.node.node_id not in out_of_sync]
     if strategy is RoutingStrategy.ECONOMY:
         return in_sync
 
     def speed(route: Route) -> tuple[bool, float, int, int]:
-        latency = health(route.node.node_id).latency_ms
+        latency = latency_ms.get(route.node.node_id)
         return (latency is None, latency or 0.0, route.price.cost_nano, route.node.node_id)
 
     return sorted(in_sync, key=speed)

@@ -16,7 +16,7 @@ from sqlalchemy import Engine
 
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import RoutingStrategy
-from chainrouter.domain.routing import UNKNOWN_HEALTH, order_routes
+from chainrouter.domain.routing import order_routes
 from chainrouter.stores.sql import public_lists
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.snapshot import load_route_table
@@ -75,14 +75,18 @@ class CatalogLists:
         with self._engine.connect() as connection, connection.begin():
             table = load_route_table(connection)
             health = public_lists.node_health(connection)
+            out_of_sync = {node_id for node_id, known in health.items() if not known.in_sync}
+            latency_ms = {
+                node_id: known.latency_ms
+                for node_id, known in health.items()
+                if known.latency_ms is not None
+            }
             prices = []
             served_chains = set()
             for chain_id, method, routes in table.offered():
                 served_chains.add(chain_id)
                 for strategy in RoutingStrategy:
-                    ordered = order_routes(
-                        routes, strategy, lambda node_id: health.get(node_id, UNKNOWN_HEALTH)
-                    )
+                    ordered = order_routes(routes, strategy, out_of_sync, latency_ms)
                     if ordered:
                         prices.append(
                             RoutePrice("evm", chain_id, method, strategy, ordered[0].cost_nano)

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import statistics
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -39,7 +39,6 @@ _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")  # weight of a new latency sam
 @dataclass(slots=True)
 class NodeState:
     head: int | None = None
-    latency_ms: float | None = None
     failures: int = 0  # consecutive failed checks
     checked_at: float | None = None  # monotonic time of the last check
     last_error: str | None = None
@@ -78,16 +77,32 @@ class HealthMonitor:
         self._timeout_s = timeout_s
         self._max_lag = max_block_lag
         self._states: dict[int, NodeState] = {}
-        self._health: dict[int, NodeHealth] = {}
+        # What the request path reads, updated in place (never replaced): set and dictionary
+        # look-ups, nothing built per call.
+        self._out_of_sync: set[int] = set()
+        self._latency_ms: dict[int, float] = {}  # smoothed; absent: not measured yet
         self._chain_heads: dict[int, int] = {}
         self._chain_of: dict[int, int] = {}
         self._members: dict[int, set[int]] = {}  # chain id -> node ids
         self._unreported: set[int] = set()  # checked since the last `take_reports`
 
-    # -- read by the request path: dictionary look-ups only --------------------------------
+    # -- read by the request path ------------------------------------------------------------
+
+    @property
+    def out_of_sync(self) -> Set[int]:
+        """Nodes known to be out of sync: a live view."""
+        return self._out_of_sync
+
+    @property
+    def latency_ms(self) -> Mapping[int, float]:
+        """Smoothed latency per measured node: a live view."""
+        return self._latency_ms
 
     def health(self, node_id: int) -> NodeHealth:
-        return self._health.get(node_id, UNKNOWN_HEALTH)
+        latency = self._latency_ms.get(node_id)
+        if latency is None and node_id not in self._out_of_sync:
+            return UNKNOWN_HEALTH
+        return NodeHealth(in_sync=node_id not in self._out_of_sync, latency_ms=latency)
 
     def chain_head(self, chain_id: int) -> int | None:
         return self._chain_heads.get(chain_id)
@@ -96,19 +111,11 @@ class HealthMonitor:
         return self._states.get(node_id)
 
     def observe_latency(self, node_id: int, latency_ms: float) -> None:
-        state = self._states.get(node_id)
-        if state is None:
-            state = self._states[node_id] = NodeState()
-        state.latency_ms = (
-            latency_ms
-            if state.latency_ms is None
-            else state.latency_ms + _SMOOTHING * (latency_ms - state.latency_ms)
+        """Fold in a measured latency; called on every served call as well as by checks."""
+        previous = self._latency_ms.get(node_id)
+        self._latency_ms[node_id] = (
+            latency_ms if previous is None else previous + _SMOOTHING * (latency_ms - previous)
         )
-        known = self._health.get(node_id)
-        if known is None:
-            self._publish(node_id, state)
-        else:  # called on every served call: only the latency can have changed
-            self._health[node_id] = NodeHealth(known.in_sync, state.latency_ms)
 
     # -- checking ----------------------------------------------------------------------------
 
@@ -153,9 +160,9 @@ class HealthMonitor:
             reports.append(
                 HealthReport(
                     node_id=node_id,
-                    in_sync=self.health(node_id).in_sync,
+                    in_sync=node_id not in self._out_of_sync,
                     head_block=state.head,
-                    latency_ms=state.latency_ms,
+                    latency_ms=self._latency_ms.get(node_id),
                     consecutive_failures=state.failures,
                     checked_at=datetime.fromtimestamp(state.checked_at + wall_offset, UTC),
                 )
@@ -181,7 +188,10 @@ class HealthMonitor:
             or chain_head is None
             or -_IMPLAUSIBLE_LEAD <= chain_head - state.head <= self._max_lag
         )
-        self._health[node_id] = NodeHealth(in_sync=in_sync, latency_ms=state.latency_ms)
+        if in_sync:
+            self._out_of_sync.discard(node_id)
+        else:
+            self._out_of_sync.add(node_id)
 
     def forget_except(self, node_ids: set[int]) -> None:
         """Drop what is known of nodes no longer configured."""
@@ -190,7 +200,8 @@ class HealthMonitor:
 
     def _forget(self, node_id: int) -> None:
         self._states.pop(node_id, None)
-        self._health.pop(node_id, None)
+        self._out_of_sync.discard(node_id)
+        self._latency_ms.pop(node_id, None)
         chain_id = self._chain_of.pop(node_id, None)
         if chain_id is not None:
             self._members.get(chain_id, set()).discard(node_id)

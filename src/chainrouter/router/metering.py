@@ -46,7 +46,9 @@ class UsageMeter:
         credits_nano: int,
     ) -> None:
         hour = int(time.time()) // _HOUR * _HOUR
-        key = (customer_id, key_id, chain_id, method, scenario.value, hour)
+        # The member, not `.value`: a StrEnum member is already the string, and `.value` is a
+        # Python-level property, run on every call.
+        key = (customer_id, key_id, chain_id, method, scenario, hour)
         row = self._rows.get(key)
         if row is None:
             self._rows[key] = [1, credits_nano]

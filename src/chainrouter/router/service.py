@@ -139,6 +139,8 @@ class RpcService:
         )
         self._limiter = limiter
         self._health = health
+        self._out_of_sync = health.out_of_sync
+        self._latency_ms = health.latency_ms
         self._meter = meter
         self._credits = credits
         self._limits = limits
@@ -324,15 +326,19 @@ class RpcService:
                     f"method {call.method[:100]!r} is not supported on chain {caller.chain_id}",
                 ),
             )
-        problem = logs_range_problem(
-            call, self._limits.max_logs_block_range, self._health.chain_head(caller.chain_id)
+        problem = (
+            logs_range_problem(
+                call, self._limits.max_logs_block_range, self._health.chain_head(caller.chain_id)
+            )
+            if call.method == "eth_getLogs"
+            else None
         )
         if problem is not None:
             self._meter_call(caller, call.method, Scenario.REFUSED)
             # An answer in a well-formed exchange, like a node's own -32005: HTTP 200, so that
             # clients see the code and the range hint rather than a transport error.
             return _OK, error_response(problem, call.id_json)
-        ordered = order_routes(routes, caller.strategy, self._health.health)
+        ordered = order_routes(routes, caller.strategy, self._out_of_sync, self._latency_ms)
         if not ordered:
             self._meter_call(caller, call.method, Scenario.NO_ROUTE)
             return self._fail(
@@ -343,7 +349,7 @@ class RpcService:
                     f"no provider is in sync for chain {caller.chain_id}",
                 ),
             )
-        price = ordered[0].cost_nano
+        price = ordered[0].price.cost_nano
         customer = access.customer_id if access is not None else None
         if (
             access is not None
@@ -364,7 +370,7 @@ class RpcService:
             if customer is not None:
                 self._credits.release(customer, price)
         if isinstance(outcome, Served):
-            cost = outcome.route.cost_nano if customer is not None else 0
+            cost = outcome.route.price.cost_nano if customer is not None else 0
             if customer is not None:
                 self._credits.charge(customer, cost)
             first = outcome.route is ordered[0]

@@ -95,7 +95,7 @@ def write_usage(
             "api_key_id": key_id,
             "chain_id": chain_id,
             "method": method[:100],
-            "scenario": scenario,
+            "scenario": str(scenario),  # the meter keys rows by the enum member itself
             "bucket_start": datetime.fromtimestamp(hour, UTC),
             "request_count": count_and_credits[0],
             "credits_nano": count_and_credits[1],
