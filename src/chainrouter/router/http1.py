@@ -35,6 +35,8 @@ from chainrouter.router.upstream import FailureKind, UpstreamError, UpstreamRepl
 _PRINTABLE = re.compile(r"[\x21-\x7e]+")  # visible ASCII: nothing that could end a header line
 _MAX_TARGETS = 65_536  # parsed-URL cache bound; node URLs are far fewer
 _TICK_S = 0.01  # time-outs are checked in ticks of this length, so they fire up to this late
+_FRAMING_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
+_FRAMING_LENGTHS = frozenset(len(name) for name in _FRAMING_HEADERS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +104,8 @@ class _Exchange(asyncio.Protocol):
     # httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        lowered = name.lower()
-        if lowered == b"content-length" or lowered == b"transfer-encoding":
+        # The length test first: most headers are neither, and it spares lower-casing them.
+        if len(name) in _FRAMING_LENGTHS and name.lower() in _FRAMING_HEADERS:
             self._framed = True
 
     def on_headers_complete(self) -> None:
@@ -165,7 +167,8 @@ class _Exchange(asyncio.Protocol):
     def _settle(self) -> None:
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
-            waiter.set_result((self._status, b"".join(self._chunks)))
+            chunks = self._chunks
+            waiter.set_result((self._status, chunks[0] if len(chunks) == 1 else b"".join(chunks)))
         if not self.usable or self._size > self._max:
             self.close()
 
@@ -303,9 +306,13 @@ class Http1Upstream:
         pool = self._idle.get(origin)
         if not pool:
             return None
-        _close_expired(pool, time.monotonic() - self._idle_s)
+        idle_before = time.monotonic() - self._idle_s
         while pool:
-            connection = pool.pop()
+            connection = pool.pop()  # the most recently used
+            if connection.idle_since < idle_before:  # and so are all the others
+                connection.close()
+                _close_expired(pool, idle_before)
+                return None
             transport = connection.transport
             if connection.usable and transport is not None and not transport.is_closing():
                 connection.reused = True
