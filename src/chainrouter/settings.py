@@ -99,7 +99,10 @@ class Settings(BaseSettings):
         "failure of that node and the router fails over.",
     )
     upstream_timeout_s: float = Field(
-        default=10.0, gt=0, le=300, description="Time one upstream node gets to answer, seconds."
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Time one upstream node gets to answer, seconds (checked in 10 ms ticks).",
     )
     request_deadline_s: float = Field(
         default=30.0,
