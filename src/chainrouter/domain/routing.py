@@ -141,9 +141,6 @@ class NodeHealth:
     latency_ms: float | None = None  # smoothed; None: not measured yet
 
 
-UNKNOWN_HEALTH = NodeHealth()
-
-
 @dataclass(frozen=True, slots=True)
 class HealthReport:
     """One node's health as stored for other processes (the API's node status and prices)."""

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from chainrouter.domain.routing import UNKNOWN_HEALTH, HealthReport, NodeHealth, NodeInfo
+from chainrouter.domain.routing import HealthReport, NodeHealth, NodeInfo
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.upstream import UpstreamClient, UpstreamError
 
@@ -99,10 +99,8 @@ class HealthMonitor:
         return self._latency_ms
 
     def health(self, node_id: int) -> NodeHealth:
-        latency = self._latency_ms.get(node_id)
-        if latency is None and node_id not in self._out_of_sync:
-            return UNKNOWN_HEALTH
-        return NodeHealth(in_sync=node_id not in self._out_of_sync, latency_ms=latency)
+        """One node's health as a record (for callers outside the request path)."""
+        return NodeHealth(node_id not in self._out_of_sync, self._latency_ms.get(node_id))
 
     def chain_head(self, chain_id: int) -> int | None:
         return self._chain_heads.get(chain_id)

@@ -12,6 +12,7 @@ from typing import Any
 from chainrouter.jsonrpc.envelope import RpcCall
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 
+LOGS_METHOD = "eth_getLogs"  # the one method the rule applies to; the caller checks it
 _HEAD_TAGS = frozenset({"latest", "safe", "finalized", "pending"})
 
 
@@ -31,8 +32,7 @@ def _block(value: Any, head: int | None) -> int | None:
 
 
 def logs_range_problem(call: RpcCall, max_range: int, head: int | None) -> RpcError | None:
-    if call.method != "eth_getLogs":
-        return None
+    """What is wrong with an `eth_getLogs` call's range, if anything."""
     params = call.params
     if not isinstance(params, list) or not params or not isinstance(params[0], dict):
         return None

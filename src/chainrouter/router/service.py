@@ -31,7 +31,7 @@ from chainrouter.ratelimit.gcra import Bucket, Limiter
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.forward import Forwarder, Served
 from chainrouter.router.health import HealthMonitor
-from chainrouter.router.logs_range import logs_range_problem
+from chainrouter.router.logs_range import LOGS_METHOD, logs_range_problem
 from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, CreditView, UsageMeter
 from chainrouter.router.upstream import UpstreamClient
 
@@ -326,18 +326,15 @@ class RpcService:
                     f"method {call.method[:100]!r} is not supported on chain {caller.chain_id}",
                 ),
             )
-        problem = (
-            logs_range_problem(
+        if call.method == LOGS_METHOD:
+            problem = logs_range_problem(
                 call, self._limits.max_logs_block_range, self._health.chain_head(caller.chain_id)
             )
-            if call.method == "eth_getLogs"
-            else None
-        )
-        if problem is not None:
-            self._meter_call(caller, call.method, Scenario.REFUSED)
-            # An answer in a well-formed exchange, like a node's own -32005: HTTP 200, so that
-            # clients see the code and the range hint rather than a transport error.
-            return _OK, error_response(problem, call.id_json)
+            if problem is not None:
+                self._meter_call(caller, call.method, Scenario.REFUSED)
+                # An answer in a well-formed exchange, like a node's own -32005: HTTP 200, so
+                # that clients see the code and the range hint rather than a transport error.
+                return _OK, error_response(problem, call.id_json)
         ordered = order_routes(routes, caller.strategy, self._out_of_sync, self._latency_ms)
         if not ordered:
             self._meter_call(caller, call.method, Scenario.NO_ROUTE)
