@@ -29,7 +29,8 @@ from pathlib import Path
 
 import uvloop
 
-from bench.router import BODY, CHAIN, ORIGIN, RESULTS, ROUNDS, big_world
+from bench.rounds import BODY, ROUNDS
+from bench.router import CHAIN, ORIGIN, RESULTS, big_world
 from bench.transport import free_port
 from bench.upstreams import STATIC_BODY, nginx, require_tools
 from chainrouter.router.http1 import Http1Upstream

@@ -33,7 +33,17 @@ from typing import Any
 
 import httpx
 
-from bench.cpu import CpuUse, cpu_use, process_tree, thread_ticks
+from bench.cpu import CpuUse, process_tree
+from bench.rounds import (
+    BASELINE,
+    BODY,
+    CONNECTIONS,
+    DURATION_S,
+    ROUNDS,
+    Target,
+    load_in_rounds,
+    summarise,
+)
 from bench.transport import forwarder, free_port
 from bench.upstreams import nginx, require_tools, wait_until_serving
 from bench.wrk import WrkResult, run_wrk
@@ -49,12 +59,8 @@ from chainrouter.stores.sql.engine import create_database_engine
 ROOT = Path(__file__).resolve().parents[1]
 CHAINS_JSON = ROOT.parent / "shared" / "data" / "chains.json"
 RESULTS = ROOT / "bench" / "results"
-CONNECTIONS = 64
-DURATION_S = int(os.environ.get("BENCH_DURATION_S", "8"))
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 HALF_LOAD_DELAY_MS = 10
 CHAIN = 1
-BODY = '{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":1}'
 ORIGIN = {"Origin": "https://app.example.com"}
 BARE = "bare forwarder (granian + http1, no pipeline), 1 worker"
 ECHO = "granian echo server (answers itself, no upstream), 1 worker"
@@ -159,16 +165,6 @@ def router(setup: Setup, workers: int) -> Iterator[tuple[str, list[int]]]:
         process.wait(timeout=30)
 
 
-def _load(target: Target) -> tuple[WrkResult, CpuUse]:
-    run_wrk(target.url, BODY, connections=CONNECTIONS, duration_s=2, headers=target.headers)
-    before, started = thread_ticks(target.pids), time.monotonic()
-    result = run_wrk(
-        target.url, BODY, connections=CONNECTIONS, duration_s=DURATION_S, headers=target.headers
-    )
-    use = cpu_use(before, thread_ticks(target.pids), time.monotonic() - started)
-    return result, use
-
-
 def _half_load(url: str, rate: float, headers: dict[str, str] | None = None) -> WrkResult:
     connections = max(1, round(rate * HALF_LOAD_DELAY_MS / 1000))
     return run_wrk(
@@ -181,20 +177,11 @@ def _half_load(url: str, rate: float, headers: dict[str, str] | None = None) -> 
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
-    url: str
-    headers: dict[str, str] | None
-    pids: list[int]  # whose CPU time the request costs: the server's processes
-
-
 def main() -> None:
     require_tools()
     static_port, proxy_port = free_port(), free_port()
     static = f"http://127.0.0.1:{static_port}/"
     proxy = f"http://127.0.0.1:{proxy_port}/"
-    rounds: list[dict[str, WrkResult]] = []
-    cpu_rounds: list[dict[str, CpuUse]] = []
     half: list[dict[str, WrkResult]] = []
     memory: dict[str, list[float]] = {}
     with (
@@ -213,7 +200,7 @@ def main() -> None:
         nginx_pids = process_tree(nginx_pid)  # one worker: it serves the proxy and the upstream
         targets = {
             "static upstream, direct": Target(static, None, nginx_pids),
-            "nginx proxy_pass": Target(proxy, None, nginx_pids),
+            BASELINE: Target(proxy, None, nginx_pids),
             BARE: Target(bare.url, None, process_tree(bare.pid)),
             **{
                 f"chainrouter, {w} worker(s)": Target(url, ORIGIN, pids)
@@ -222,10 +209,7 @@ def main() -> None:
         }
         # Interleaved rounds: a slow spell of this shared machine hits every target of a round
         # alike, and the medians of the per-round ratios set it aside.
-        for _ in range(ROUNDS):
-            loads = {name: _load(target) for name, target in targets.items()}
-            rounds.append({name: result for name, (result, _) in loads.items()})
-            cpu_rounds.append({name: use for name, (_, use) in loads.items()})
+        rounds, cpu_rounds = load_in_rounds(targets)
         for workers, (_, pids) in routers.items():
             memory[f"{workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
         rate = statistics.median(r["chainrouter, 1 worker(s)"].requests_per_s for r in rounds) / 2
@@ -235,53 +219,13 @@ def main() -> None:
         half_targets: dict[str, tuple[str, dict[str, str] | None]] = {
             "chainrouter, 1 worker": (routers[1][0], ORIGIN),
             "static upstream, direct": (static, None),
-            "nginx proxy_pass": (proxy, None),
+            BASELINE: (proxy, None),
             ECHO: (echo.url, None),
             BARE: (bare.url, None),
         }
         for _ in range(ROUNDS):
             half.append({name: _half_load(url, rate, h) for name, (url, h) in half_targets.items()})
     _write(rounds, cpu_rounds, half, memory, rate, snapshot_s, setup.nodes)
-
-
-@dataclass(frozen=True, slots=True)
-class Summary:
-    """One target over all rounds: medians, and the spread of its ratio to nginx."""
-
-    requests_per_s: float
-    vs_nginx: float  # median of the per-round ratios
-    vs_nginx_low: float
-    vs_nginx_high: float
-    p50_ms: float
-    p99_ms: float
-    errors: int
-    cpu_us: float  # CPU time per request, all threads of the target's processes
-    busiest_thread_us: float  # of the one busiest thread: a Python worker's event loop
-
-
-def summarise(
-    rounds: list[dict[str, WrkResult]], cpu_rounds: list[dict[str, CpuUse]]
-) -> dict[str, Summary]:
-    summaries = {}
-    for name in rounds[0]:
-        runs = [r[name] for r in rounds]
-        ratios = [r[name].requests_per_s / r["nginx proxy_pass"].requests_per_s for r in rounds]
-        cpu = [
-            use[name].per_request_us(run[name].requests_per_s)
-            for run, use in zip(rounds, cpu_rounds, strict=True)
-        ]
-        summaries[name] = Summary(
-            requests_per_s=statistics.median(run.requests_per_s for run in runs),
-            vs_nginx=statistics.median(ratios),
-            vs_nginx_low=min(ratios),
-            vs_nginx_high=max(ratios),
-            p50_ms=statistics.median(run.p50_ms for run in runs),
-            p99_ms=statistics.median(run.p99_ms for run in runs),
-            errors=sum(run.errors for run in runs),
-            cpu_us=statistics.median(total for total, _ in cpu),
-            busiest_thread_us=statistics.median(busiest for _, busiest in cpu),
-        )
-    return summaries
 
 
 def _write(

@@ -3,7 +3,9 @@
 For each server (uvicorn with uvloop and httptools; granian) and client (pyreqwest, aiohttp,
 httpx), the minimal forwarder of `bench.forwarders` runs as one worker process in front of a static
 nginx upstream, loaded by wrk. nginx `proxy_pass` in front of the same upstream is the baseline,
-and the upstream hit directly is the ceiling. Results: bench/results/transport.{json,md}.
+and the upstream hit directly is the ceiling. All setups run at once and are loaded in
+interleaved rounds (`bench.rounds`), so that a slow spell of the machine counts against them
+alike. Results: bench/results/transport.{json,md}.
 """
 
 from __future__ import annotations
@@ -14,18 +16,24 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from bench.cpu import process_tree
+from bench.rounds import (
+    BASELINE,
+    CONNECTIONS,
+    DURATION_S,
+    WARM_UP_S,
+    Target,
+    load_in_rounds,
+    summarise,
+)
 from bench.upstreams import STATIC_BODY, nginx, require_tools, wait_until_serving
-from bench.wrk import WrkResult, run_wrk
 
 RESULTS = Path(__file__).resolve().parent / "results"
-BODY = '{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":1}'
-CONNECTIONS = 64
-DURATION_S = int(os.environ.get("BENCH_DURATION_S", "8"))
 SERVERS = ("uvicorn asgi", "granian asgi", "granian rsgi")
 CLIENTS = ("echo", "http1", "pyreqwest", "aiohttp", "httpx")
 
@@ -75,45 +83,63 @@ def forwarder(server: str, client: str, upstream: str) -> Iterator[Running]:
         process.wait(timeout=10)
 
 
-def measure(url: str) -> WrkResult:
-    run_wrk(url, BODY, connections=CONNECTIONS, duration_s=2)  # warm-up
-    return run_wrk(url, BODY, connections=CONNECTIONS, duration_s=DURATION_S)
-
-
 def main() -> None:
     require_tools()
     static_port, proxy_port = free_port(), free_port()
-    rows: dict[str, WrkResult] = {}
-    with nginx(static_port, proxy_port):
+    with nginx(static_port, proxy_port) as nginx_pid, ExitStack() as running:
         upstream = f"http://127.0.0.1:{static_port}/"
-        rows["static upstream, direct"] = measure(upstream)
-        rows["nginx proxy_pass"] = measure(f"http://127.0.0.1:{proxy_port}/")
+        nginx_pids = process_tree(nginx_pid)  # one worker: it serves the proxy and the upstream
+        targets = {
+            "static upstream, direct": Target(upstream, None, nginx_pids),
+            BASELINE: Target(f"http://127.0.0.1:{proxy_port}/", None, nginx_pids),
+        }
+        # Every forwarder runs for the whole benchmark, so that each round loads them all.
         for server in SERVERS:
             for client in CLIENTS:
-                with forwarder(server, client, upstream) as running:
-                    rows[f"{server} + {client}"] = measure(running.url)
-    baseline = rows["nginx proxy_pass"]
+                started = running.enter_context(forwarder(server, client, upstream))
+                pids = process_tree(started.pid)
+                targets[f"{server} + {client}"] = Target(started.url, None, pids)
+        rounds, cpu_rounds = load_in_rounds(targets)
+    rows = summarise(rounds, cpu_rounds)
     RESULTS.mkdir(parents=True, exist_ok=True)
     when = datetime.now(UTC).isoformat(timespec="seconds")
     (RESULTS / "transport.json").write_text(
-        json.dumps({"when": when, "rows": {k: asdict(v) for k, v in rows.items()}}, indent=2) + "\n"
+        json.dumps(
+            {
+                "when": when,
+                "rounds": [{k: asdict(v) for k, v in r.items()} for r in rounds],
+                "cpu_rounds": [{k: asdict(v) for k, v in r.items()} for r in cpu_rounds],
+                "summary": {k: asdict(v) for k, v in rows.items()},
+            },
+            indent=2,
+        )
+        + "\n"
     )
     lines = [
         "# Transport choice: server and HTTP client of the hot path",
         "",
-        f"{when}; one worker process each; wrk, {CONNECTIONS} connections, {DURATION_S} s; "
-        f"upstream: nginx returning a fixed {len(STATIC_BODY)}-byte JSON-RPC result. "
-        "`echo` answers without any upstream: the server's own ceiling.",
+        f"{when}; one worker process each; wrk, {CONNECTIONS} connections, {DURATION_S} s after a "
+        f"{WARM_UP_S} s warm-up; {len(rounds)} interleaved rounds over all setups, medians shown, "
+        "with the lowest and highest per-round ratio to nginx. Upstream: nginx returning a fixed "
+        f"{len(STATIC_BODY)}-byte JSON-RPC result. `echo` answers without any upstream: the "
+        "server's own ceiling.",
         "",
-        "| setup | requests/s | vs nginx proxy_pass | p50 ms | p99 ms | errors |",
-        "|---|---|---|---|---|---|",
+        "| setup | requests/s | vs nginx proxy_pass (range) | p50 ms | p99 ms | errors "
+        "| CPU µs per request | busiest thread, µs per request |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, r in rows.items():
-        ratio = r.requests_per_s / baseline.requests_per_s
         lines.append(
-            f"| {name} | {r.requests_per_s:.0f} | {ratio:.2f}x "
-            f"| {r.p50_ms:.2f} | {r.p99_ms:.2f} | {r.errors} |"
+            f"| {name} | {r.requests_per_s:.0f} | {r.vs_nginx:.2f}x "
+            f"({r.vs_nginx_low:.2f} to {r.vs_nginx_high:.2f}) | {r.p50_ms:.2f} | {r.p99_ms:.2f} "
+            f"| {r.errors} | {r.cpu_us:.1f} | {r.busiest_thread_us:.1f} |"
         )
+    lines += [
+        "",
+        "CPU per request: user and system time of the setup's processes over the measured run, "
+        "divided by the requests served. The nginx rows count its one worker, which serves the "
+        "upstream as well as the proxy; the forwarder rows do not count the upstream.",
+    ]
     (RESULTS / "transport.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
