@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.anvil import CHAIN_A, CHAIN_B
@@ -60,6 +61,16 @@ async def test_every_rpc_tool_answers_from_the_chain_with_a_batch_id(service: Se
             {"chainId": CHAIN_A, "blockHash": block["result"]["hash"], "includeTransactions": True},
         )
         assert by_hash["result"]["transactions"][0]["hash"] == chain_a.tx_hash
+        assert by_hash["transactions"] == {
+            "total": 1, "offset": 0, "limit": 100, "returned": 1, "nextOffset": None
+        }  # fmt: skip
+        past_the_end = await ok(
+            "rpc_get_block",
+            {"chainId": CHAIN_A, "blockTag": chain_a.block_number, "limit": 1, "offset": 1},
+        )
+        assert past_the_end["result"]["transactions"] == []
+        assert past_the_end["result"]["hash"] == block["result"]["hash"]
+        assert past_the_end["transactions"]["total"] == 1
         latest = await ok("rpc_get_block", {"chainId": str(CHAIN_A)})
         assert int(latest["result"]["number"], 16) >= chain_a.block_number
 
@@ -187,6 +198,47 @@ async def test_logs_come_in_pages(service: Service) -> None:
     assert (first["total"], first["returned"], first["nextOffset"]) == (1, 1, None)
     assert (past["total"], past["returned"], past["logs"]) == (1, 0, [])
     assert "limit: Input should be less than or equal to 1000" in error_text(too_many)
+
+
+async def test_a_block_s_transactions_come_in_pages(service: Service) -> None:
+    node = service.chains[CHAIN_B].node_url
+    sender = "0x90F79bf6EB2c4f870365E785982E1f101E93b906"  # anvil's fourth account; no other
+    receiver = "0x15d34AAf54267DB7D7c367839AAf71A00a2C6A65"  # test uses either
+
+    async def on_node(method: str, params: list[Any]) -> Any:
+        request = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        return (await client.post(node, json=request)).json()["result"]
+
+    async with httpx.AsyncClient() as client:  # three transfers mined into one block
+        await on_node("evm_setAutomine", [False])
+        sent = [
+            await on_node("eth_sendTransaction", [{"from": sender, "to": receiver, "value": "0x1"}])
+            for _ in range(3)
+        ]
+        await on_node("evm_mine", [])
+        await on_node("evm_setAutomine", [True])
+        block = (await on_node("eth_getTransactionReceipt", [sent[0]]))["blockNumber"]
+
+    async with companion(companion_env(service)) as session:
+
+        async def page(offset: int, full: bool) -> dict[str, Any]:
+            arguments = {"chainId": CHAIN_B, "blockTag": block, "limit": 2, "offset": offset}
+            answer = payload(
+                await session.call_tool("rpc_get_block", {**arguments, "includeTransactions": full})
+            )
+            assert isinstance(answer, dict)
+            return answer
+
+        first, second = await page(0, True), await page(2, True)
+        hashes = await page(0, False)
+    assert [tx["hash"] for tx in first["result"]["transactions"]] == sent[:2]
+    assert first["transactions"] == {
+        "total": 3, "offset": 0, "limit": 2, "returned": 2, "nextOffset": 2
+    }  # fmt: skip
+    assert [tx["hash"] for tx in second["result"]["transactions"]] == sent[2:]
+    assert (second["transactions"]["returned"], second["transactions"]["nextOffset"]) == (1, None)
+    assert second["result"]["hash"] == first["result"]["hash"]  # the rest of the block is whole
+    assert hashes["result"]["transactions"] == sent[:2]
 
 
 async def test_chains_are_listed_by_page_and_filtered_by_name_or_id(service: Service) -> None:

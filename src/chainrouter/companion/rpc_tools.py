@@ -29,6 +29,7 @@ from chainrouter.operator_config.model import ChainId
 
 CHAIN_PAGE_DEFAULT, CHAIN_PAGE_MAX = 50, 500
 LOG_PAGE_DEFAULT, LOG_PAGE_MAX = 100, 1000
+TX_PAGE_DEFAULT, TX_PAGE_MAX = 100, 1000
 
 # Methods that would change state (send, sign, mine, reconfigure a node) or that need a
 # conversation with one node (filters, subscriptions): rpc_call is read-only and stateless.
@@ -160,6 +161,13 @@ class GetBlockArgs(CamelArguments):
     include_transactions: StrictBool = Field(
         default=False, description="Full transaction objects instead of their hashes."
     )
+    limit: int = Field(
+        default=TX_PAGE_DEFAULT,
+        ge=1,
+        le=TX_PAGE_MAX,
+        description="Transactions (or hashes) returned per page.",
+    )
+    offset: int = Field(default=0, ge=0, description="Transactions to skip (for the next page).")
 
     @model_validator(mode="after")
     def _one_way(self) -> GetBlockArgs:
@@ -325,9 +333,18 @@ class RpcTools:
     async def get_block(self, args: GetBlockArgs) -> Result:
         if args.block_hash is not None:
             params: list[Any] = [args.block_hash, args.include_transactions]
-            return await rpc(self._router, args.chain_id, "eth_getBlockByHash", params)
-        params = [args.block_tag, args.include_transactions]
-        return await rpc(self._router, args.chain_id, "eth_getBlockByNumber", params)
+            answer = await rpc(self._router, args.chain_id, "eth_getBlockByHash", params)
+        else:
+            params = [args.block_tag, args.include_transactions]
+            answer = await rpc(self._router, args.chain_id, "eth_getBlockByNumber", params)
+        # A busy chain's block holds thousands of transactions, megabytes as full objects: more
+        # than a model's context should take in one answer, so they come a page at a time.
+        block = answer["result"]
+        if isinstance(block, dict) and isinstance(block.get("transactions"), list):
+            position, page = _page(block["transactions"], args.offset, args.limit)
+            answer["result"] = {**block, "transactions": page}
+            answer["transactions"] = position
+        return answer
 
     async def get_transaction(self, args: TxArgs) -> Result:
         return await rpc(self._router, args.chain_id, "eth_getTransactionByHash", [args.tx_hash])
@@ -460,7 +477,8 @@ def rpc_tools(router: RouterClient, management: ManagementClient) -> list[ToolSp
             "rpc_get_block",
             "Get a block",
             "A block by tag or number (blockTag, default latest) or by hash (blockHash); "
-            "transaction hashes only unless includeTransactions is true.",
+            "transaction hashes only unless includeTransactions is true. Transactions come in "
+            "pages (limit, offset; follow transactions.nextOffset).",
             GetBlockArgs,
             tools.get_block,
         ),
