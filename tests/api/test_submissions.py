@@ -4,9 +4,12 @@ tokens that skip them, and review by administrators."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from chainrouter.domain.enums import Role
@@ -220,6 +223,25 @@ def test_three_node_requests_per_ip_per_day(api: ApiHarness, https_anvil: dict[s
     [stored, *_] = api.client.get("/admin/node-requests", headers=api.admin).json()
     assert stored["chain_id"] == "31338"  # as the node reported it
     assert stored["status"] == "pending"
+
+
+def test_node_requests_sent_at_once_cannot_pass_the_limit_together(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    body = {"name": "my node", "url": https_anvil["b1"], "email": "ops@node.io"}
+    # One event loop for all requests, as in the served API, and six requests sent together:
+    # their screenings overlap, and each would find the same count without the gate.
+    with (
+        TestClient(api.client.app, raise_server_exceptions=False) as client,
+        ThreadPoolExecutor(6) as pool,
+    ):
+        responses = list(pool.map(lambda _: client.post("/nodes/requests", json=body), range(6)))
+    assert sorted(r.status_code for r in responses) == [201, 201, 201, 429, 429, 429]
+    stored = api.client.get("/admin/node-requests", headers=api.admin).json()
+    assert len(stored) == 3
+    app = api.client.app
+    assert isinstance(app, FastAPI)
+    assert app.state.context.submission_gate.ips_in_progress == 0  # nothing kept once done
 
 
 def test_approving_requests_creates_the_chain_and_the_node(

@@ -15,6 +15,7 @@ from chainrouter.api import admin, customer, provider, public
 from chainrouter.api.deps import ApiContext
 from chainrouter.api.errors import install_error_handlers
 from chainrouter.management.catalog import CatalogLists
+from chainrouter.management.submissions import SubmissionGate
 from chainrouter.net.client_ip import parse_networks
 from chainrouter.net.correlation import BatchIdMiddleware
 from chainrouter.ratelimit import create_limiter
@@ -65,6 +66,7 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
                 ca_file=settings.outbound_ca_file,
             )
         ),
+        submission_gate=SubmissionGate(),
         catalog=CatalogLists(engine),
         trusted_proxies=parse_networks(settings.trusted_proxies),
     )

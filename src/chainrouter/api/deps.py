@@ -18,6 +18,7 @@ from chainrouter.management.access import (
     require_provider,
 )
 from chainrouter.management.catalog import CatalogLists
+from chainrouter.management.submissions import SubmissionGate
 from chainrouter.net.client_ip import IpNetwork, client_address
 from chainrouter.ratelimit.gcra import Limiter
 from chainrouter.screening.guard import OutboundGuard
@@ -30,6 +31,7 @@ class ApiContext:
     engine: Engine
     limiter: Limiter
     guard: OutboundGuard
+    submission_gate: SubmissionGate
     catalog: CatalogLists
     trusted_proxies: list[IpNetwork]
 

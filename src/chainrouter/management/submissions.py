@@ -2,12 +2,16 @@
 
 Every attempt counts against its IP's daily limit, including attempts whose screening failed
 (those are stored as rejected): otherwise anyone could make the service dial URLs without end.
-Agent and administrator tokens skip the limit.
+Agent and administrator tokens skip the limit. An IP's attempts are taken one at a time per
+process (`SubmissionGate`), from the count to the stored attempt, so that attempts sent at once
+cannot all pass on the same count while their screenings run.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -45,6 +49,42 @@ class Submitter:
     daily_limit: int
 
 
+class SubmissionGate:
+    """Lets one limited attempt per IP through at a time, in this process.
+
+    The daily count is read from storage and the attempt is stored seconds later, after its
+    screening: without the gate, attempts sent together would all be counted against the same
+    total. With several API processes, each process still takes one attempt per IP at a
+    time, so the limit can be overrun by at most one attempt per other process.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._waiting: dict[str, int] = {}  # holders and waiters, to drop idle locks
+
+    @asynccontextmanager
+    async def turn(self, submitter: Submitter) -> AsyncIterator[None]:
+        if submitter.exempt:  # no limit, nothing to keep consistent
+            yield
+            return
+        ip = submitter.ip
+        lock = self._locks.get(ip)
+        if lock is None:
+            lock = self._locks[ip] = asyncio.Lock()
+        self._waiting[ip] = self._waiting.get(ip, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._waiting[ip] -= 1
+            if not self._waiting[ip]:
+                del self._waiting[ip], self._locks[ip]
+
+    @property
+    def ips_in_progress(self) -> int:
+        return len(self._locks)
+
+
 def _check_limit(engine: Engine, table: Table, submitter: Submitter, what: str) -> None:
     if submitter.exempt:
         return
@@ -67,9 +107,20 @@ def _store(engine: Engine, table: Table, submitter: Submitter, values: dict[str,
 
 
 async def submit_chain_request(
-    engine: Engine, guard: OutboundGuard, submitter: Submitter, values: dict[str, Any]
+    engine: Engine,
+    guard: OutboundGuard,
+    gate: SubmissionGate,
+    submitter: Submitter,
+    values: dict[str, Any],
 ) -> int:
     """Screen the RPC URLs (at least one must serve the declared chain) and store the request."""
+    async with gate.turn(submitter):
+        return await _submit_chain_request(engine, guard, submitter, values)
+
+
+async def _submit_chain_request(
+    engine: Engine, guard: OutboundGuard, submitter: Submitter, values: dict[str, Any]
+) -> int:
     await asyncio.to_thread(_check_limit, engine, t.chain_requests, submitter, "chain requests")
     screenings = await asyncio.gather(
         *(
@@ -93,6 +144,18 @@ async def submit_chain_request(
 
 
 async def submit_node_request(
+    engine: Engine,
+    guard: OutboundGuard,
+    gate: SubmissionGate,
+    submitter: Submitter,
+    values: dict[str, Any],
+) -> int:
+    """Screen the node (it reports its chain) and store the request."""
+    async with gate.turn(submitter):
+        return await _submit_node_request(engine, guard, submitter, values)
+
+
+async def _submit_node_request(
     engine: Engine, guard: OutboundGuard, submitter: Submitter, values: dict[str, Any]
 ) -> int:
     await asyncio.to_thread(_check_limit, engine, t.node_requests, submitter, "node requests")
