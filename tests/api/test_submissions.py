@@ -299,6 +299,58 @@ def test_approving_requests_creates_the_chain_and_the_node(
     assert tuple(stored_node) == (https_anvil["a2"], "node_request", plan["id"])
 
 
+def test_a_node_is_screened_again_when_approved_and_refused_if_it_changed(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    chain = api.client.post("/chains/requests", json=_chain_request(https_anvil["b1"], "31338"))
+    listed = api.client.post(
+        f"/admin/chain-requests/{chain.json()['id']}/approve",
+        json={"native_currency_symbol": "ETH"},
+        headers=api.admin,
+    )
+    assert listed.status_code == 200, listed.text
+    submitted = api.client.post("/nodes/requests", json={"name": "b1", "url": https_anvil["b1"]})
+    request_id = submitted.json()["id"]
+    provider = api.client.post(
+        "/admin/providers", json={"slug": "later", "name": "Later"}, headers=api.admin
+    ).json()
+    plan = api.client.post(
+        f"/admin/providers/{provider['id']}/plans", json={"name": "free"}, headers=api.admin
+    ).json()
+
+    def approve() -> Any:
+        return api.client.post(
+            f"/admin/node-requests/{request_id}/approve",
+            json={"plan_id": plan["id"]},
+            headers=api.admin,
+        )
+
+    def stored_as(url: str, chain_id: int) -> None:  # what the node was when it was submitted
+        with api.engine.begin() as connection:
+            connection.execute(
+                t.node_requests.update()
+                .where(t.node_requests.c.id == request_id)
+                .values(url=url, chain_id=chain_id)
+            )
+
+    stored_as(https_anvil["b1"], 31337)  # it reported chain 31337 then; it serves 31338 now
+    moved = approve()
+    assert moved.status_code == 400, moved.text
+    assert moved.json()["error"]["code"] == "screening_failed"
+    assert "31338" in moved.json()["error"]["message"]
+    stored_as("https://127.0.0.1:9/", 31338)  # gone: nothing listens there now
+    gone = approve()
+    assert gone.status_code == 400
+    assert gone.json()["error"]["details"][0]["field"] == "url"
+    with api.engine.connect() as connection:
+        assert connection.execute(select(t.nodes.c.id)).first() is None
+    [pending] = api.client.get("/admin/node-requests", headers=api.admin).json()
+    assert pending["status"] == "pending"
+    stored_as(https_anvil["b1"], 31338)
+    assert approve().status_code == 200
+    assert approve().status_code == 409
+
+
 def test_rejecting_and_unknown_requests(api: ApiHarness, https_anvil: dict[str, str]) -> None:
     request_id = api.client.post(
         "/nodes/requests", json={"name": "n", "url": https_anvil["a1"]}

@@ -519,10 +519,8 @@ async def list_node_requests(
 async def approve_node_request(
     request_id: int, body: ApproveNodeIn, _: Administrator, ctx: Context
 ) -> Response:
-    reviewed = await run_in_threadpool(
-        lambda: submissions.approve_node_request(
-            ctx.engine, request_id, plan_id=body.plan_id, note=body.note
-        )
+    reviewed = await submissions.screen_and_approve_node_request(
+        ctx.engine, ctx.guard, request_id, plan_id=body.plan_id, note=body.note
     )
     return respond(NodeRequestOut.of(reviewed))
 

@@ -235,10 +235,43 @@ def approve_chain_request(
     return reviewed
 
 
-def approve_node_request(
+async def screen_and_approve_node_request(
+    engine: Engine, guard: OutboundGuard, request_id: int, *, plan_id: int, note: str
+) -> NodeRequest:
+    """Screen the node again, for the chain it reported when submitted, then approve it.
+
+    A request may wait days for review: meanwhile the node may have gone, fallen behind or been
+    pointed at another chain, and approval puts it straight into routing. A node that fails now
+    is refused with the screening's reasons and its request stays pending.
+    """
+    request = await asyncio.to_thread(_node_request, engine, request_id)
+    if request.status is not SubmissionStatus.PENDING:
+        raise ConflictError(f"node request {request_id} is already {request.status.value}")
+    screening = await screen_http_node(
+        guard, request.url, schemes=HTTPS_ONLY, expected_chain_id=request.chain_id
+    )
+    if not screening.passed:
+        raise ScreeningFailedError(
+            f"the node fails screening now: {screening.failure}; the request stays pending",
+            details=_failures([screening], "url"),
+        )
+    return await asyncio.to_thread(
+        _approve_node_request, engine, request_id, plan_id=plan_id, note=note
+    )
+
+
+def _node_request(engine: Engine, request_id: int) -> NodeRequest:
+    with engine.connect() as connection:
+        request = store.get_node_request(connection, request_id)
+    if request is None:
+        raise NotFoundError(f"no node request {request_id}")
+    return request
+
+
+def _approve_node_request(
     engine: Engine, request_id: int, *, plan_id: int, note: str
 ) -> NodeRequest:
-    """Register the screened node on `plan_id`, serving the chain it reported during screening."""
+    """Register the node on `plan_id`, serving the chain it reported during screening."""
     with engine.begin() as connection:
         request = store.get_node_request(connection, request_id)
         if request is None:
