@@ -63,7 +63,11 @@ class SubmissionGate:
         self._waiting: dict[str, int] = {}  # holders and waiters, to drop idle locks
 
     @asynccontextmanager
-    async def turn(self, submitter: Submitter) -> AsyncIterator[None]:
+    async def admit(
+        self, engine: Engine, table: Table, submitter: Submitter, what: str
+    ) -> AsyncIterator[None]:
+        """Hold the IP's turn, check its daily limit (RateLimitedError beyond it), and keep the
+        turn while the attempt is screened and stored."""
         if submitter.exempt:  # no limit, nothing to keep consistent
             yield
             return
@@ -74,6 +78,7 @@ class SubmissionGate:
         self._waiting[ip] = self._waiting.get(ip, 0) + 1
         try:
             async with lock:
+                await asyncio.to_thread(_check_limit, engine, table, submitter, what)
                 yield
         finally:
             self._waiting[ip] -= 1
@@ -86,8 +91,6 @@ class SubmissionGate:
 
 
 def _check_limit(engine: Engine, table: Table, submitter: Submitter, what: str) -> None:
-    if submitter.exempt:
-        return
     now = datetime.now(UTC)
     with engine.connect() as connection:
         recent = store.submissions_since(connection, table, submitter.ip, now - _DAY)
@@ -114,33 +117,28 @@ async def submit_chain_request(
     values: dict[str, Any],
 ) -> int:
     """Screen the RPC URLs (at least one must serve the declared chain) and store the request."""
-    async with gate.turn(submitter):
-        return await _submit_chain_request(engine, guard, submitter, values)
-
-
-async def _submit_chain_request(
-    engine: Engine, guard: OutboundGuard, submitter: Submitter, values: dict[str, Any]
-) -> int:
-    await asyncio.to_thread(_check_limit, engine, t.chain_requests, submitter, "chain requests")
-    screenings = await asyncio.gather(
-        *(
-            screen_http_node(guard, url, schemes=HTTPS_ONLY, expected_chain_id=values["chain_id"])
-            for url in values["rpc_urls"]
+    async with gate.admit(engine, t.chain_requests, submitter, "chain requests"):
+        screenings = await asyncio.gather(
+            *(
+                screen_http_node(
+                    guard, url, schemes=HTTPS_ONLY, expected_chain_id=values["chain_id"]
+                )
+                for url in values["rpc_urls"]
+            )
         )
-    )
-    record = {**values, "screening": [s.as_dict() for s in screenings]}
-    if not any(s.passed for s in screenings):
-        record |= {
-            "status": SubmissionStatus.REJECTED.value,
-            "review_note": "screening failed",
-            "reviewed_at": utcnow(),
-        }
-        await asyncio.to_thread(_store, engine, t.chain_requests, submitter, record)
-        raise ScreeningFailedError(
-            f"none of the RPC URLs passed screening for chain {values['chain_id']}",
-            details=_failures(screenings, "rpc_urls"),
-        )
-    return await asyncio.to_thread(_store, engine, t.chain_requests, submitter, record)
+        record = {**values, "screening": [s.as_dict() for s in screenings]}
+        if not any(s.passed for s in screenings):
+            record |= {
+                "status": SubmissionStatus.REJECTED.value,
+                "review_note": "screening failed",
+                "reviewed_at": utcnow(),
+            }
+            await asyncio.to_thread(_store, engine, t.chain_requests, submitter, record)
+            raise ScreeningFailedError(
+                f"none of the RPC URLs passed screening for chain {values['chain_id']}",
+                details=_failures(screenings, "rpc_urls"),
+            )
+        return await asyncio.to_thread(_store, engine, t.chain_requests, submitter, record)
 
 
 async def submit_node_request(
@@ -151,28 +149,21 @@ async def submit_node_request(
     values: dict[str, Any],
 ) -> int:
     """Screen the node (it reports its chain) and store the request."""
-    async with gate.turn(submitter):
-        return await _submit_node_request(engine, guard, submitter, values)
-
-
-async def _submit_node_request(
-    engine: Engine, guard: OutboundGuard, submitter: Submitter, values: dict[str, Any]
-) -> int:
-    await asyncio.to_thread(_check_limit, engine, t.node_requests, submitter, "node requests")
-    screening = await screen_http_node(guard, values["url"], schemes=HTTPS_ONLY)
-    record = {**values, "chain_id": screening.chain_id, "screening": [screening.as_dict()]}
-    if not screening.passed:
-        record |= {
-            "status": SubmissionStatus.REJECTED.value,
-            "review_note": "screening failed",
-            "reviewed_at": utcnow(),
-        }
-        await asyncio.to_thread(_store, engine, t.node_requests, submitter, record)
-        raise ScreeningFailedError(
-            f"the node failed screening: {screening.failure}",
-            details=_failures([screening], "url"),
-        )
-    return await asyncio.to_thread(_store, engine, t.node_requests, submitter, record)
+    async with gate.admit(engine, t.node_requests, submitter, "node requests"):
+        screening = await screen_http_node(guard, values["url"], schemes=HTTPS_ONLY)
+        record = {**values, "chain_id": screening.chain_id, "screening": [screening.as_dict()]}
+        if not screening.passed:
+            record |= {
+                "status": SubmissionStatus.REJECTED.value,
+                "review_note": "screening failed",
+                "reviewed_at": utcnow(),
+            }
+            await asyncio.to_thread(_store, engine, t.node_requests, submitter, record)
+            raise ScreeningFailedError(
+                f"the node failed screening: {screening.failure}",
+                details=_failures([screening], "url"),
+            )
+        return await asyncio.to_thread(_store, engine, t.node_requests, submitter, record)
 
 
 def _failures(screenings: list[Screening], field: str) -> list[dict[str, Any]]:
