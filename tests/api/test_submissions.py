@@ -23,6 +23,19 @@ def _chain_request(url: str | list[str], chain_id: Any = "31337", **extra: Any) 
     return {"name": "Anvil Test", "chain_id": chain_id, "rpc_urls": urls, **extra}
 
 
+def _new_plan(api: ApiHarness, provider_slug: str) -> dict[str, Any]:
+    """A "free" plan of a new provider, made by an administrator: where approved nodes go."""
+    provider = api.client.post(
+        "/admin/providers",
+        json={"slug": provider_slug, "name": provider_slug.title()},
+        headers=api.admin,
+    ).json()
+    plan: dict[str, Any] = api.client.post(
+        f"/admin/providers/{provider['id']}/plans", json={"name": "free"}, headers=api.admin
+    ).json()
+    return plan
+
+
 def _agent(api: ApiHarness) -> Customer:
     return api.customer("Agent", role=Role.AGENT)
 
@@ -253,12 +266,7 @@ def test_approving_requests_creates_the_chain_and_the_node(
     node_request = api.client.post(
         "/nodes/requests", json={"name": "a2", "url": https_anvil["a2"]}
     ).json()["id"]
-    provider = api.client.post(
-        "/admin/providers", json={"slug": "community", "name": "Community"}, headers=api.admin
-    ).json()
-    plan = api.client.post(
-        f"/admin/providers/{provider['id']}/plans", json={"name": "free"}, headers=api.admin
-    ).json()
+    plan = _new_plan(api, "community")
     too_soon = api.client.post(
         f"/admin/node-requests/{node_request}/approve",
         json={"plan_id": plan["id"]},
@@ -311,12 +319,7 @@ def test_a_node_is_screened_again_when_approved_and_refused_if_it_changed(
     assert listed.status_code == 200, listed.text
     submitted = api.client.post("/nodes/requests", json={"name": "b1", "url": https_anvil["b1"]})
     request_id = submitted.json()["id"]
-    provider = api.client.post(
-        "/admin/providers", json={"slug": "later", "name": "Later"}, headers=api.admin
-    ).json()
-    plan = api.client.post(
-        f"/admin/providers/{provider['id']}/plans", json={"name": "free"}, headers=api.admin
-    ).json()
+    plan = _new_plan(api, "later")
 
     def approve() -> Any:
         return api.client.post(

@@ -109,6 +109,19 @@ def _store(engine: Engine, table: Table, submitter: Submitter, values: dict[str,
         return store.insert_submission(connection, table, {**values, "submitter_ip": submitter.ip})
 
 
+async def _store_rejected(
+    engine: Engine, table: Table, submitter: Submitter, record: dict[str, Any]
+) -> None:
+    """Store an attempt that failed screening: it counts against the IP's limit all the same."""
+    rejected = {
+        **record,
+        "status": SubmissionStatus.REJECTED.value,
+        "review_note": "screening failed",
+        "reviewed_at": utcnow(),
+    }
+    await asyncio.to_thread(_store, engine, table, submitter, rejected)
+
+
 async def submit_chain_request(
     engine: Engine,
     guard: OutboundGuard,
@@ -128,12 +141,7 @@ async def submit_chain_request(
         )
         record = {**values, "screening": [s.as_dict() for s in screenings]}
         if not any(s.passed for s in screenings):
-            record |= {
-                "status": SubmissionStatus.REJECTED.value,
-                "review_note": "screening failed",
-                "reviewed_at": utcnow(),
-            }
-            await asyncio.to_thread(_store, engine, t.chain_requests, submitter, record)
+            await _store_rejected(engine, t.chain_requests, submitter, record)
             raise ScreeningFailedError(
                 f"none of the RPC URLs passed screening for chain {values['chain_id']}",
                 details=_failures(screenings, "rpc_urls"),
@@ -153,12 +161,7 @@ async def submit_node_request(
         screening = await screen_http_node(guard, values["url"], schemes=HTTPS_ONLY)
         record = {**values, "chain_id": screening.chain_id, "screening": [screening.as_dict()]}
         if not screening.passed:
-            record |= {
-                "status": SubmissionStatus.REJECTED.value,
-                "review_note": "screening failed",
-                "reviewed_at": utcnow(),
-            }
-            await asyncio.to_thread(_store, engine, t.node_requests, submitter, record)
+            await _store_rejected(engine, t.node_requests, submitter, record)
             raise ScreeningFailedError(
                 f"the node failed screening: {screening.failure}",
                 details=_failures([screening], "url"),
@@ -235,6 +238,8 @@ async def screen_and_approve_node_request(
     pointed at another chain, and approval puts it straight into routing. A node that fails now
     is refused with the screening's reasons and its request stays pending.
     """
+    # Checked here so that a reviewed request is not dialled for nothing; the approval's own
+    # transaction checks again, in case another review lands while the node is screened.
     request = await asyncio.to_thread(_node_request, engine, request_id)
     if request.status is not SubmissionStatus.PENDING:
         raise ConflictError(f"node request {request_id} is already {request.status.value}")
