@@ -9,8 +9,9 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: node_modules/.installed ## install Python dependencies (uv.lock) and anvil and cast (package-lock.json)
+setup: node_modules/.installed ## install Python dependencies (uv.lock), anvil and cast (package-lock.json); compile the hot path
 	$(UV) sync --locked
+	$(UV) run python scripts/compile_hot_path.py
 
 # anvil and cast, real EVM node and client for the demo and the tests, from npm.
 node_modules/.installed: package.json package-lock.json
@@ -24,7 +25,7 @@ demo: setup ## run a demo: three anvil nodes, two providers, router and API (Ctr
 .PHONY: test
 test: setup ## run the whole test suite (starts local PostgreSQL and Redis if they are down)
 	scripts/services.sh
-	$(UV) run pytest
+	CHAINROUTER_TEST_EXPECT_COMPILED=1 $(UV) run pytest
 
 .PHONY: lint
 lint: setup ## ruff lint and format check

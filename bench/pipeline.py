@@ -33,6 +33,7 @@ from bench.rounds import BODY, ROUNDS
 from bench.router import CHAIN, ORIGIN, RESULTS, big_world
 from bench.transport import free_port
 from bench.upstreams import STATIC_BODY, nginx, require_tools
+from chainrouter import hot_path
 from chainrouter.router.http1 import Http1Upstream
 from chainrouter.router.runtime import RouterRuntime, build_runtime
 from chainrouter.router.service import RpcService
@@ -107,7 +108,16 @@ def main() -> None:
     when = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "pipeline.json").write_text(
-        json.dumps({"when": when, "calls": CALLS, "rounds": rounds, "median": medians}, indent=2)
+        json.dumps(
+            {
+                "when": when,
+                "hot_path": hot_path.state.value,
+                "calls": CALLS,
+                "rounds": rounds,
+                "median": medians,
+            },
+            indent=2,
+        )
         + "\n"
     )
     lines = [
@@ -115,7 +125,8 @@ def main() -> None:
         "",
         f"{when}. {CALLS} calls per figure, {IN_FLIGHT} in flight, uvloop, the whole registry "
         f"loaded; medians of {len(rounds)} rounds (lowest to highest in brackets). No server in "
-        "front: this is the worker's event-loop thread without the HTTP server's share.",
+        "front: this is the worker's event-loop thread without the HTTP server's share. "
+        f"Hot path: {hot_path.state.value}.",
         "",
         "| what | CPU µs per call |",
         "|---|---|",

@@ -47,6 +47,7 @@ from bench.rounds import (
 from bench.transport import forwarder, free_port
 from bench.upstreams import nginx, require_tools, wait_until_serving
 from bench.wrk import WrkResult, run_wrk
+from chainrouter import hot_path
 from chainrouter.catalog.importer import import_catalog
 from chainrouter.catalog.parse import parse_catalog
 from chainrouter.domain.credentials import SecretKind, generate_secret
@@ -63,6 +64,8 @@ HALF_LOAD_DELAY_MS = 10
 CHAIN = 1
 ORIGIN = {"Origin": "https://app.example.com"}
 BARE = "bare forwarder (granian + http1, no pipeline), 1 worker"
+ONE_WORKER = "chainrouter, 1 worker(s)"
+INTERPRETED = "chainrouter, 1 worker(s), interpreted"
 ECHO = "granian echo server (answers itself, no upstream), 1 worker"
 
 
@@ -138,7 +141,10 @@ def _rss_mb(pid: int) -> float:
 
 
 @contextmanager
-def router(setup: Setup, workers: int) -> Iterator[tuple[str, list[int]]]:
+def router(
+    setup: Setup, workers: int, *, interpreted: bool = False
+) -> Iterator[tuple[str, list[int]]]:
+    """A served router; compiled unless `interpreted` (then the hot path's Python sources)."""
     port = free_port()
     env = {
         **os.environ,
@@ -147,6 +153,9 @@ def router(setup: Setup, workers: int) -> Iterator[tuple[str, list[int]]]:
         "CHAINROUTER_RPC_WORKERS": str(workers),
         "CHAINROUTER_LOG_LEVEL": "warning",
     }
+    env.pop(hot_path.INTERPRETED_ENV, None)
+    if interpreted:
+        env[hot_path.INTERPRETED_ENV] = "1"
     process = subprocess.Popen(
         [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"], env=env
     )
@@ -159,6 +168,10 @@ def router(setup: Setup, workers: int) -> Iterator[tuple[str, list[int]]]:
         probe = httpx.post(url, content=BODY, headers=ORIGIN, timeout=5)
         if probe.status_code != 200:
             raise RuntimeError(f"router answered {probe.status_code}: {probe.text}")
+        build = httpx.get(f"http://127.0.0.1:{port}/health").json()["hot_path"]
+        wanted = hot_path.BuildState.INTERPRETED if interpreted else hot_path.BuildState.COMPILED
+        if build != wanted:
+            raise RuntimeError(f"the router runs its hot path {build}, not {wanted}: make setup")
         yield url, _children(process.pid)
     finally:
         process.terminate()
@@ -194,6 +207,8 @@ def main() -> None:
         # The least any Python forwarder on this server and client does: read, POST, answer.
         bare = running.enter_context(forwarder("granian rsgi", "http1", static))
         routers = {workers: running.enter_context(router(setup, workers)) for workers in (1, 2)}
+        # The same router on the hot path's Python sources: what the mypyc build is worth.
+        interpreted = running.enter_context(router(setup, 1, interpreted=True))
         time.sleep(1)  # let the snapshots settle and the first health checks go out
         for workers, (_, pids) in routers.items():
             memory[f"{workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
@@ -206,13 +221,14 @@ def main() -> None:
                 f"chainrouter, {w} worker(s)": Target(url, ORIGIN, pids)
                 for w, (url, pids) in routers.items()
             },
+            INTERPRETED: Target(interpreted[0], ORIGIN, interpreted[1]),
         }
         # Interleaved rounds: a slow spell of this shared machine hits every target of a round
         # alike, and the medians of the per-round ratios set it aside.
         rounds, cpu_rounds = load_in_rounds(targets)
         for workers, (_, pids) in routers.items():
             memory[f"{workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
-        rate = statistics.median(r["chainrouter, 1 worker(s)"].requests_per_s for r in rounds) / 2
+        rate = statistics.median(r[ONE_WORKER].requests_per_s for r in rounds) / 2
         # The floor of this server on this machine at the same load: answering without any
         # upstream, and forwarding without the pipeline.
         echo = running.enter_context(forwarder("granian rsgi", "echo", static))
@@ -238,6 +254,8 @@ def _write(
     nodes: int,
 ) -> None:
     rows = summarise(rounds, cpu_rounds)
+    gains = [r[ONE_WORKER].requests_per_s / r[INTERPRETED].requests_per_s for r in rounds]
+    compiled_gain = statistics.median(gains)
     when = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "router.json").write_text(
@@ -249,6 +267,7 @@ def _write(
                 "rounds": [{k: asdict(v) for k, v in r.items()} for r in rounds],
                 "cpu_rounds": [{k: asdict(v) for k, v in r.items()} for r in cpu_rounds],
                 "max_load": {k: asdict(v) for k, v in rows.items()},
+                "compiled_vs_interpreted": round(compiled_gain, 3),
                 "half_load_rate": round(rate),
                 "half_load_rounds": [{k: asdict(v) for k, v in r.items()} for r in half],
                 "rss_mb": {k: [round(v, 1) for v in vs] for k, vs in memory.items()},
@@ -267,7 +286,9 @@ def _write(
         "against a one-domain list), credit check, routing, forwarding and billing. Upstream: "
         "nginx returning a fixed JSON-RPC result. The bare forwarder is the transport "
         "benchmark's minimal granian RSGI app with the router's own HTTP/1.1 client: the "
-        "ceiling of this server and client on this machine.",
+        "ceiling of this server and client on this machine. The chainrouter rows run the hot "
+        "path compiled with mypyc, as `make setup` builds it, except the one marked "
+        "interpreted: the same router on the Python sources (`CHAINROUTER_INTERPRETED=1`).",
         "",
         "## Maximum throughput",
         "",
@@ -290,6 +311,11 @@ def _write(
         "worker, which serves the upstream as well as the proxy; the other rows do not count the "
         "upstream. The busiest thread of a Python worker is its event loop: near a full second "
         "per second, it is what limits the worker.",
+        "",
+        f"Compiled against interpreted, one worker: {compiled_gain:.2f}x the requests/s "
+        f"(rounds {min(gains):.2f} to {max(gains):.2f}); event-loop thread "
+        f"{rows[ONE_WORKER].busiest_thread_us:.1f} against "
+        f"{rows[INTERPRETED].busiest_thread_us:.1f} µs per request.",
         "",
         f"## Latency at half load ({rate:.0f} requests/s offered, half the one-worker maximum)",
         "",

@@ -23,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from chainrouter import hot_path
 from chainrouter.validation import error_message
 
 ENV_PREFIX = "CHAINROUTER_"
@@ -278,8 +279,9 @@ class SettingsError(Exception):
     """Invalid settings; `str()` is the message for the operator, one line per problem."""
 
 
-# Variables with the prefix that are not settings: the file pointer and the test suite's own.
-_NON_SETTING_VARIABLES = frozenset({CONFIG_FILE_ENV})
+# Variables with the prefix that are not settings: the file pointer, the switch to the hot path's
+# sources (read on import, before any settings) and the test suite's own.
+_NON_SETTING_VARIABLES = frozenset({CONFIG_FILE_ENV, hot_path.INTERPRETED_ENV})
 _NON_SETTING_PREFIXES = ("CHAINROUTER_TEST_",)
 
 

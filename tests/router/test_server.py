@@ -19,6 +19,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
+from chainrouter import hot_path
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.stores.sql import migrate
@@ -162,6 +163,13 @@ def test_the_routers_other_responses_carry_a_batch_id_too(
     response = httpx.request(method, served.base + path)
     assert response.status_code == status
     assert response.headers["x-batch-id"]
+
+
+def test_health_tells_whether_the_compiled_hot_path_runs(served: Served) -> None:
+    health = httpx.get(served.base + "/health").json()
+    # The served router decides as this process did: same sources, same build on disk.
+    assert health["hot_path"] == hot_path.state.value
+    assert health["status"] == "ok"
 
 
 def test_a_body_sent_in_chunks_is_bounded_too(served: Served) -> None:

@@ -34,7 +34,7 @@ def normalise_allowed_domain(entry: str) -> str:
 
 def normalise_allowed_domains(entries: list[str]) -> list[str]:
     """Canonical forms of all entries, first occurrence kept when two entries mean the same."""
-    return list(dict.fromkeys(normalise_allowed_domain(e) for e in entries))
+    return list(dict.fromkeys([normalise_allowed_domain(e) for e in entries]))
 
 
 def domain_allowed(allowed: tuple[str, ...] | list[str], host: str | None) -> bool:

@@ -64,7 +64,7 @@ def encode_json(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256))
+_DIGITS_AS_ZERO = bytes([0x30 if 0x30 <= byte <= 0x39 else 0x20 for byte in range(256)])
 _NINETEEN_DIGITS = b"0" * 19
 
 

@@ -277,7 +277,7 @@ class RpcService:
                 else await self._call(caller, call, body)
             )
             return Reply(status, answer, batch_id)
-        results = await asyncio.gather(*(self._batch_item(caller, c) for c in payload.calls))
+        results = await asyncio.gather(*[self._batch_item(caller, c) for c in payload.calls])
         return Reply(
             combined_status([status for status, _ in results]),
             batch_response([answer for _, answer in results]),

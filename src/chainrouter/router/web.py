@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from chainrouter import hot_path
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
 from chainrouter.net.client_ip import IpNetwork, client_address, parse_networks, peer_ip
 from chainrouter.router.runtime import RouterRuntime, build_runtime
@@ -86,7 +87,13 @@ class RouterApp:
 
     async def _health(self, protocol: Any) -> None:
         assert self.runtime is not None
-        body = orjson.dumps({"status": "ok", "configuration_version": self.runtime.sync.version})
+        body = orjson.dumps(
+            {
+                "status": "ok",
+                "configuration_version": self.runtime.sync.version,
+                "hot_path": hot_path.state.value,
+            }
+        )
         protocol.response_bytes(200, self._plain_headers(), body)
 
     async def _rpc(self, scope: Any, protocol: Any, path: str) -> None:
