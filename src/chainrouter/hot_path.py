@@ -1,7 +1,7 @@
 """The modules compiled with mypyc, and the rule that a build runs only while it matches them.
 
-Every call to the router passes through these modules; compiled, a worker's event-loop thread
-spends about a quarter less CPU per request (docs/benchmarks.md). `make setup` builds them with
+Every call to the router passes through these modules; compiled, a worker serves about a fifth
+more requests (docs/benchmarks.md). `make setup` builds them with
 `scripts/compile_hot_path.py`: an extension module beside each source, one shared library at the
 top of `src/`, and a manifest holding the digest of the sources the build came from.
 
