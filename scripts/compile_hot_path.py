@@ -28,15 +28,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build" / "mypyc"
 
 
-def _build_matches(digest: str) -> bool:
-    try:
-        manifest = json.loads(hot_path.MANIFEST.read_text())
-    except (OSError, ValueError):
-        return False
-    expected = len(hot_path.MODULES) + 1  # one extension per module and the shared library
-    return manifest.get("digest") == digest and len(hot_path.built_extensions()) == expected
-
-
 def _compile() -> None:
     sources = [
         str(hot_path.source_path(m).relative_to(hot_path.SOURCE_ROOT)) for m in hot_path.MODULES
@@ -68,8 +59,7 @@ def main() -> None:
         print(f"{hot_path.INTERPRETED_ENV} is set: hot path not compiled")
         return
     compiler = mypy.version.__version__
-    digest = hot_path.sources_digest(compiler)
-    if _build_matches(digest):
+    if hot_path.build_is_complete_and_current(compiler):
         print("hot path: compiled build is up to date")
         return
     for old in hot_path.built_extensions():
@@ -77,6 +67,7 @@ def main() -> None:
     hot_path.MANIFEST.unlink(missing_ok=True)
     count = len(hot_path.MODULES)
     print(f"hot path: compiling {count} modules with mypyc {compiler} (a minute or two)")
+    digest = hot_path.sources_digest(compiler)
     _compile()
     hot_path.MANIFEST.write_text(
         json.dumps(

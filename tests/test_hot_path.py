@@ -74,11 +74,17 @@ def test_a_build_that_matches_its_sources_is_the_one_imported(tmp_path: Path) ->
     assert "ImportError" in ran.stderr
 
 
-def test_an_edited_source_runs_instead_of_its_stale_build_with_a_warning(tmp_path: Path) -> None:
+def _build_then_edit_forward(tmp_path: Path) -> tuple[Path, Path]:
+    """A package copy with a matching build, then `router/forward.py` edited (EDITED = True)."""
     root = _package_copy(tmp_path)
     _stand_in_build(root, hot_path.sources_digest(COMPILER, root))
     edited = hot_path.source_path("chainrouter.router.forward", root)
     edited.write_text(edited.read_text() + "\nEDITED = True\n")
+    return root, edited
+
+
+def test_an_edited_source_runs_instead_of_its_stale_build_with_a_warning(tmp_path: Path) -> None:
+    root, edited = _build_then_edit_forward(tmp_path)
 
     ran = _import_in_fresh_process(root, "chainrouter.router.forward")
 
@@ -90,10 +96,7 @@ def test_an_edited_source_runs_instead_of_its_stale_build_with_a_warning(tmp_pat
 
 def test_an_unedited_module_of_a_stale_build_runs_from_its_source_too(tmp_path: Path) -> None:
     # Compiled modules call each other directly, so a stale build is set aside as a whole.
-    root = _package_copy(tmp_path)
-    _stand_in_build(root, hot_path.sources_digest(COMPILER, root))
-    edited = hot_path.source_path("chainrouter.router.forward", root)
-    edited.write_text(edited.read_text() + "\n# edited\n")
+    root, _ = _build_then_edit_forward(tmp_path)
 
     ran = _import_in_fresh_process(root, "chainrouter.router.web")
 

@@ -84,17 +84,25 @@ def built_extensions() -> list[Path]:
     return found
 
 
+def build_is_complete_and_current(compiler_version: str | None = None) -> bool:
+    """Whether every extension of the build is on disk and its manifest matches the sources,
+    compiled by `compiler_version` (by default, the version the manifest names)."""
+    if len(built_extensions()) != len(MODULES) + 1:  # one per module and the shared library
+        return False
+    try:
+        manifest = json.loads(MANIFEST.read_text())
+        compiler = compiler_version or manifest["compiler"]
+        return bool(manifest["digest"] == sources_digest(compiler))
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
 def _read_state() -> BuildState:
     if os.environ.get(INTERPRETED_ENV, "") not in ("", "0"):
         return BuildState.INTERPRETED
     if not built_extensions():
         return BuildState.INTERPRETED
-    try:
-        manifest = json.loads(MANIFEST.read_text())
-        fresh = manifest["digest"] == sources_digest(manifest["compiler"])
-    except (OSError, ValueError, KeyError, TypeError):
-        fresh = False
-    return BuildState.COMPILED if fresh else BuildState.STALE
+    return BuildState.COMPILED if build_is_complete_and_current() else BuildState.STALE
 
 
 class _SourcesFirst(importlib.abc.MetaPathFinder):
