@@ -94,7 +94,8 @@ def big_world(directory: Path, static_url: str) -> Setup:
     for chain_id in chain_ids:
         for _ in range(3):
             n += 1
-            plans[n % 2]["nodes"].append({"url": f"{static_url}n{n}", "chain_id": chain_id})
+            url = f"{static_url}chain/{chain_id:x}/n{n}"
+            plans[n % 2]["nodes"].append({"url": url, "chain_id": chain_id})
     key = generate_secret(SecretKind.API_KEY)
     config = {
         "version": 1,
@@ -193,8 +194,10 @@ def _half_load(url: str, rate: float, headers: dict[str, str] | None = None) -> 
 def main() -> None:
     require_tools()
     static_port, proxy_port = free_port(), free_port()
-    static = f"http://127.0.0.1:{static_port}/"
-    proxy = f"http://127.0.0.1:{proxy_port}/"
+    static_root = f"http://127.0.0.1:{static_port}/"
+    # Every target gets the answer of a chain-1 node, as the router's nodes of chain 1 give it.
+    static = f"{static_root}chain/{CHAIN:x}/direct"
+    proxy = f"http://127.0.0.1:{proxy_port}/chain/{CHAIN:x}/direct"
     half: list[dict[str, WrkResult]] = []
     memory: dict[str, list[float]] = {}
     with (
@@ -202,7 +205,7 @@ def main() -> None:
         nginx(static_port, proxy_port) as nginx_pid,
         ExitStack() as running,
     ):
-        setup = big_world(Path(directory), static)
+        setup = big_world(Path(directory), static_root)
         snapshot_s = _snapshot_load_s(setup.database_url)
         # The least any Python forwarder on this server and client does: read, POST, answer.
         bare = running.enter_context(forwarder("granian rsgi", "http1", static))

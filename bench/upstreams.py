@@ -1,4 +1,9 @@
-"""nginx as a static JSON-RPC upstream and as the `proxy_pass` baseline, for benchmarks."""
+"""nginx as a static JSON-RPC upstream and as the `proxy_pass` baseline, for benchmarks.
+
+The upstream answers every call with one fixed result. Under `/chain/{hex id}/` it plays a node of
+that chain: the result is the chain's ID, which is right for `eth_chainId`, so the router's health
+checks keep its nodes, and the same head for all nodes of a chain, so they stay in sync.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +38,10 @@ http {{
         location / {{
             default_type application/json;
             return 200 '{body}';
+        }}
+        location ~ ^/chain/(?<chain>[0-9a-f]+)/ {{
+            default_type application/json;
+            return 200 '{{"jsonrpc":"2.0","id":1,"result":"0x$chain"}}';
         }}
     }}
     server {{

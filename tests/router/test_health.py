@@ -1,9 +1,11 @@
 """The health checker: heads, chain head, in-sync flags and latency from real nodes; failures cool
-a node down and a passing check brings it back; the load it puts on nodes is bounded."""
+a node down and a passing check brings it back; a node serving another chain gets no traffic; the
+load it puts on nodes is bounded."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 
@@ -13,10 +15,11 @@ from hypothesis import strategies as st
 
 from chainrouter.domain.routing import NodeInfo
 from chainrouter.router.cooldown import MemoryCooldowns
-from chainrouter.router.health import HealthMonitor, parse_block_number
+from chainrouter.router.health import HealthMonitor, parse_quantity
 from chainrouter.router.http1 import Http1Upstream
+from chainrouter.router.upstream import UpstreamClient, UpstreamReply
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.router.conftest import CHAIN_A, AnvilNodes
+from tests.router.conftest import CHAIN_A, CHAIN_B, AnvilNodes
 
 pytestmark = pytest.mark.anyio
 _ids = iter(range(10_000, 10**6))
@@ -33,7 +36,22 @@ async def client() -> AsyncIterator[Http1Upstream]:
     await upstream_client.close()
 
 
-def _monitor(client: Http1Upstream, **overrides: float) -> HealthMonitor:
+class MethodLog:
+    """The real client, remembering the method of every call it sends."""
+
+    def __init__(self, client: Http1Upstream) -> None:
+        self._client = client
+        self.methods: list[str] = []
+
+    async def post(self, url: str, body: bytes, *, timeout_s: float) -> UpstreamReply:
+        self.methods.append(json.loads(body)["method"])
+        return await self._client.post(url, body, timeout_s=timeout_s)
+
+    async def close(self) -> None:
+        await self._client.close()
+
+
+def _monitor(client: UpstreamClient, **overrides: float) -> HealthMonitor:
     options: dict[str, float] = {
         "interval_s": 10.0,
         "max_per_s": 1000.0,
@@ -114,6 +132,60 @@ async def test_a_failed_check_cools_the_node_down_and_a_passing_one_lifts_it(
     assert cooldowns.available(sick.node_id)
 
 
+async def test_a_node_answering_another_chains_id_gets_no_traffic_until_it_answers_right(
+    client: Http1Upstream, anvil: AnvilNodes
+) -> None:
+    monitor = _monitor(client)
+    honest = _node(anvil.urls["b1"], CHAIN_B)
+    astray = _node(anvil.urls["a1"], CHAIN_B)  # registered for chain B, serves chain A
+    for node in (honest, astray, honest):
+        await monitor.check(node)
+    state = monitor.state(astray.node_id)
+    assert state is not None
+    assert state.failures == 1
+    assert state.last_error == f"answers chain ID {CHAIN_A}, but is registered for chain {CHAIN_B}"
+    # Out of sync, not merely cooling down: the exclusion outlasts any cooldown.
+    assert astray.node_id in monitor.out_of_sync
+    assert not monitor.cooldowns.available(astray.node_id)
+    assert monitor.health(honest.node_id).in_sync
+    [report] = [r for r in monitor.take_reports() if r.node_id == astray.node_id]
+    assert not report.in_sync
+    assert report.consecutive_failures == 1
+
+    repointed = NodeInfo(astray.node_id, 1, CHAIN_B, anvil.urls["b1"])
+    await monitor.check(repointed)
+    assert astray.node_id not in monitor.out_of_sync
+    assert monitor.cooldowns.available(astray.node_id)
+
+
+async def test_the_chain_id_is_asked_first_then_after_a_failure_a_new_url_or_20_checks(
+    client: Http1Upstream, upstream: FaultyUpstream
+) -> None:
+    log = MethodLog(client)
+    monitor = _monitor(log)
+    node = _node(upstream.url("/ok/chain-asked"))
+    for _ in range(21):
+        await monitor.check(node)
+    assert log.methods.count("eth_chainId") == 2  # the first check and the 21st
+    assert log.methods.count("eth_blockNumber") == 21
+    log.methods.clear()
+    upstream.down.add("/ok/chain-asked")
+    await monitor.check(node)
+    upstream.down.clear()
+    await monitor.check(node)
+    moved = NodeInfo(node.node_id, 1, CHAIN_A, upstream.url("/ok/chain-moved"))
+    await monitor.check(moved)
+    await monitor.check(moved)
+    assert log.methods == [
+        "eth_blockNumber",  # fails: the node is down
+        "eth_chainId",  # after a failure
+        "eth_blockNumber",
+        "eth_chainId",  # a new URL
+        "eth_blockNumber",
+        "eth_blockNumber",
+    ]
+
+
 async def test_checks_are_paced_and_bounded(
     client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
@@ -127,7 +199,7 @@ async def test_checks_are_paced_and_bounded(
     elapsed = time.monotonic() - started
     with pytest.raises(asyncio.CancelledError):
         await task
-    checked = sum(upstream.requests[p] for p in paths)
+    checked = sum(1 for p in paths if upstream.requests[p])  # each node once a round at most
     # At most 40 starts a second, and with 3 in flight of 100 ms each, at most ~30 a second.
     assert 5 <= checked <= min(40, 30) * elapsed + 3
 
@@ -135,7 +207,7 @@ async def test_checks_are_paced_and_bounded(
 @given(st.binary(max_size=200))
 def test_the_block_number_parser_rejects_anything_but_a_quantity(body: bytes) -> None:
     try:
-        value = parse_block_number(body)
+        value = parse_quantity(body)
     except ValueError:
         return
     assert value >= 0
@@ -149,7 +221,7 @@ def test_the_block_number_parser_rejects_anything_but_a_quantity(body: bytes) ->
     ],
 )
 def test_the_block_number_parser_reads_quantities(body: bytes, value: int) -> None:
-    assert parse_block_number(body) == value
+    assert parse_quantity(body) == value
 
 
 @pytest.mark.parametrize(
@@ -165,4 +237,4 @@ def test_the_block_number_parser_reads_quantities(body: bytes, value: int) -> No
 )
 def test_the_block_number_parser_refuses_non_quantities(body: bytes) -> None:
     with pytest.raises(ValueError, match=r"not a block number|not JSON"):
-        parse_block_number(body)
+        parse_quantity(body)

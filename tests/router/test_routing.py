@@ -11,6 +11,7 @@ import pytest
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import (
     CHAIN_A,
+    CHAIN_B,
     AnvilNodes,
     World,
     WorldFactory,
@@ -286,3 +287,23 @@ async def test_real_nodes_serve_reads_and_batches(
     assert int(answers[1]["result"], 16) == 10_000 * 10**18
     other = await world.call(rpc("eth_chainId"), chain=31338)
     assert json.loads(other.body)["result"] == hex(31338)
+
+
+async def test_a_node_serving_another_chain_gets_no_calls_once_checked(
+    make_world: WorldFactory, anvil: AnvilNodes
+) -> None:
+    # The cheap node is registered for chain B but serves chain A (trusted from the operator's
+    # file, so never screened); only the health check can tell. Economy would pick it first.
+    world = await make_world(
+        world_config(
+            [
+                provider("astray", {"eth_chainId": "0.000001"}, [(anvil.urls["a1"], CHAIN_B)]),
+                provider("honest", {"eth_chainId": "0.000009"}, [(anvil.urls["b1"], CHAIN_B)]),
+            ],
+        )
+    )
+    for node in world.service.snapshot.routes.nodes_by_chain[CHAIN_B]:
+        await world.runtime.health.check(node)
+    for _ in range(3):
+        reply = await world.call(rpc("eth_chainId"), chain=CHAIN_B)
+        assert json.loads(reply.body)["result"] == hex(CHAIN_B)

@@ -9,6 +9,12 @@ A chain's head is the highest head its nodes report, ignoring any report more th
 all the honest ones out of sync. A node more than `max_block_lag` blocks behind the head is out of
 sync. Latency is smoothed from health checks and from the answers to real calls.
 A failed check puts the node on cooldown (as a failed call does); a passing one lifts it.
+
+A check also asks `eth_chainId` when the node is new, has a new URL, failed its last check, or
+has not been asked for `_CHAIN_RECHECK_EVERY` checks. Screening asked it once at registration,
+but a node can be re-pointed later, and nodes from the operator's file are never screened. A node
+that answers another chain's ID gets no traffic (it joins the out-of-sync set, not merely a
+cooldown that would lapse) until a check finds the right chain again.
 """
 
 from __future__ import annotations
@@ -31,9 +37,11 @@ from chainrouter.router.upstream import UpstreamClient, UpstreamError
 log = logging.getLogger(__name__)
 
 _PROBE = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
+_CHAIN_PROBE = b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
+_CHAIN_RECHECK_EVERY = 20  # checks: about every 5 minutes at the default 15 s interval
 _IMPLAUSIBLE_LEAD = 1000
-_SMOOTHING = 0.2
-_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")  # weight of a new latency sample
+_SMOOTHING = 0.2  # weight of a new latency sample
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 @dataclass(slots=True)
@@ -42,10 +50,18 @@ class NodeState:
     failures: int = 0  # consecutive failed checks
     checked_at: float | None = None  # monotonic time of the last check
     last_error: str | None = None
+    chain_verified_url: str | None = None  # the URL whose chain ID was last found right
+    checks_until_chain_check: int = 0
+    wrong_chain: bool = False
 
 
-def parse_block_number(body: bytes) -> int:
-    """The block number in an `eth_blockNumber` answer; ValueError when there is none."""
+class WrongChainError(ValueError):
+    """The node answers `eth_chainId` with another chain than the one it is registered for."""
+
+
+def parse_quantity(body: bytes, what: str = "a block number") -> int:
+    """The quantity in a JSON-RPC answer (`eth_blockNumber`, `eth_chainId`); ValueError when
+    there is none."""
     try:
         answer = orjson.loads(body)
     except orjson.JSONDecodeError:
@@ -53,7 +69,7 @@ def parse_block_number(body: bytes) -> int:
     result = answer.get("result") if isinstance(answer, dict) else None
     digits = result[2:] if isinstance(result, str) and result.startswith("0x") else ""
     if not 0 < len(digits) <= 16 or not all(c in _HEX_DIGITS for c in digits):
-        raise ValueError(f"not a block number: {str(result)[:40]!r}")
+        raise ValueError(f"not {what}: {str(result)[:40]!r}")
     return int(digits, 16)
 
 
@@ -125,27 +141,56 @@ class HealthMonitor:
         state = self._states.setdefault(node.node_id, NodeState())
         started = time.monotonic()
         try:
+            if self._chain_check_due(node, state):
+                await self._verify_chain(node, state)
+                started = time.monotonic()  # the latency sample is the block-number call's
             reply = await self._client.post(node.url, _PROBE, timeout_s=self._timeout_s)
-            head = parse_block_number(reply.body)
+            head = parse_quantity(reply.body)
         except (UpstreamError, ValueError) as exc:
             state.failures += 1
             state.last_error = str(exc)
             state.checked_at = time.monotonic()
             self.cooldowns.failed(node.node_id)
             self._unreported.add(node.node_id)
-            if state.failures == 1:
+            if isinstance(exc, WrongChainError):
+                state.wrong_chain = True
+                state.head = None  # another chain's head says nothing of this one's
+                self._out_of_sync.add(node.node_id)
+                if state.failures == 1:
+                    log.warning("node %d gets no traffic: %s", node.node_id, exc)
+            elif state.failures == 1:
                 log.info("node %d failed its health check: %s", node.node_id, exc)
             return
         if state.failures:
             log.info("node %d passes its health check again", node.node_id)
         state.failures = 0
         state.last_error = None
+        state.checks_until_chain_check -= 1
         state.head = head
         state.checked_at = time.monotonic()
         self.cooldowns.succeeded(node.node_id)
         self.observe_latency(node.node_id, (state.checked_at - started) * 1000)
         self._update_chain_head(node.chain_id)
         self._unreported.add(node.node_id)
+
+    @staticmethod
+    def _chain_check_due(node: NodeInfo, state: NodeState) -> bool:
+        return (
+            state.failures > 0
+            or state.checks_until_chain_check <= 0
+            or state.chain_verified_url != node.url
+        )
+
+    async def _verify_chain(self, node: NodeInfo, state: NodeState) -> None:
+        reply = await self._client.post(node.url, _CHAIN_PROBE, timeout_s=self._timeout_s)
+        answered = parse_quantity(reply.body, "a chain ID")
+        if answered != node.chain_id:
+            raise WrongChainError(
+                f"answers chain ID {answered}, but is registered for chain {node.chain_id}"
+            )
+        state.wrong_chain = False
+        state.chain_verified_url = node.url
+        state.checks_until_chain_check = _CHAIN_RECHECK_EVERY
 
     def take_reports(self) -> list[HealthReport]:
         """The nodes checked since the last call, as they stand now."""
@@ -181,7 +226,7 @@ class HealthMonitor:
         chain_head = self._chain_heads.get(self._chain_of.get(node_id, -1))
         # Unknown counts as in sync (a node is not punished before it is checked); a head
         # implausibly far ahead of the chain is as wrong as one far behind.
-        in_sync = (
+        in_sync = not state.wrong_chain and (
             state.head is None
             or chain_head is None
             or -_IMPLAUSIBLE_LEAD <= chain_head - state.head <= self._max_lag

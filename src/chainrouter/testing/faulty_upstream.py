@@ -25,7 +25,13 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 Further segments are free: `/ok/a` and `/ok/b` behave alike but are two nodes with their own
 counts.
 
+Every node of this server belongs to chain `CHAIN_ID` (31337, anvil's default): where a behaviour
+answers with results, `eth_chainId` gets that chain's ID, so the router's health checks find the
+chain right and test only the fault the path names.
+
 `requests[path]` counts what each path received; `connections` counts accepted connections.
+A path in `down` answers 503 whatever its behaviour, until it is taken out: a node that goes down
+and comes back at the same URL.
 """
 
 from __future__ import annotations
@@ -41,11 +47,18 @@ from collections.abc import Iterator
 from typing import Any
 
 OK_RESULT = "0x10d4f"
+CHAIN_ID = 31337
 
 
 def _result_for(request: Any, result: Any) -> dict[str, Any]:
     request_id = request.get("id") if isinstance(request, dict) else None
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+    return {"jsonrpc": "2.0", "id": request_id, "result": _result_of(request, result)}
+
+
+def _result_of(request: Any, result: Any) -> Any:
+    if isinstance(request, dict) and request.get("method") == "eth_chainId":
+        return hex(CHAIN_ID)
+    return result
 
 
 def _answer_ok(body: bytes, result: str = OK_RESULT) -> bytes:
@@ -71,7 +84,8 @@ def _answer_wrong_id(body: bytes) -> bytes:
     payload = json.loads(body)
     request_id = payload.get("id") if isinstance(payload, dict) else None
     other = f"not-{request_id}"
-    return json.dumps({"jsonrpc": "2.0", "id": other, "result": OK_RESULT}).encode()
+    result = _result_of(payload, OK_RESULT)
+    return json.dumps({"jsonrpc": "2.0", "id": other, "result": result}).encode()
 
 
 def _head(status: int, length: int) -> bytes:
@@ -118,6 +132,7 @@ class FaultyUpstream:
 
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
+        self.down: set[str] = set()
         self.connections = 0
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -207,6 +222,11 @@ class FaultyUpstream:
 
     async def _respond(self, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
         """Answer one request; False when the connection must not be used again."""
+        if path in self.down:
+            answer = b'{"error":"node down"}'
+            writer.write(_head(503, len(answer)) + answer)
+            await writer.drain()
+            return True
         parts = path.strip("/").split("/")
         kind = parts[0]
         if kind == "reset":
