@@ -3,6 +3,12 @@
 SHELL := /bin/bash
 UV := $(shell scripts/uv.sh)
 export UV_LOCKED := 1
+# The interpreter: Debian's python3.11 where it is installed with its headers, else the first
+# Python 3.11 uv finds. Debian builds it with profile-guided and link-time optimisation; the
+# router serves more requests on it than on a plain source build (docs/decisions.md). Set
+# UV_PYTHON to choose another.
+DEBIAN_PYTHON := $(and $(wildcard /usr/bin/python3.11),$(wildcard /usr/include/python3.11/Python.h))
+export UV_PYTHON ?= $(if $(DEBIAN_PYTHON),/usr/bin/python3.11,3.11)
 
 .PHONY: help
 help: ## list the targets

@@ -265,6 +265,7 @@ def _write(
         json.dumps(
             {
                 "when": when,
+                "python": f"{sys.version} (from {sys.base_prefix})",
                 "nodes": nodes,
                 "snapshot_load_s": round(snapshot_s, 3),
                 "rounds": [{k: asdict(v) for k, v in r.items()} for r in rounds],
@@ -291,7 +292,8 @@ def _write(
         "benchmark's minimal granian RSGI app with the router's own HTTP/1.1 client: the "
         "ceiling of this server and client on this machine. The chainrouter rows run the hot "
         "path compiled with mypyc, as `make setup` builds it, except the one marked "
-        "interpreted: the same router on the Python sources (`CHAINROUTER_INTERPRETED=1`).",
+        "interpreted: the same router on the Python sources (`CHAINROUTER_INTERPRETED=1`). "
+        f"Python {sys.version.split()[0]} from `{sys.base_prefix}`.",
         "",
         "## Maximum throughput",
         "",

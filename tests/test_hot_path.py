@@ -114,6 +114,17 @@ def test_a_build_from_another_compiler_version_is_stale(tmp_path: Path) -> None:
     assert ran.stdout.split()[0] == "stale"
 
 
+def test_a_build_for_another_interpreter_is_stale(tmp_path: Path) -> None:
+    root = _package_copy(tmp_path)
+    other = "3.11.0 (main, Jan 1 2023, 00:00:00) [another build]"
+    _stand_in_build(root, hot_path.sources_digest(COMPILER, root, interpreter=other))
+
+    ran = _import_in_fresh_process(root, "chainrouter.router.service")
+
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split()[0] == "stale"
+
+
 def test_the_interpreted_switch_runs_the_sources_beside_a_matching_build(tmp_path: Path) -> None:
     root = _package_copy(tmp_path)
     _stand_in_build(root, hot_path.sources_digest(COMPILER, root))

@@ -7,9 +7,10 @@ top of `src/`, and a manifest holding the digest of the sources the build came f
 
 Python prefers an extension module to a source file of the same name, so an edited source would
 be shadowed by its old build. `guard()` runs when the package is first imported: unless the
-manifest's digest matches the sources, it sends every listed module to its source file. It is
-all or none because compiled modules call each other directly, past the module objects: a mix
-would run old code beside new. Setting `CHAINROUTER_INTERPRETED=1` forces the sources too.
+manifest's digest matches the sources and the running interpreter, it sends every listed module
+to its source file. It is all or none because compiled modules call each other directly, past
+the module objects: a mix would run old code beside new. Setting `CHAINROUTER_INTERPRETED=1`
+forces the sources too.
 """
 
 from __future__ import annotations
@@ -65,9 +66,12 @@ def source_path(module: str, root: Path = SOURCE_ROOT) -> Path:
     return root.joinpath(*module.split(".")).with_suffix(".py")
 
 
-def sources_digest(compiler_version: str, root: Path = SOURCE_ROOT) -> str:
-    """One digest over the listed modules' sources, their list and the compiler's version."""
-    digest = hashlib.sha256(compiler_version.encode())
+def sources_digest(
+    compiler_version: str, root: Path = SOURCE_ROOT, interpreter: str = sys.version
+) -> str:
+    """One digest over the listed modules' sources, their list, the compiler's version and the
+    interpreter's (a build for another interpreter, another venv's say, does not count)."""
+    digest = hashlib.sha256(compiler_version.encode() + b"\0" + interpreter.encode())
     for module in MODULES:
         digest.update(module.encode() + b"\0" + source_path(module, root).read_bytes() + b"\0")
     return digest.hexdigest()
