@@ -15,6 +15,12 @@ wrk.headers["Content-Type"] = "application/json"
 {headers}
 {delay}
 """
+# wrk's timers count whole milliseconds: the draw is rounded, which keeps its mean.
+_EXPONENTIAL_DELAY = """
+function delay()
+   return math.floor(-{mean} * math.log(1 - math.random()) + 0.5)
+end
+"""
 _UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
 
@@ -41,15 +47,20 @@ def run_wrk(
     duration_s: int,
     threads: int = 1,
     headers: dict[str, str] | None = None,
-    delay_ms: int | None = None,
+    mean_delay_ms: int | None = None,
 ) -> WrkResult:
     """Load `url` with POSTs of `body` from `connections` keep-alive connections.
 
-    With `delay_ms`, each connection waits that long after every answer: an offered load of
-    about connections x 1000 / delay_ms requests a second instead of as many as possible.
+    With `mean_delay_ms`, each connection waits a while after every answer, drawn from an
+    exponential distribution with that mean: an offered load of about
+    connections x 1000 / mean_delay_ms requests a second, arriving at random times, instead of as
+    many as possible. A fixed pause would not do: connections that start together stay in step,
+    so the server would get the whole offered load in bursts of one request per connection, and
+    the figures would measure how fast the burst drains rather than the latency at that load
+    (measured: 1.8 to 2.1 ms p50 against 0.33 to 0.38 ms for the same nginx at the same rate).
     """
     header_lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in (headers or {}).items())
-    pause = "" if delay_ms is None else f"function delay() return {delay_ms} end"
+    pause = "" if mean_delay_ms is None else _EXPONENTIAL_DELAY.format(mean=mean_delay_ms)
     with tempfile.TemporaryDirectory() as directory:
         script = Path(directory) / "post.lua"
         script.write_text(_SCRIPT.format(body=body, headers=header_lines, delay=pause))
