@@ -1,20 +1,37 @@
 """Billing and usage (design notes, "Routing and billing"): each successful call costs exactly the
 price of the route that served it; rejected and failed calls cost nothing; usage is aggregated
-per scenario and written by the flush, once, even when a flush is retried; on both backends."""
+per scenario and written by the flush, once, even when a flush is retried, and usage that can
+never be written holds back no one else's; on both backends."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections import Counter
+from decimal import Decimal
 
 import pytest
-from sqlalchemy import create_engine, func, select
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import create_engine, func, select, update
 
+from chainrouter.domain.enums import Scenario
+from chainrouter.domain.money import MAX_NANO
+from chainrouter.router.metering import UsageBatch, UsageKey
+from chainrouter.router.sync import split_by_customer
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.usage import write_usage
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.router.conftest import CHAIN_A, World, WorldFactory, api_key, provider, rpc, world_config
+from tests.router.conftest import (
+    CHAIN_A,
+    World,
+    WorldFactory,
+    api_key,
+    provider,
+    rpc,
+    world_config,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -223,3 +240,115 @@ async def test_shutdown_writes_what_was_metered(
     await world.call([rpc("eth_getBalance", [], 1), rpc("eth_blockNumber", [], 2)])
     await world.runtime.stop()
     assert before - world.stored_balance() == 1_700 + 300
+
+
+def _balance(world: World, customer_id: int) -> int:
+    with world.engine.connect() as connection:
+        balance: int = connection.execute(
+            select(t.customers.c.balance_nano).where(t.customers.c.id == customer_id)
+        ).scalar_one()
+        return balance
+
+
+def _set_balance(world: World, customer_id: int, nano: int) -> None:
+    with world.engine.begin() as connection:
+        connection.execute(
+            update(t.customers).where(t.customers.c.id == customer_id).values(balance_nano=nano)
+        )
+
+
+async def test_usage_that_can_never_be_written_holds_back_no_other_customer(
+    make_world_on_each_backend: WorldFactory,
+    upstream: FaultyUpstream,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = _world_config(upstream, bypass_credit_check=True)
+    other_key = api_key("other")
+    config["customers"].append(  # type: ignore[attr-defined]
+        {
+            "email": "other@example.com",
+            "name": "Other",
+            "credits": [{"reference": "grant", "amount": Decimal("10")}],
+            "api_keys": [other_key],
+        }
+    )
+    world = await make_world_on_each_backend(config)
+    with world.engine.connect() as connection:
+        other_id = connection.execute(
+            select(t.customers.c.id).where(t.customers.c.email == "other@example.com")
+        ).scalar_one()
+    other_before = _balance(world, other_id)
+    # The main customer sits at the floor of the balance range: no charge of theirs fits.
+    _set_balance(world, world.customer_id, -MAX_NANO + 1)
+    sync = world.runtime.sync
+
+    await world.call(rpc("eth_getBalance"))
+    await world.call(rpc("eth_getBalance"), key=other_key["secret"])
+    with caplog.at_level(logging.ERROR, logger="chainrouter.router.sync"):
+        assert not await sync.flush()
+    assert _balance(world, other_id) == other_before - 1_700
+    assert _balance(world, world.customer_id) == -MAX_NANO + 1
+    assert f"customer {world.customer_id}: 0.0000017 credits" in caplog.text
+
+    await world.call(rpc("eth_getBalance"), key=other_key["secret"])
+    assert not await sync.flush()
+    assert _balance(world, other_id) == other_before - 2 * 1_700
+    assert sync.unwritten_batches == 1
+
+    _set_balance(world, world.customer_id, 0)  # put right by hand
+    assert await sync.flush()
+    assert sync.unwritten_batches == 0
+    assert _balance(world, world.customer_id) == -1_700
+    assert (await _usage_rows(world))["first_choice"] == (3, 3 * 1_700)
+
+
+async def test_usage_never_written_is_logged_at_exit(
+    make_world: WorldFactory, upstream: FaultyUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    world = await make_world(_world_config(upstream))
+    await world.call(rpc("eth_getBalance"))
+    await world.call(rpc("eth_blockNumber"))
+    sync = world.runtime.sync
+    reachable = sync.engine
+    sync.engine = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    try:
+        with caplog.at_level(logging.ERROR, logger="chainrouter.router.sync"):
+            await world.runtime.stop()
+    finally:
+        sync.engine.dispose()
+        sync.engine = reachable
+    lost = [r.getMessage() for r in caplog.records if "usage lost at exit" in r.getMessage()]
+    assert len(lost) == 1
+    assert "2 calls" in lost[0]
+    assert f"customer {world.customer_id}: 0.000002 credits" in lost[0]
+
+
+_usage_keys = st.tuples(
+    st.integers(1, 4),  # customer
+    st.integers(1, 6),  # key
+    st.sampled_from([1, 10]),
+    st.sampled_from(["eth_call", "eth_blockNumber"]),
+    st.sampled_from(list(Scenario)),
+    st.sampled_from([0, 3600]),
+)
+
+
+@given(
+    rows=st.dictionaries(_usage_keys, st.tuples(st.integers(1, 99), st.integers(0, 10**12))),
+    sequence=st.integers(1, 10**6),
+)
+def test_splitting_usage_by_customer_keeps_every_call_and_credit(
+    rows: dict[UsageKey, tuple[int, int]], sequence: int
+) -> None:
+    spend: dict[int, int] = {}
+    for key, (_, credits) in rows.items():
+        if credits:
+            spend[key[0]] = spend.get(key[0], 0) + credits
+    batch = UsageBatch({k: list(v) for k, v in rows.items()}, spend, sequence)
+    parts = split_by_customer(batch)
+    assert all(part.sequence == sequence for part in parts)
+    assert all(len({key[0] for key in part.rows}) == 1 for part in parts)
+    assert all(set(part.spend) <= {key[0] for key in part.rows} for part in parts)
+    assert {k: v for part in parts for k, v in part.rows.items()} == batch.rows
+    assert sum(len(part.rows) for part in parts) == len(batch.rows)
+    assert {c: n for part in parts for c, n in part.spend.items()} == spend

@@ -165,11 +165,12 @@ def test_the_routers_other_responses_carry_a_batch_id_too(
     assert response.headers["x-batch-id"]
 
 
-def test_health_tells_whether_the_compiled_hot_path_runs(served: Served) -> None:
+def test_health_tells_which_hot_path_runs_and_how_much_usage_is_unwritten(served: Served) -> None:
     health = httpx.get(served.base + "/health").json()
     # The served router decides as this process did: same sources, same build on disk.
     assert health["hot_path"] == hot_path.state.value
     assert health["status"] == "ok"
+    assert health["unwritten_usage_batches"] == 0
 
 
 def test_a_body_sent_in_chunks_is_bounded_too(served: Served) -> None:

@@ -62,7 +62,7 @@ class RouterRuntime:
                 await task
         self._tasks.clear()
         if not await self.sync.flush():
-            log.error("usage could not be written at shutdown; see the warnings above")
+            self.sync.log_unwritten()
         await self.client.close()
         await self.limiter.close()
         self.engine.dispose()

@@ -3,8 +3,12 @@
 One background loop, so a reload and a flush never overlap (the credit view relies on that):
 every `sync_interval_s` it reads the configuration version and, when it moved, loads a new
 snapshot; every `flush_interval_s` it writes the metered usage and re-reads balances. Database
-calls run in a worker thread so the event loop keeps serving. A flush that fails is kept and
-retried first next time; nothing metered is dropped, and the final flush runs at shutdown.
+calls run in a worker thread so the event loop keeps serving. A flush that fails because the
+database is away is kept and retried first next time; nothing metered is dropped, and the final
+flush runs at shutdown. A flush that fails for any other reason (a constraint, a balance out of
+range, a bug) would fail the same way every time, so it must not hold back the flushes behind it:
+it is split by customer, the parts that can be written are, and a part that still fails is set
+aside, logged, and tried again at every flush after the others.
 """
 
 from __future__ import annotations
@@ -16,11 +20,19 @@ import time
 from collections.abc import Callable
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import (
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+    SQLAlchemyError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+from chainrouter.domain.money import format_credits
 from chainrouter.domain.routing import HealthReport
 from chainrouter.domain.snapshot import RouterSnapshot
-from chainrouter.router.metering import CreditView, UsageBatch, UsageMeter
+from chainrouter.router.metering import CreditView, UsageBatch, UsageKey, UsageMeter
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.stores.sql.snapshot import load_router_snapshot
@@ -62,7 +74,8 @@ class StorageSync:
         self._health_reports = health_reports
         # Names this process's flushes in the ledger (idempotent retries; see write_usage).
         self._instance = secrets.token_hex(8)
-        self._unwritten: list[UsageBatch] = []
+        self._unwritten: list[UsageBatch] = []  # in order; the head is retried first
+        self._set_aside: list[UsageBatch] = []  # one customer each, failed but not for a outage
         self.failed_flushes = 0
 
     async def run(self) -> None:
@@ -112,27 +125,31 @@ class StorageSync:
         while self._unwritten:
             batch = self._unwritten[0]
             try:
-                balances = await asyncio.to_thread(
-                    write_usage,
-                    self.engine,
-                    batch.rows,
-                    batch.spend,
-                    reference=f"usage:{self._instance}:{batch.sequence}",
-                )
-            except SQLAlchemyError as exc:
+                await self._write(batch)
+            except Exception as exc:
                 self.failed_flushes += 1
-                log.warning(
-                    "usage not written yet (%d flushes pending, kept for retry): %s",
-                    len(self._unwritten),
-                    _first_line(exc),
-                )
-                return False
-            except Exception:
-                self.failed_flushes += 1
-                log.exception("usage not written yet (kept for retry)")
-                return False
+                if _database_away(exc):
+                    log.warning(
+                        "usage not written yet (%d flushes pending, kept for retry): %s",
+                        len(self._unwritten),
+                        _first_line(exc),
+                    )
+                    return False
+                self._unwritten.pop(0)
+                self._unwritten[:0] = self._isolate(batch, exc)
+                continue
             self._unwritten.pop(0)
-            self._credits.written(batch.spend, balances)
+            wrote = True
+        for batch in list(self._set_aside):
+            try:
+                await self._write(batch)
+            except Exception as exc:
+                if _database_away(exc):
+                    return False
+                log.debug("usage set aside still not written: %s", _first_line(exc))
+                continue
+            self._set_aside.remove(batch)
+            log.warning("usage set aside earlier is now written (%s)", _describe(batch))
             wrote = True
         if not wrote:
             # Nothing of ours to write, but others (routers, purchases) may have moved balances.
@@ -140,9 +157,87 @@ class StorageSync:
                 balances = await asyncio.to_thread(_read_balances, self.engine)
             except SQLAlchemyError as exc:
                 log.warning("cannot read balances: %s", _first_line(exc))
-                return True
+                return not self._set_aside
             self._credits.replace_stored(balances)
+        return not self._set_aside
+
+    @property
+    def unwritten_batches(self) -> int:
+        """Flushes (or customers' parts of them) metered but not yet in storage."""
+        return len(self._unwritten) + len(self._set_aside)
+
+    def log_unwritten(self) -> None:
+        """At exit, whatever storage never took goes to the log, so it can be put right by hand."""
+        for batch in [*self._unwritten, *self._set_aside]:
+            log.error("usage lost at exit, never written: %s", _describe(batch))
+
+    async def _write(self, batch: UsageBatch) -> None:
+        balances = await asyncio.to_thread(
+            write_usage,
+            self.engine,
+            batch.rows,
+            batch.spend,
+            reference=f"usage:{self._instance}:{batch.sequence}",
+        )
+        self._credits.written(batch.spend, balances)
+
+    def _isolate(self, batch: UsageBatch, exc: Exception) -> list[UsageBatch]:
+        """What to retry at once in place of a batch that failed for good: its customers' parts,
+        or nothing when it is one customer's already (that part is set aside)."""
+        parts = split_by_customer(batch)
+        if len(parts) > 1:
+            log.warning("usage not written (%s); writing it customer by customer", _first_line(exc))
+            return parts
+        self._set_aside.append(batch)
+        log.error(
+            "usage cannot be written (%s): %s; kept in memory, counted against the balance, and "
+            "retried at every flush without holding back the others",
+            _first_line(exc),
+            _describe(batch),
+            exc_info=not isinstance(exc, SQLAlchemyError),
+        )
+        return []
+
+
+def split_by_customer(batch: UsageBatch) -> list[UsageBatch]:
+    """One batch per customer, each under the batch's own number.
+
+    They may keep the one ledger reference: the ledger holds a reference once per customer, so a
+    part retried after an unknown outcome is still recognised as written.
+    """
+    rows: dict[int, dict[UsageKey, list[int]]] = {}
+    for key, counts in batch.rows.items():
+        rows.setdefault(key[0], {})[key] = counts
+    return [
+        UsageBatch(
+            part,
+            {customer: batch.spend[customer]} if customer in batch.spend else {},
+            batch.sequence,
+        )
+        for customer, part in sorted(rows.items())
+    ]
+
+
+def _database_away(exc: BaseException) -> bool:
+    """Whether a failed write may well succeed later as it is: the database is unreachable, busy
+    or restarting. Anything else (a constraint, a value out of range, a bug) would fail again."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
         return True
+    return isinstance(
+        exc, OperationalError | InterfaceError | DisconnectionError | PoolTimeoutError
+    )
+
+
+def _describe(batch: UsageBatch) -> str:
+    customers = sorted({key[0] for key in batch.rows})
+    calls = sum(counts[0] for counts in batch.rows.values())
+    spend = ", ".join(
+        f"customer {c}: {format_credits(n)} credits" for c, n in sorted(batch.spend.items())
+    )
+    return (
+        f"flush {batch.sequence}, {calls} calls of customers {customers}"
+        f"{'; ' + spend if spend else ''}"
+    )
 
 
 def _read_balances(engine: Engine) -> dict[int, int]:

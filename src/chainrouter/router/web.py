@@ -92,6 +92,8 @@ class RouterApp:
                 "status": "ok",
                 "configuration_version": self.runtime.sync.version,
                 "hot_path": hot_path.state.value,
+                # Usage metered but not yet in storage: above 1 for long, something is wrong.
+                "unwritten_usage_batches": self.runtime.sync.unwritten_batches,
             }
         )
         protocol.response_bytes(200, self._plain_headers(), body)
