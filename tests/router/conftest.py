@@ -142,10 +142,12 @@ class World:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         return await self.runtime.service.handle_public(str(chain), ip, body)
 
-    def stored_balance(self) -> int:
+    def stored_balance(self, customer_id: int | None = None) -> int:
+        """A customer's balance in storage (nano-credits); by default the world's customer's."""
+        wanted = self.customer_id if customer_id is None else customer_id
         with self.engine.connect() as connection:
             balance: int = connection.execute(
-                select(t.customers.c.balance_nano).where(t.customers.c.id == self.customer_id)
+                select(t.customers.c.balance_nano).where(t.customers.c.id == wanted)
             ).scalar_one()
             return balance
 

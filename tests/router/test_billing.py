@@ -242,14 +242,6 @@ async def test_shutdown_writes_what_was_metered(
     assert before - world.stored_balance() == 1_700 + 300
 
 
-def _balance(world: World, customer_id: int) -> int:
-    with world.engine.connect() as connection:
-        balance: int = connection.execute(
-            select(t.customers.c.balance_nano).where(t.customers.c.id == customer_id)
-        ).scalar_one()
-        return balance
-
-
 def _set_balance(world: World, customer_id: int, nano: int) -> None:
     with world.engine.begin() as connection:
         connection.execute(
@@ -277,7 +269,7 @@ async def test_usage_that_can_never_be_written_holds_back_no_other_customer(
         other_id = connection.execute(
             select(t.customers.c.id).where(t.customers.c.email == "other@example.com")
         ).scalar_one()
-    other_before = _balance(world, other_id)
+    other_before = world.stored_balance(other_id)
     # The main customer sits at the floor of the balance range: no charge of theirs fits.
     _set_balance(world, world.customer_id, -MAX_NANO + 1)
     sync = world.runtime.sync
@@ -286,19 +278,19 @@ async def test_usage_that_can_never_be_written_holds_back_no_other_customer(
     await world.call(rpc("eth_getBalance"), key=other_key["secret"])
     with caplog.at_level(logging.ERROR, logger="chainrouter.router.sync"):
         assert not await sync.flush()
-    assert _balance(world, other_id) == other_before - 1_700
-    assert _balance(world, world.customer_id) == -MAX_NANO + 1
+    assert world.stored_balance(other_id) == other_before - 1_700
+    assert world.stored_balance() == -MAX_NANO + 1
     assert f"customer {world.customer_id}: 0.0000017 credits" in caplog.text
 
     await world.call(rpc("eth_getBalance"), key=other_key["secret"])
     assert not await sync.flush()
-    assert _balance(world, other_id) == other_before - 2 * 1_700
+    assert world.stored_balance(other_id) == other_before - 2 * 1_700
     assert sync.unwritten_batches == 1
 
     _set_balance(world, world.customer_id, 0)  # put right by hand
     assert await sync.flush()
     assert sync.unwritten_batches == 0
-    assert _balance(world, world.customer_id) == -1_700
+    assert world.stored_balance() == -1_700
     assert (await _usage_rows(world))["first_choice"] == (3, 3 * 1_700)
 
 
