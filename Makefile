@@ -15,9 +15,10 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: node_modules/.installed ## install Python dependencies (uv.lock), anvil and cast (package-lock.json); compile the hot path
+setup: node_modules/.installed ## install Python dependencies (uv.lock), anvil and cast (package-lock.json); compile the hot path and the native server
 	$(UV) sync --locked
 	$(UV) run python scripts/compile_hot_path.py
+	scripts/native.sh .venv/bin/python
 
 # anvil and cast, real EVM node and client for the demo and the tests, from npm.
 node_modules/.installed: package.json package-lock.json

@@ -148,9 +148,10 @@ def _rss_mb(pid: int) -> float:
 
 @contextmanager
 def router(
-    setup: Setup, workers: int, *, interpreted: bool = False
+    setup: Setup, workers: int, *, interpreted: bool = False, server: str = "granian"
 ) -> Iterator[tuple[str, list[int]]]:
-    """A served router; compiled unless `interpreted` (then the hot path's Python sources)."""
+    """A served router on `server`; compiled unless `interpreted` (then the hot path's Python
+    sources)."""
     port = free_port()
     env = {
         **os.environ,
@@ -158,6 +159,7 @@ def router(
         "CHAINROUTER_RPC_PORT": str(port),
         "CHAINROUTER_RPC_WORKERS": str(workers),
         "CHAINROUTER_LOG_LEVEL": "warning",
+        "CHAINROUTER_RPC_SERVER": server,
     }
     env.pop(hot_path.INTERPRETED_ENV, None)
     if interpreted:
@@ -166,9 +168,14 @@ def router(
         [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"], env=env
     )
     url = f"http://127.0.0.1:{port}/rpc/{CHAIN}/{setup.key}"
+    # Granian always serves from child processes; the native server's single worker is the
+    # process itself.
+    in_process = server == "native" and workers == 1
     try:
         deadline = time.monotonic() + 60
-        while len(_children(process.pid)) < workers and time.monotonic() < deadline:
+        while (
+            not in_process and len(_children(process.pid)) < workers and time.monotonic() < deadline
+        ):
             time.sleep(0.1)
         wait_until_serving(url, timeout_s=60)
         probe = httpx.post(url, content=BODY, headers=ORIGIN, timeout=5)
@@ -178,7 +185,7 @@ def router(
         wanted = hot_path.BuildState.INTERPRETED if interpreted else hot_path.BuildState.COMPILED
         if build != wanted:
             raise RuntimeError(f"the router runs its hot path {build}, not {wanted}: make setup")
-        yield url, _children(process.pid)
+        yield url, [process.pid] if in_process else _children(process.pid)
     finally:
         process.terminate()
         process.wait(timeout=30)

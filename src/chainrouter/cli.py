@@ -18,7 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
 from chainrouter.logs import configure_logging
-from chainrouter.settings import ServeRole, Settings, SettingsError, load_settings
+from chainrouter.settings import RpcServer, ServeRole, Settings, SettingsError, load_settings
 
 log = logging.getLogger("chainrouter")
 
@@ -170,12 +170,17 @@ def _serve_api(settings: Settings) -> int:
 
 
 def _serve_rpc(settings: Settings) -> int:
+    if settings.free_tier_enabled and not settings.trusted_proxies:
+        log.info("free tier on: client IPs are taken from the socket (no trusted proxies)")
+    if settings.rpc_server is RpcServer.NATIVE:
+        from chainrouter.router.native_server import serve_native
+
+        return serve_native(settings)
+
     from granian.constants import Interfaces, Loops
     from granian.log import LogLevels
     from granian.server import Server
 
-    if settings.free_tier_enabled and not settings.trusted_proxies:
-        log.info("free tier on: client IPs are taken from the socket (no trusted proxies)")
     Server(
         "chainrouter.router.web:create_app",
         factory=True,

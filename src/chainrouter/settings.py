@@ -37,6 +37,11 @@ class LogLevel(StrEnum):
     ERROR = "error"
 
 
+class RpcServer(StrEnum):
+    GRANIAN = "granian"  # granian's RSGI, the pipeline on an asyncio event loop
+    NATIVE = "native"  # chainrouter._native: HTTP in Rust, the pipeline driven from there
+
+
 class ServeRole(StrEnum):
     RPC = "rpc"  # the RPC router (data plane) only
     API = "api"  # the management API only
@@ -84,6 +89,11 @@ class Settings(BaseSettings):
     rpc_port: int = Field(default=8545, ge=1, le=65535, description="Port of the RPC router.")
     rpc_workers: int = Field(
         default=1, ge=1, le=64, description="RPC router worker processes (one event loop each)."
+    )
+    rpc_server: RpcServer = Field(
+        default=RpcServer.GRANIAN,
+        description="The router's HTTP server: `granian`, or `native` (the server and the "
+        "client to nodes in Rust, the pipeline in Python; faster, see docs/benchmarks.md).",
     )
     max_body_bytes: int = Field(
         default=5 * 1024 * 1024,

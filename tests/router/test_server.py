@@ -1,6 +1,7 @@
-"""The router as users run it: `chainrouter serve --role rpc` (granian), real anvil nodes behind it,
-real clients in front (`cast` and plain HTTP). Every response carries X-Batch-Id; browsers get
-CORS; a stop by SIGTERM writes the usage metered so far."""
+"""The router as users run it: `chainrouter serve --role rpc`, on each of its servers (granian and
+the native one), real anvil nodes behind it, real clients in front (`cast`, viem, ethers, web3.py
+and plain HTTP). Every response carries X-Batch-Id; browsers get CORS; a stop by SIGTERM writes
+the usage metered so far."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ class Served:
         return f"{self.base}/rpc/{chain}/{self.key}"
 
 
-def _start(tmp: Path, anvil: AnvilNodes) -> Served:
+def _start(tmp: Path, anvil: AnvilNodes, server: str) -> Served:
     database_url = f"sqlite:///{tmp / 'served.db'}"
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
@@ -81,6 +82,7 @@ def _start(tmp: Path, anvil: AnvilNodes) -> Served:
         "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "300",  # only the shutdown flush writes
         "CHAINROUTER_MAX_BODY_BYTES": "2048",
         "CHAINROUTER_LOG_LEVEL": "warning",
+        "CHAINROUTER_RPC_SERVER": server,
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"],
@@ -99,9 +101,11 @@ def _start(tmp: Path, anvil: AnvilNodes) -> Served:
     raise RuntimeError("the router did not start")
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes) -> Iterator[Served]:
-    server = _start(tmp_path_factory.mktemp("served"), anvil)
+@pytest.fixture(scope="module", params=["granian", "native"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes
+) -> Iterator[Served]:
+    server = _start(tmp_path_factory.mktemp("served"), anvil, request.param)
     yield server
     if server.process.poll() is None:
         server.process.terminate()

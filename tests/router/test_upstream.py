@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrouter.router.http1 import Http1Upstream, parse_target
+from chainrouter.router.process import raise_open_file_limit
 from chainrouter.router.upstream import FailureKind, UpstreamError
-from chainrouter.router.web import raise_open_file_limit
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.tls_nodes import MINING_CHAIN, MiningNode, Tls
 

@@ -3,10 +3,16 @@
 Also the router's view of balances for the credit check: the balance storage last reported, minus
 what this process has spent since and not yet written, minus what calls in flight have reserved.
 Nothing here touches storage; `chainrouter.router.sync` moves batches in and balances out.
+
+Both are shared between threads under the native server: calls are metered and charged on the
+server's thread while the sync takes batches and writes balances on the event loop's. Each
+method holds the object's lock for its few dictionary operations, so that no call is metered
+into a batch already taken and no charge is lost to a concurrent update.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -35,6 +41,7 @@ class UsageMeter:
     _rows: dict[UsageKey, list[int]] = field(default_factory=dict)
     _spend: dict[int, int] = field(default_factory=dict)
     _sequence: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(
         self,
@@ -49,23 +56,26 @@ class UsageMeter:
         # The member, not `.value`: a StrEnum member is already the string, and `.value` is a
         # Python-level property, run on every call.
         key = (customer_id, key_id, chain_id, method, scenario, hour)
-        row = self._rows.get(key)
-        if row is None:
-            self._rows[key] = [1, credits_nano]
-        else:
-            row[0] += 1
-            row[1] += credits_nano
-        if credits_nano:
-            self._spend[customer_id] = self._spend.get(customer_id, 0) + credits_nano
+        with self._lock:
+            row = self._rows.get(key)
+            if row is None:
+                self._rows[key] = [1, credits_nano]
+            else:
+                row[0] += 1
+                row[1] += credits_nano
+            if credits_nano:
+                self._spend[customer_id] = self._spend.get(customer_id, 0) + credits_nano
 
     def take(self) -> UsageBatch:
-        self._sequence += 1
-        batch = UsageBatch(self._rows, self._spend, self._sequence)
-        self._rows, self._spend = {}, {}
+        with self._lock:
+            self._sequence += 1
+            batch = UsageBatch(self._rows, self._spend, self._sequence)
+            self._rows, self._spend = {}, {}
         return batch
 
     def pending_requests(self) -> int:
-        return sum(row[0] for row in self._rows.values())
+        with self._lock:
+            return sum(row[0] for row in self._rows.values())
 
 
 @dataclass(slots=True)
@@ -75,40 +85,47 @@ class CreditView:
     _stored: dict[int, int] = field(default_factory=dict)  # as storage last reported
     _unwritten: dict[int, int] = field(default_factory=dict)  # charged here, not yet stored
     _reserved: dict[int, int] = field(default_factory=dict)  # held by calls in flight
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def available(self, customer_id: int) -> int:
-        return (
-            self._stored.get(customer_id, 0)
-            - self._unwritten.get(customer_id, 0)
-            - self._reserved.get(customer_id, 0)
-        )
+        with self._lock:
+            return (
+                self._stored.get(customer_id, 0)
+                - self._unwritten.get(customer_id, 0)
+                - self._reserved.get(customer_id, 0)
+            )
 
     def reserve(self, customer_id: int, amount_nano: int) -> None:
         if amount_nano:
-            self._reserved[customer_id] = self._reserved.get(customer_id, 0) + amount_nano
+            with self._lock:
+                self._reserved[customer_id] = self._reserved.get(customer_id, 0) + amount_nano
 
     def release(self, customer_id: int, amount_nano: int) -> None:
         if amount_nano:
-            left = self._reserved[customer_id] - amount_nano
-            if left:
-                self._reserved[customer_id] = left
-            else:
-                del self._reserved[customer_id]
+            with self._lock:
+                left = self._reserved[customer_id] - amount_nano
+                if left:
+                    self._reserved[customer_id] = left
+                else:
+                    del self._reserved[customer_id]
 
     def charge(self, customer_id: int, amount_nano: int) -> None:
         if amount_nano:
-            self._unwritten[customer_id] = self._unwritten.get(customer_id, 0) + amount_nano
+            with self._lock:
+                self._unwritten[customer_id] = self._unwritten.get(customer_id, 0) + amount_nano
 
     def replace_stored(self, balances: dict[int, int]) -> None:
         """Balances read while nothing of this process was being written."""
-        self._stored = balances
+        with self._lock:
+            self._stored = balances
 
     def written(self, spend: dict[int, int], balances: dict[int, int]) -> None:
         """`spend` is now in storage, and `balances` were read after writing it."""
-        for customer_id, amount in spend.items():
-            left = self._unwritten.get(customer_id, 0) - amount
-            if left:
-                self._unwritten[customer_id] = left
-            else:
-                self._unwritten.pop(customer_id, None)
-        self._stored = balances
+        with self._lock:
+            for customer_id, amount in spend.items():
+                left = self._unwritten.get(customer_id, 0) - amount
+                if left:
+                    self._unwritten[customer_id] = left
+                else:
+                    self._unwritten.pop(customer_id, None)
+            self._stored = balances

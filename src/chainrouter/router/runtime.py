@@ -16,6 +16,7 @@ from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.http1 import Http1Upstream
 from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.native_io import ASYNCIO, NATIVE, NativeUpstream
 from chainrouter.router.service import FreeTierLimits, RouterLimits, RpcService
 from chainrouter.router.sync import StorageSync, load_snapshot
 from chainrouter.router.upstream import UpstreamClient
@@ -69,12 +70,18 @@ class RouterRuntime:
 
 
 def build_runtime(
-    settings: Settings, engine: Engine, *, client: UpstreamClient | None = None
+    settings: Settings,
+    engine: Engine,
+    *,
+    client: UpstreamClient | None = None,
+    native: bool = False,
 ) -> RouterRuntime:
     """Everything a router process needs; the snapshot is loaded before this returns.
 
     `client` replaces the HTTP client to the nodes (the pipeline benchmark uses one that answers
-    at once, to time the pipeline without any I/O).
+    at once, to time the pipeline without any I/O). `native`: the pipeline is run by the native
+    server, so calls go out through its Rust client; the health checker, on the event loop,
+    keeps the Python one.
     """
     snapshot = load_snapshot(engine)
     if client is None:
@@ -99,7 +106,7 @@ def build_runtime(
     credits.replace_stored(dict(snapshot.balances_nano))
     service = RpcService(
         snapshot,
-        client=client,
+        client=NativeUpstream() if native else client,
         limiter=limiter,
         cooldowns=cooldowns,
         health=health,
@@ -119,6 +126,7 @@ def build_runtime(
             capacity_per_s=settings.free_tier_capacity_per_s,
             signup_url=settings.signup_url,
         ),
+        concurrency=NATIVE if native else ASYNCIO,
     )
     sync = StorageSync(
         engine,

@@ -10,7 +10,6 @@ only touched by the background sync (chainrouter.router.sync).
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -33,6 +32,7 @@ from chainrouter.router.forward import Forwarder, Served
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.logs_range import LOGS_METHOD, logs_range_problem
 from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, CreditView, UsageMeter
+from chainrouter.router.native_io import ASYNCIO, Concurrency
 from chainrouter.router.upstream import UpstreamClient
 
 _OK = 200
@@ -124,8 +124,13 @@ class RpcService:
         credits: CreditView,
         limits: RouterLimits,
         free_tier: FreeTierLimits,
+        concurrency: Concurrency = ASYNCIO,
     ) -> None:
         self.snapshot = snapshot
+        self._concurrency = concurrency
+        # A limiter that talks to Redis needs the event loop; the native server runs the
+        # pipeline without one, and sends those awaits to the loop's thread.
+        self._limits_on_loop = limiter.needs_event_loop
         # Limits per route, by the route object's identity; routes live as long as their
         # snapshot, and the cache is dropped with it.
         self._buckets: dict[int, list[Bucket]] = {}
@@ -277,7 +282,9 @@ class RpcService:
                 else await self._call(caller, call, body)
             )
             return Reply(status, answer, batch_id)
-        results = await asyncio.gather(*[self._batch_item(caller, c) for c in payload.calls])
+        results = await self._concurrency.gather(
+            [self._batch_item(caller, c) for c in payload.calls]
+        )
         return Reply(
             combined_status([status for status, _ in results]),
             batch_response([answer for _, answer in results]),
@@ -290,14 +297,14 @@ class RpcService:
         per_ip = Bucket(
             f"free:ip:{client_ip}", self._free.ip_requests, self._free.ip_interval_s, calls
         )
-        if not await self._limiter.acquire([per_ip]):
+        if not await self._acquire([per_ip]):
             return RpcError(
                 429,
                 RpcCode.PUBLIC_RATE_LIMITED,
                 f"public free tier: at most {self._free.ip_requests} calls per "
                 f"{self._free.ip_interval_s:g} s per IP; {self._signup_hint}",
             )
-        if not await self._limiter.acquire(
+        if not await self._acquire(
             [Bucket("free:capacity", self._free.capacity_per_s, 1.0, calls)]
         ):
             return RpcError(
@@ -384,7 +391,11 @@ class RpcService:
         buckets = self._buckets.get(id(route))
         if buckets is None:
             buckets = self._buckets[id(route)] = _route_buckets(route)
-        return self._limiter.acquire(buckets) if buckets else None
+        return self._acquire(buckets) if buckets else None
+
+    def _acquire(self, buckets: list[Bucket]) -> Awaitable[bool]:
+        acquiring = self._limiter.acquire(buckets)
+        return self._concurrency.on_loop(acquiring) if self._limits_on_loop else acquiring
 
     def _meter_call(
         self, caller: _Caller, method: str, scenario: Scenario, credits_nano: int = 0

@@ -1,0 +1,184 @@
+//! Running the Python pipeline's coroutines without an asyncio event loop.
+//!
+//! A request's coroutine is stepped here, on the server's thread, and only ever awaits what this
+//! driver knows how to do:
+//! - `UpstreamPost`: a POST to a node, done by `Upstream` while Python waits;
+//! - `Gather`: several coroutines at once (the calls of a batch), each driven the same way;
+//! - `OnLoop`: an awaitable that needs asyncio (the Redis limiter), handed to the process's
+//!   event loop thread and resumed with its result.
+//!
+//! The three types are defined in `chainrouter.router.native_io`; anything else a coroutine
+//! awaits is a bug in the pipeline, and is thrown back into it as a RuntimeError.
+
+use std::future::Future;
+use std::os::raw::c_int;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use hyper::body::Bytes;
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyCFunction, PyDict, PyList, PyTuple, PyType};
+use pyo3::{ffi, AsPyPointer};
+
+use crate::upstream::{Failure, Upstream};
+
+extern "C" {
+    // pyo3-ffi 0.17 declares this without its result; CPython 3.10 and later export it.
+    fn PyIter_Send(
+        iter: *mut ffi::PyObject,
+        arg: *mut ffi::PyObject,
+        presult: *mut *mut ffi::PyObject,
+    ) -> c_int;
+}
+const PYGEN_RETURN: c_int = 0;
+const PYGEN_NEXT: c_int = 1;
+
+/// What the server and the driver share for the life of the process.
+pub struct Shared {
+    pub handler: PyObject,
+    pub post_type: Py<PyType>,
+    pub gather_type: Py<PyType>,
+    pub on_loop_type: Py<PyType>,
+    /// `(awaitable) -> concurrent.futures.Future`, run on the asyncio loop's thread.
+    pub run_on_loop: PyObject,
+    pub upstream: Upstream,
+    pub max_body_bytes: usize,
+}
+
+/// What a coroutine is resumed with.
+enum Resume {
+    Value(PyObject),
+    Error(PyErr),
+    Answer(Result<Bytes, Failure>),
+    Results(Vec<PyObject>),
+}
+
+/// What a coroutine asked for when it stopped.
+enum Step {
+    Done(PyObject),
+    Post { url: String, body: Bytes, timeout: Duration },
+    Gather(Vec<PyObject>),
+    OnLoop(PyObject),
+}
+
+pub type Driven = Pin<Box<dyn Future<Output = PyResult<PyObject>> + Send>>;
+
+/// Run `coroutine` to its end; its return value, or the exception it ended with.
+pub fn drive(shared: Arc<Shared>, coroutine: PyObject) -> Driven {
+    Box::pin(async move {
+        let mut resume = Resume::Value(Python::with_gil(|py| py.None()));
+        loop {
+            let step = Python::with_gil(|py| advance(py, &shared, coroutine.as_ref(py), resume))?;
+            resume = match step {
+                Step::Done(value) => return Ok(value),
+                Step::Post { url, body, timeout } => {
+                    Resume::Answer(shared.upstream.post(&url, body, timeout).await)
+                }
+                Step::Gather(children) => {
+                    let driven = children.into_iter().map(|c| drive(shared.clone(), c));
+                    let mut results = Vec::new();
+                    let mut failure = None;
+                    for outcome in join_all(driven).await {
+                        match outcome {
+                            Ok(value) => results.push(value),
+                            Err(error) => {
+                                failure.get_or_insert(error);
+                            }
+                        }
+                    }
+                    match failure {
+                        Some(error) => Resume::Error(error),
+                        None => Resume::Results(results),
+                    }
+                }
+                Step::OnLoop(awaitable) => match on_loop(&shared, awaitable).await {
+                    Ok(value) => Resume::Value(value),
+                    Err(error) => Resume::Error(error),
+                },
+            };
+        }
+    })
+}
+
+/// Resume the coroutine once, and read what it asks for next.
+fn advance(py: Python<'_>, shared: &Shared, coroutine: &PyAny, resume: Resume) -> PyResult<Step> {
+    let sent: PyObject = match resume {
+        Resume::Error(error) => return throw(py, shared, coroutine, error),
+        Resume::Value(value) => value,
+        Resume::Answer(Ok(body)) => PyBytes::new(py, &body).into(),
+        Resume::Answer(Err(failure)) => {
+            (failure.kind, failure.detail, failure.status).into_py(py)
+        }
+        Resume::Results(values) => PyList::new(py, values).into(),
+    };
+    let mut result: *mut ffi::PyObject = std::ptr::null_mut();
+    // SAFETY: both pointers are live references held under the GIL; `result` receives a new
+    // reference (or NULL with an exception set), which `from_owned_ptr_or_err` takes over.
+    let status = unsafe { PyIter_Send(coroutine.as_ptr(), sent.as_ptr(), &mut result) };
+    let value: PyObject = unsafe { PyObject::from_owned_ptr_or_err(py, result)? };
+    match status {
+        PYGEN_RETURN => Ok(Step::Done(value)),
+        PYGEN_NEXT => classify(py, shared, coroutine, value.as_ref(py)),
+        _ => Err(PyErr::fetch(py)),
+    }
+}
+
+fn throw(py: Python<'_>, shared: &Shared, coroutine: &PyAny, error: PyErr) -> PyResult<Step> {
+    match coroutine.call_method1("throw", (error.into_value(py),)) {
+        Ok(yielded) => classify(py, shared, coroutine, yielded),
+        Err(stop) if stop.is_instance_of::<PyStopIteration>(py) => {
+            Ok(Step::Done(stop.value(py).getattr("value")?.into()))
+        }
+        Err(other) => Err(other),
+    }
+}
+
+fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny) -> PyResult<Step> {
+    let kind = yielded.get_type();
+    if kind.is(shared.post_type.as_ref(py)) {
+        let body: &PyBytes = yielded.getattr("body")?.downcast()?;
+        let timeout_s: f64 = yielded.getattr("timeout_s")?.extract()?;
+        return Ok(Step::Post {
+            url: yielded.getattr("url")?.extract()?,
+            body: Bytes::copy_from_slice(body.as_bytes()),
+            timeout: Duration::from_secs_f64(timeout_s.max(0.0)),
+        });
+    }
+    if kind.is(shared.gather_type.as_ref(py)) {
+        let awaitables: &PyList = yielded.getattr("awaitables")?.downcast()?;
+        return Ok(Step::Gather(awaitables.iter().map(Into::into).collect()));
+    }
+    if kind.is(shared.on_loop_type.as_ref(py)) {
+        return Ok(Step::OnLoop(yielded.getattr("awaitable")?.into()));
+    }
+    let message = format!(
+        "the native server cannot await {}; wrap it in native_io.on_loop()",
+        kind.name()?
+    );
+    throw(py, shared, coroutine, PyRuntimeError::new_err(message))
+}
+
+/// Run `awaitable` on the asyncio loop's thread, and wait here, without the GIL, for its end.
+async fn on_loop(shared: &Shared, awaitable: PyObject) -> PyResult<PyObject> {
+    let (done, finished) = tokio::sync::oneshot::channel::<()>();
+    let future = Python::with_gil(|py| -> PyResult<PyObject> {
+        let future = shared.run_on_loop.call1(py, (awaitable,))?;
+        let done = Mutex::new(Some(done));
+        let callback = PyCFunction::new_closure(
+            move |_: &PyTuple, _: Option<&PyDict>| {
+                if let Some(done) = done.lock().ok().and_then(|mut d| d.take()) {
+                    let _ = done.send(());
+                }
+            },
+            py,
+        )?;
+        future.call_method1(py, "add_done_callback", (callback,))?;
+        Ok(future)
+    })?;
+    // The sender is dropped unsent only if the callback is; the future's outcome then says why.
+    let _ = finished.await;
+    Python::with_gil(|py| future.call_method0(py, "result"))
+}

@@ -1,0 +1,227 @@
+//! The HTTP/1.1 server: reads a request within the body limit, hands it to the Python handler,
+//! drives the coroutine the handler returns, and writes the answer it ends with.
+//!
+//! The server holds no routing or policy of its own: paths, statuses, headers and bodies are
+//! all the handler's (`chainrouter.router.native_web`), so both servers answer alike.
+
+use std::convert::Infallible;
+use std::os::unix::io::FromRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::{Bytes, HttpBody};
+use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH};
+use hyper::server::conn::AddrStream;
+use hyper::service::{make_service_fn, service_fn};
+use hyper::{Body, Request, Response, Server, StatusCode};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyType};
+use tokio::sync::Notify;
+
+use crate::driver::{drive, Shared};
+use crate::upstream::{Upstream, UpstreamSettings};
+
+const INTERNAL_ERROR: &[u8] =
+    br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#;
+
+/// One worker's server. `serve` blocks its thread until `stop` is called from another.
+#[pyclass(module = "chainrouter._native")]
+pub struct NativeServer {
+    shared: Arc<Shared>,
+    stopping: Arc<Notify>,
+    header_timeout: Duration,
+}
+
+#[pymethods]
+impl NativeServer {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        handler: PyObject,
+        post_type: Py<PyType>,
+        gather_type: Py<PyType>,
+        on_loop_type: Py<PyType>,
+        run_on_loop: PyObject,
+        max_body_bytes: usize,
+        max_response_bytes: usize,
+        connect_timeout_s: f64,
+        idle_timeout_s: f64,
+        header_timeout_s: f64,
+        ca_file: Option<String>,
+        user_agent: String,
+    ) -> PyResult<Self> {
+        let upstream = Upstream::new(&UpstreamSettings {
+            max_response_bytes,
+            connect_timeout: seconds(connect_timeout_s)?,
+            idle_timeout: seconds(idle_timeout_s)?,
+            ca_file,
+            user_agent,
+        })
+        .map_err(PyValueError::new_err)?;
+        Ok(NativeServer {
+            shared: Arc::new(Shared {
+                handler,
+                post_type,
+                gather_type,
+                on_loop_type,
+                run_on_loop,
+                upstream,
+                max_body_bytes,
+            }),
+            stopping: Arc::new(Notify::new()),
+            header_timeout: seconds(header_timeout_s)?,
+        })
+    }
+
+    /// Serve the listening socket `fd` (not taken over: it is duplicated) until `stop`.
+    fn serve(&self, py: Python<'_>, fd: i32) -> PyResult<()> {
+        // SAFETY: dup only reads the descriptor number; a bad one gives -1 and errno.
+        let own = unsafe { libc::dup(fd) };
+        if own < 0 {
+            return Err(PyOSError::new_err(std::io::Error::last_os_error().to_string()));
+        }
+        // SAFETY: `own` is a fresh descriptor that nothing else owns.
+        let listener = unsafe { std::net::TcpListener::from_raw_fd(own) };
+        let shared = self.shared.clone();
+        let stopping = self.stopping.clone();
+        let header_timeout = self.header_timeout;
+        py.allow_threads(move || run(listener, shared, stopping, header_timeout))
+            .map_err(PyRuntimeError::new_err)
+    }
+
+    /// Stop accepting, finish the requests in flight, then let `serve` return. Any thread.
+    fn stop(&self) {
+        self.stopping.notify_one();
+    }
+}
+
+fn seconds(value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| PyValueError::new_err(format!("{value} is not a duration in seconds")))
+}
+
+fn run(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    stopping: Arc<Notify>,
+    header_timeout: Duration,
+) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async move {
+        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        let make = make_service_fn(move |connection: &AddrStream| {
+            let peer = connection.remote_addr().ip().to_string();
+            let shared = shared.clone();
+            async move {
+                Ok::<_, Infallible>(service_fn(move |request| {
+                    answer(shared.clone(), peer.clone(), request)
+                }))
+            }
+        });
+        Server::from_tcp(listener)
+            .map_err(|e| e.to_string())?
+            .tcp_nodelay(true)
+            .http1_header_read_timeout(header_timeout)
+            .serve(make)
+            .with_graceful_shutdown(async move { stopping.notified().await })
+            .await
+            .map_err(|e| e.to_string())
+    })
+}
+
+async fn answer(
+    shared: Arc<Shared>,
+    peer: String,
+    request: Request<Body>,
+) -> Result<Response<Body>, Infallible> {
+    let (head, body) = request.into_parts();
+    let body = read_within(body, declared_length(&head.headers), shared.max_body_bytes).await;
+    let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
+    let started = Python::with_gil(|py| {
+        let body = body.as_ref().map(|b| PyBytes::new(py, b));
+        shared.handler.call1(
+            py,
+            (
+                head.method.as_str(),
+                head.uri.path(),
+                header("origin"),
+                header("referer"),
+                header("x-forwarded-for"),
+                peer.as_str(),
+                body,
+            ),
+        )
+    });
+    let outcome = match started {
+        Ok(coroutine) => drive(shared.clone(), coroutine).await,
+        Err(error) => Err(error),
+    };
+    let mut response = Python::with_gil(|py| match outcome.and_then(|r| response_of(py, r)) {
+        Ok(response) => response,
+        Err(error) => {
+            error.print(py);
+            let mut response = Response::new(Body::from(INTERNAL_ERROR));
+            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            response
+                .headers_mut()
+                .insert("content-type", HeaderValue::from_static("application/json"));
+            response
+        }
+    });
+    if body.is_none() {
+        // The rest of an over-size body was never read: the connection cannot carry another.
+        response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    Ok(response)
+}
+
+fn declared_length(headers: &hyper::HeaderMap) -> Option<u64> {
+    headers.get(CONTENT_LENGTH)?.to_str().ok()?.parse().ok()
+}
+
+/// The body, or None once it is known to be larger than `max` (the rest is not read).
+async fn read_within(mut body: Body, declared: Option<u64>, max: usize) -> Option<Bytes> {
+    if declared.map_or(false, |n| n > max as u64) {
+        return None;
+    }
+    let first = match body.data().await {
+        None => return Some(Bytes::new()),
+        Some(chunk) => chunk.ok()?,
+    };
+    let mut whole: Vec<u8> = Vec::new();
+    let mut next = body.data().await;
+    if next.is_none() {
+        return (first.len() <= max).then_some(first);
+    }
+    whole.extend_from_slice(&first);
+    while let Some(chunk) = next {
+        let chunk = chunk.ok()?;
+        if whole.len() + chunk.len() > max {
+            return None;
+        }
+        whole.extend_from_slice(&chunk);
+        next = body.data().await;
+    }
+    (whole.len() <= max).then(|| Bytes::from(whole))
+}
+
+/// The handler's answer, `(status, [(name, value), ...], body)`, as a hyper response.
+fn response_of(py: Python<'_>, answer: PyObject) -> PyResult<Response<Body>> {
+    let (status, headers, body): (u16, Vec<(&str, &str)>, &PyBytes) = answer.extract(py)?;
+    let mut response = Response::new(Body::from(Bytes::copy_from_slice(body.as_bytes())));
+    *response.status_mut() = StatusCode::from_u16(status)
+        .map_err(|_| PyValueError::new_err(format!("{status} is not an HTTP status")))?;
+    let map = response.headers_mut();
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| PyValueError::new_err(format!("bad header name {name:?}")))?;
+        let value = HeaderValue::from_str(value)
+            .map_err(|_| PyValueError::new_err(format!("bad value for header {name}")))?;
+        map.append(name, value);
+    }
+    Ok(response)
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Build chainrouter._native (native/, Rust) into src/chainrouter/ for the interpreter given as $1.
+# Its crates come from Debian's packages (native/.cargo/config.toml): they are installed here
+# when missing, as root or through sudo. Skipped, with a note, when CHAINROUTER_NO_NATIVE=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python=$(realpath "$1")
+if [[ "${CHAINROUTER_NO_NATIVE:-}" == "1" ]]; then
+    echo "native server: not built (CHAINROUTER_NO_NATIVE=1)"
+    exit 0
+fi
+packages=(librust-pyo3-dev librust-hyper-dev librust-hyper-rustls-dev librust-tokio-dev
+          librust-futures-util-dev librust-libc-dev librust-rustls-dev
+          librust-rustls-native-certs-dev librust-rustls-pemfile-dev)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+    echo "native server: installing ${missing[*]}"
+    sudo=""; [[ $(id -u) == 0 ]] || sudo="sudo"
+    $sudo apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
+fi
+cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+target=src/chainrouter/_native$suffix
+# cargo decides itself whether anything changed; the copy only happens when the library did.
+# It reads its configuration from the working directory's tree, hence the cd.
+(cd native && PYO3_PYTHON="$python" "$cargo" build --quiet --release)
+built=native/target/release/lib_native.so
+if [[ ! -e "$target" || "$built" -nt "$target" ]]; then
+    cp "$built" "$target"
+    echo "native server: built $target"
+else
+    echo "native server: build is up to date"
+fi
