@@ -91,10 +91,19 @@ def anvil() -> Iterator[AnvilNodes]:
 
 
 @pytest.fixture(scope="session")
-def upstream() -> Iterator[FaultyUpstream]:
-    """One fault-injecting upstream for the whole run; each test reads its own paths' counts."""
+def upstream_server() -> Iterator[FaultyUpstream]:
+    """One fault-injecting upstream for the whole run."""
     with FaultyUpstream() as server:
         yield server
+
+
+@pytest.fixture
+def upstream(upstream_server: FaultyUpstream) -> FaultyUpstream:
+    """The fault-injecting upstream with its counts and downed paths cleared for this test: a
+    test run once per driver or backend sees only its own requests."""
+    upstream_server.requests.clear()
+    upstream_server.down.clear()
+    return upstream_server
 
 
 @pytest.fixture(scope="session")

@@ -18,12 +18,12 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use hyper::body::Bytes;
-use pyo3::exceptions::{PyRuntimeError, PyStopIteration};
+use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCFunction, PyDict, PyList, PyTuple, PyType};
 use pyo3::{ffi, AsPyPointer};
 
-use crate::upstream::{Failure, Upstream};
+use crate::upstream::{Failure, Upstream, UpstreamSettings};
 
 extern "C" {
     // pyo3-ffi 0.17 declares this without its result; CPython 3.10 and later export it.
@@ -36,16 +36,77 @@ extern "C" {
 const PYGEN_RETURN: c_int = 0;
 const PYGEN_NEXT: c_int = 1;
 
-/// What the server and the driver share for the life of the process.
+/// What every coroutine the driver runs needs.
 pub struct Shared {
-    pub handler: PyObject,
     pub post_type: Py<PyType>,
     pub gather_type: Py<PyType>,
     pub on_loop_type: Py<PyType>,
     /// `(awaitable) -> concurrent.futures.Future`, run on the asyncio loop's thread.
     pub run_on_loop: PyObject,
     pub upstream: Upstream,
-    pub max_body_bytes: usize,
+}
+
+/// A tokio runtime on whichever thread calls in, with the client to nodes: `run` drives one
+/// coroutine to its end (the tests' way in); `NativeServer.serve` serves on it.
+#[pyclass(module = "chainrouter._native")]
+pub struct Driver {
+    pub shared: Arc<Shared>,
+    pub runtime: tokio::runtime::Runtime,
+    /// One thread at a time drives the runtime: the client's connections belong to it.
+    pub busy: Mutex<()>,
+}
+
+#[pymethods]
+impl Driver {
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        post_type: Py<PyType>,
+        gather_type: Py<PyType>,
+        on_loop_type: Py<PyType>,
+        run_on_loop: PyObject,
+        max_response_bytes: usize,
+        connect_timeout_s: f64,
+        idle_timeout_s: f64,
+        ca_file: Option<String>,
+        user_agent: String,
+    ) -> PyResult<Self> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        // The client's connector needs the runtime's context when it is built.
+        let upstream = {
+            let _entered = runtime.enter();
+            Upstream::new(&UpstreamSettings {
+                max_response_bytes,
+                connect_timeout: seconds(connect_timeout_s)?,
+                idle_timeout: seconds(idle_timeout_s)?,
+                ca_file,
+                user_agent,
+            })
+            .map_err(PyValueError::new_err)?
+        };
+        Ok(Driver {
+            shared: Arc::new(Shared { post_type, gather_type, on_loop_type, run_on_loop, upstream }),
+            runtime,
+            busy: Mutex::new(()),
+        })
+    }
+
+    /// Drive `coroutine` to its end on this thread, without the GIL while it waits.
+    fn run(&self, py: Python<'_>, coroutine: PyObject) -> PyResult<PyObject> {
+        let shared = self.shared.clone();
+        py.allow_threads(|| {
+            let _turn = self.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            self.runtime.block_on(drive(shared, coroutine))
+        })
+    }
+}
+
+pub fn seconds(value: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| PyValueError::new_err(format!("{value} is not a duration in seconds")))
 }
 
 /// What a coroutine is resumed with.

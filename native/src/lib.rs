@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
+    module.add_class::<driver::Driver>()?;
     module.add_class::<server::NativeServer>()?;
     Ok(())
 }

@@ -16,11 +16,10 @@ use hyper::service::{make_service_fn, service_fn};
 use hyper::{Body, Request, Response, Server, StatusCode};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyType};
+use pyo3::types::PyBytes;
 use tokio::sync::Notify;
 
-use crate::driver::{drive, Shared};
-use crate::upstream::{Upstream, UpstreamSettings};
+use crate::driver::{drive, seconds, Driver, Shared};
 
 const INTERNAL_ERROR: &[u8] =
     br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#;
@@ -28,47 +27,33 @@ const INTERNAL_ERROR: &[u8] =
 /// One worker's server. `serve` blocks its thread until `stop` is called from another.
 #[pyclass(module = "chainrouter._native")]
 pub struct NativeServer {
-    shared: Arc<Shared>,
+    state: Arc<State>,
+    driver: Py<Driver>,
     stopping: Arc<Notify>,
     header_timeout: Duration,
+}
+
+/// What each request needs: the driver's part, the Python handler, the body limit.
+struct State {
+    shared: Arc<Shared>,
+    handler: PyObject,
+    max_body_bytes: usize,
 }
 
 #[pymethods]
 impl NativeServer {
     #[new]
-    #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         handler: PyObject,
-        post_type: Py<PyType>,
-        gather_type: Py<PyType>,
-        on_loop_type: Py<PyType>,
-        run_on_loop: PyObject,
+        driver: Py<Driver>,
         max_body_bytes: usize,
-        max_response_bytes: usize,
-        connect_timeout_s: f64,
-        idle_timeout_s: f64,
         header_timeout_s: f64,
-        ca_file: Option<String>,
-        user_agent: String,
     ) -> PyResult<Self> {
-        let upstream = Upstream::new(&UpstreamSettings {
-            max_response_bytes,
-            connect_timeout: seconds(connect_timeout_s)?,
-            idle_timeout: seconds(idle_timeout_s)?,
-            ca_file,
-            user_agent,
-        })
-        .map_err(PyValueError::new_err)?;
+        let shared = driver.borrow(py).shared.clone();
         Ok(NativeServer {
-            shared: Arc::new(Shared {
-                handler,
-                post_type,
-                gather_type,
-                on_loop_type,
-                run_on_loop,
-                upstream,
-                max_body_bytes,
-            }),
+            state: Arc::new(State { shared, handler, max_body_bytes }),
+            driver,
             stopping: Arc::new(Notify::new()),
             header_timeout: seconds(header_timeout_s)?,
         })
@@ -83,11 +68,16 @@ impl NativeServer {
         }
         // SAFETY: `own` is a fresh descriptor that nothing else owns.
         let listener = unsafe { std::net::TcpListener::from_raw_fd(own) };
-        let shared = self.shared.clone();
+        let state = self.state.clone();
         let stopping = self.stopping.clone();
         let header_timeout = self.header_timeout;
-        py.allow_threads(move || run(listener, shared, stopping, header_timeout))
-            .map_err(PyRuntimeError::new_err)
+        let driver = self.driver.borrow(py);
+        let driver: &Driver = &driver;
+        py.allow_threads(|| {
+            let _turn = driver.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            driver.runtime.block_on(run(listener, state, stopping, header_timeout))
+        })
+        .map_err(PyRuntimeError::new_err)
     }
 
     /// Stop accepting, finish the requests in flight, then let `serve` return. Any thread.
@@ -96,54 +86,43 @@ impl NativeServer {
     }
 }
 
-fn seconds(value: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(value)
-        .map_err(|_| PyValueError::new_err(format!("{value} is not a duration in seconds")))
-}
-
-fn run(
+async fn run(
     listener: std::net::TcpListener,
-    shared: Arc<Shared>,
+    state: Arc<State>,
     stopping: Arc<Notify>,
     header_timeout: Duration,
 ) -> Result<(), String> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    runtime.block_on(async move {
-        listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-        let make = make_service_fn(move |connection: &AddrStream| {
-            let peer = connection.remote_addr().ip().to_string();
-            let shared = shared.clone();
-            async move {
-                Ok::<_, Infallible>(service_fn(move |request| {
-                    answer(shared.clone(), peer.clone(), request)
-                }))
-            }
-        });
-        Server::from_tcp(listener)
-            .map_err(|e| e.to_string())?
-            .tcp_nodelay(true)
-            .http1_header_read_timeout(header_timeout)
-            .serve(make)
-            .with_graceful_shutdown(async move { stopping.notified().await })
-            .await
-            .map_err(|e| e.to_string())
-    })
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let make = make_service_fn(move |connection: &AddrStream| {
+        let peer = connection.remote_addr().ip().to_string();
+        let state = state.clone();
+        async move {
+            Ok::<_, Infallible>(service_fn(move |request| {
+                answer(state.clone(), peer.clone(), request)
+            }))
+        }
+    });
+    Server::from_tcp(listener)
+        .map_err(|e| e.to_string())?
+        .tcp_nodelay(true)
+        .http1_header_read_timeout(header_timeout)
+        .serve(make)
+        .with_graceful_shutdown(async move { stopping.notified().await })
+        .await
+        .map_err(|e| e.to_string())
 }
 
 async fn answer(
-    shared: Arc<Shared>,
+    state: Arc<State>,
     peer: String,
     request: Request<Body>,
 ) -> Result<Response<Body>, Infallible> {
     let (head, body) = request.into_parts();
-    let body = read_within(body, declared_length(&head.headers), shared.max_body_bytes).await;
+    let body = read_within(body, declared_length(&head.headers), state.max_body_bytes).await;
     let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
     let started = Python::with_gil(|py| {
         let body = body.as_ref().map(|b| PyBytes::new(py, b));
-        shared.handler.call1(
+        state.handler.call1(
             py,
             (
                 head.method.as_str(),
@@ -157,7 +136,7 @@ async fn answer(
         )
     });
     let outcome = match started {
-        Ok(coroutine) => drive(shared.clone(), coroutine).await,
+        Ok(coroutine) => drive(state.shared.clone(), coroutine).await,
         Err(error) => Err(error),
     };
     let mut response = Python::with_gil(|py| match outcome.and_then(|r| response_of(py, r)) {

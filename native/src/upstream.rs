@@ -88,6 +88,16 @@ impl Upstream {
         Ok(Upstream { client, max_response_bytes: settings.max_response_bytes, user_agent })
     }
 
+    fn request(&self, uri: Uri, body: Bytes) -> Request<Body> {
+        let mut request = Request::new(Body::from(body));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(USER_AGENT, self.user_agent.clone());
+        request
+    }
+
     /// POST `body` to `url`; a 2xx answer's body, or why there is none, within `timeout`.
     pub async fn post(&self, url: &str, body: Bytes, timeout: Duration) -> Result<Bytes, Failure> {
         match tokio::time::timeout(timeout, self.exchange(url, body)).await {
@@ -103,17 +113,16 @@ impl Upstream {
         let uri: Uri = url
             .parse()
             .map_err(|_| Failure::new("transport", "the node URL is not a valid URI"))?;
-        let mut request = Request::new(Body::from(body));
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = uri;
-        let headers = request.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(USER_AGENT, self.user_agent.clone());
-        let response = self
-            .client
-            .request(request)
-            .await
-            .map_err(|e| Failure::new("transport", transport_detail(&e)))?;
+        let mut retried = false;
+        let response = loop {
+            match self.client.request(self.request(uri.clone(), body.clone())).await {
+                Ok(response) => break response,
+                // A kept connection the node closed as the call went out (its idle time-out,
+                // say): no answer began, so the call goes once more, on a fresh connection.
+                Err(e) if e.is_incomplete_message() && !retried => retried = true,
+                Err(e) => return Err(Failure::new("transport", transport_detail(&e))),
+            }
+        };
         let status = response.status();
         if status == StatusCode::TOO_MANY_REQUESTS {
             return Err(Failure {

@@ -40,9 +40,9 @@ def https_anvil(anvil: AnvilNodes, tls: Tls) -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="session")
-def https_faulty(upstream: FaultyUpstream, tls: Tls) -> Iterator[str]:
+def https_faulty(upstream_server: FaultyUpstream, tls: Tls) -> Iterator[str]:
     """An https:// front for the fault-injecting upstream: append its paths (/garbage, ...)."""
-    with TlsFront(upstream.url(""), tls.server_context) as front:
+    with TlsFront(upstream_server.url(""), tls.server_context) as front:
         yield front.url
 
 

@@ -2,13 +2,17 @@
 database from an operator file, exactly as `chainrouter serve` builds it.
 
 A test describes its world (providers with prices and nodes, keys, credits) with the helpers
-below, gets a `World`, and calls the router's pipeline directly or through the RSGI server.
+below, gets a `World`, and calls the router's pipeline directly or through a served router.
+Every world is made twice: with the pipeline on asyncio and its Python client (as granian runs
+it), and driven by the native server's Rust driver and client (as `CHAINROUTER_RPC_SERVER=native`
+runs it), so that every rule is checked on both.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -19,6 +23,7 @@ from sqlalchemy import Engine, select
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
+from chainrouter.router.native_server import load_native_module, new_driver
 from chainrouter.router.runtime import RouterRuntime, build_runtime
 from chainrouter.router.service import Reply, RpcService
 from chainrouter.settings import Settings
@@ -116,10 +121,19 @@ class World:
     runtime: RouterRuntime
     secrets: dict[str, str]  # key name -> secret
     customer_id: int
+    driver: Any  # the native server's driver, or None: the pipeline runs on this event loop
 
     @property
     def service(self) -> RpcService:
         return self.runtime.service
+
+    async def _run(self, pipeline: Coroutine[Any, Any, Reply]) -> Reply:
+        if self.driver is None:
+            return await pipeline
+        # On a thread of its own, as on the native server: this loop stays free for what the
+        # pipeline sends to it (the Redis limiter).
+        reply: Reply = await asyncio.to_thread(self.driver.run, pipeline)
+        return reply
 
     async def call(
         self,
@@ -132,15 +146,17 @@ class World:
     ) -> Reply:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         secret = self.secrets.get(key, key)
-        return await self.runtime.service.handle_keyed(
-            str(chain), secret, body, origin=origin, referer=referer
+        return await self._run(
+            self.runtime.service.handle_keyed(
+                str(chain), secret, body, origin=origin, referer=referer
+            )
         )
 
     async def public(
         self, payload: Any, *, ip: str = "198.51.100.7", chain: int = CHAIN_A
     ) -> Reply:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        return await self.runtime.service.handle_public(str(chain), ip, body)
+        return await self._run(self.runtime.service.handle_public(str(chain), ip, body))
 
     def stored_balance(self, customer_id: int | None = None) -> int:
         """A customer's balance in storage (nano-credits); by default the world's customer's."""
@@ -155,24 +171,31 @@ class World:
 WorldFactory = Callable[..., Awaitable[World]]
 
 
-async def _make_world(database_url: str, config: dict[str, Any], **settings: Any) -> World:
+async def _make_world(
+    database_url: str, native: bool, config: dict[str, Any], **settings: Any
+) -> World:
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
     apply_config(engine, validate_document(config))
-    runtime = build_runtime(Settings(database_url=database_url, **settings), engine)
+    router_settings = Settings(database_url=database_url, **settings)
+    runtime = build_runtime(router_settings, engine, native=native)
+    driver = None
+    if native:
+        loop = asyncio.get_running_loop()
+        driver = new_driver(load_native_module(), router_settings, loop)
     with engine.connect() as connection:
         customer_id = connection.execute(
             select(t.customers.c.id).where(t.customers.c.email == CUSTOMER_EMAIL)
         ).scalar_one()
     keys = config["customers"][0]["api_keys"]
-    return World(engine, runtime, {k["name"]: k["secret"] for k in keys}, customer_id)
+    return World(engine, runtime, {k["name"]: k["secret"] for k in keys}, customer_id, driver)
 
 
-async def _factory(database_url: str) -> AsyncIterator[WorldFactory]:
+async def _factory(database_url: str, native: bool) -> AsyncIterator[WorldFactory]:
     worlds: list[World] = []
 
     async def make(config: dict[str, Any], **settings: Any) -> World:
-        world = await _make_world(database_url, config, **settings)
+        world = await _make_world(database_url, native, config, **settings)
         worlds.append(world)
         return world
 
@@ -182,15 +205,23 @@ async def _factory(database_url: str) -> AsyncIterator[WorldFactory]:
         world.engine.dispose()  # the test may have used it after the router stopped
 
 
+@pytest.fixture(params=["asyncio", "native"])
+def native_driver(request: pytest.FixtureRequest) -> bool:
+    """Whether the pipeline runs under the native server's driver (else on asyncio)."""
+    return bool(request.param == "native")
+
+
 @pytest.fixture
-async def make_world(sqlite_database_url: str) -> AsyncIterator[WorldFactory]:
+async def make_world(sqlite_database_url: str, native_driver: bool) -> AsyncIterator[WorldFactory]:
     """A router on SQLite: for rules that do not depend on the storage backend."""
-    async for factory in _factory(sqlite_database_url):
+    async for factory in _factory(sqlite_database_url, native_driver):
         yield factory
 
 
 @pytest.fixture
-async def make_world_on_each_backend(database_url: str) -> AsyncIterator[WorldFactory]:
+async def make_world_on_each_backend(
+    database_url: str, native_driver: bool
+) -> AsyncIterator[WorldFactory]:
     """A router on SQLite, then on PostgreSQL: for billing and anything stored."""
-    async for factory in _factory(database_url):
+    async for factory in _factory(database_url, native_driver):
         yield factory

@@ -1,13 +1,18 @@
 """One upstream call: every way a node can fail is classified, bounded in time and size, and
-connections are kept and reused only while that is safe."""
+connections are kept and reused only while that is safe.
+
+Checked on both clients to nodes: the Python one (`Http1Upstream`, under granian) and the Rust
+one of the native server, driven as the server drives it. Tests of one client's own mechanics
+(its URL parsing, its pool's sweeps and retries) name that client."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import resource
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import orjson
 import pytest
@@ -15,8 +20,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrouter.router.http1 import Http1Upstream, parse_target
+from chainrouter.router.native_io import Gather, NativeUpstream, OnLoop, UpstreamPost
+from chainrouter.router.native_server import load_native_module
 from chainrouter.router.process import raise_open_file_limit
-from chainrouter.router.upstream import FailureKind, UpstreamError
+from chainrouter.router.upstream import FailureKind, UpstreamClient, UpstreamError, UpstreamReply
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.tls_nodes import MINING_CHAIN, MiningNode, Tls
 
@@ -33,15 +40,71 @@ BODY = b'{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":7}'
 OK_ANSWER = b'{"jsonrpc": "2.0", "id": 7, "result": "0x10d4f"}'
 
 
+class DrivenNativeClient:
+    """The native server's client to nodes, each call driven by its Rust driver on a thread."""
+
+    def __init__(self, *, max_response_bytes: int, ca_file: str | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        self._driver = load_native_module().Driver(
+            UpstreamPost,
+            Gather,
+            OnLoop,
+            functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
+            max_response_bytes,
+            2.0,
+            30.0,
+            ca_file,
+            "chainrouter",
+        )
+        self._client = NativeUpstream()
+
+    async def post(self, url: str, body: bytes, *, timeout_s: float) -> UpstreamReply:
+        call = self._client.post(url, body, timeout_s=timeout_s)
+        reply: UpstreamReply = await asyncio.to_thread(self._driver.run, call)
+        return reply
+
+    async def close(self) -> None:
+        return None
+
+
+ClientFactory = Callable[..., UpstreamClient]
+
+
+@pytest.fixture(params=["python", "native"])
+async def make_client(request: pytest.FixtureRequest) -> AsyncIterator[ClientFactory]:
+    """Clients of one kind: `make_client(max_response_bytes=..., ca_file=...)`."""
+    made: list[UpstreamClient] = []
+
+    def make(*, max_response_bytes: int = 4096, ca_file: str | None = None) -> UpstreamClient:
+        client: UpstreamClient
+        if request.param == "native":
+            client = DrivenNativeClient(max_response_bytes=max_response_bytes, ca_file=ca_file)
+        else:
+            client = Http1Upstream(
+                max_response_bytes=max_response_bytes, connect_timeout_s=2, ca_file=ca_file
+            )
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        await client.close()
+
+
 @pytest.fixture
-async def client() -> AsyncIterator[Http1Upstream]:
+async def client(make_client: ClientFactory) -> UpstreamClient:
+    return make_client()  # on the running loop: the native driver hands it what needs one
+
+
+@pytest.fixture
+async def python_client() -> AsyncIterator[Http1Upstream]:
     upstream_client = Http1Upstream(max_response_bytes=4096, connect_timeout_s=2)
     yield upstream_client
     await upstream_client.close()
 
 
 async def test_a_2xx_answer_is_returned_as_sent(
-    client: Http1Upstream, upstream: FaultyUpstream
+    client: UpstreamClient, upstream: FaultyUpstream
 ) -> None:
     reply = await client.post(upstream.url("/ok"), BODY, timeout_s=5)
     assert reply.body == OK_ANSWER
@@ -60,7 +123,7 @@ async def test_a_2xx_answer_is_returned_as_sent(
     ],
 )
 async def test_failures_are_classified(
-    client: Http1Upstream,
+    client: UpstreamClient,
     upstream: FaultyUpstream,
     path: str,
     kind: FailureKind,
@@ -72,7 +135,7 @@ async def test_failures_are_classified(
     assert caught.value.status == status
 
 
-async def test_a_refused_connection_is_a_transport_failure(client: Http1Upstream) -> None:
+async def test_a_refused_connection_is_a_transport_failure(client: UpstreamClient) -> None:
     with pytest.raises(UpstreamError) as caught:
         await client.post("http://127.0.0.1:9/", BODY, timeout_s=5)
     assert caught.value.kind is FailureKind.TRANSPORT
@@ -80,7 +143,7 @@ async def test_a_refused_connection_is_a_transport_failure(client: Http1Upstream
 
 @pytest.mark.parametrize("path", ["/sleep/3000", "/drip/200"])
 async def test_a_slow_head_or_a_dripping_body_is_cut_at_the_deadline(
-    client: Http1Upstream, upstream: FaultyUpstream, path: str
+    client: UpstreamClient, upstream: FaultyUpstream, path: str
 ) -> None:
     started = time.monotonic()
     with pytest.raises(UpstreamError) as caught:
@@ -91,39 +154,33 @@ async def test_a_slow_head_or_a_dripping_body_is_cut_at_the_deadline(
 
 @pytest.mark.parametrize("path", ["/ok", "/chunked", "/http10"])
 async def test_an_answer_over_the_size_limit_is_refused(
-    upstream: FaultyUpstream, path: str
+    make_client: ClientFactory, upstream: FaultyUpstream, path: str
 ) -> None:
-    small = Http1Upstream(max_response_bytes=10)
-    try:
-        with pytest.raises(UpstreamError) as caught:
-            await small.post(upstream.url(path), BODY, timeout_s=5)
-        assert caught.value.kind is FailureKind.TOO_LARGE
-    finally:
-        await small.close()
+    small = make_client(max_response_bytes=10)
+    with pytest.raises(UpstreamError) as caught:
+        await small.post(upstream.url(path), BODY, timeout_s=5)
+    assert caught.value.kind is FailureKind.TOO_LARGE
 
 
 async def test_an_error_status_with_a_large_body_is_reported_as_the_status(
-    upstream: FaultyUpstream,
+    make_client: ClientFactory, upstream: FaultyUpstream
 ) -> None:
-    small = Http1Upstream(max_response_bytes=10)
-    try:
-        with pytest.raises(UpstreamError) as caught:
-            await small.post(upstream.url("/status/502"), BODY, timeout_s=5)
-        assert (caught.value.kind, caught.value.status) == (FailureKind.HTTP_STATUS, 502)
-    finally:
-        await small.close()
+    small = make_client(max_response_bytes=10)
+    with pytest.raises(UpstreamError) as caught:
+        await small.post(upstream.url("/status/502"), BODY, timeout_s=5)
+    assert (caught.value.kind, caught.value.status) == (FailureKind.HTTP_STATUS, 502)
 
 
 @pytest.mark.parametrize("path", ["/chunked", "/http10", "/close"])
 async def test_answers_framed_every_legal_way_are_read_whole(
-    client: Http1Upstream, upstream: FaultyUpstream, path: str
+    client: UpstreamClient, upstream: FaultyUpstream, path: str
 ) -> None:
     reply = await client.post(upstream.url(path), BODY, timeout_s=5)
     assert reply.body == OK_ANSWER
 
 
 async def test_one_connection_carries_sequential_calls(
-    client: Http1Upstream, upstream: FaultyUpstream
+    client: UpstreamClient, upstream: FaultyUpstream
 ) -> None:
     before, calls = upstream.connections, upstream.requests["/ok/keep"]
     for _ in range(5):
@@ -133,7 +190,7 @@ async def test_one_connection_carries_sequential_calls(
 
 
 async def test_a_time_out_that_passes_after_its_answer_spares_the_next_call_on_the_connection(
-    client: Http1Upstream, upstream: FaultyUpstream
+    client: UpstreamClient, upstream: FaultyUpstream
 ) -> None:
     before = upstream.connections
     await client.post(upstream.url("/ok"), BODY, timeout_s=0.1)
@@ -144,19 +201,19 @@ async def test_a_time_out_that_passes_after_its_answer_spares_the_next_call_on_t
 
 
 async def test_concurrent_calls_use_their_own_connections_then_share_them(
-    client: Http1Upstream, upstream: FaultyUpstream
+    python_client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
     before = upstream.connections
     url = upstream.url("/sleep/100")
-    replies = await asyncio.gather(*(client.post(url, BODY, timeout_s=5) for _ in range(4)))
+    replies = await asyncio.gather(*(python_client.post(url, BODY, timeout_s=5) for _ in range(4)))
     assert {reply.body for reply in replies} == {OK_ANSWER}
     assert upstream.connections - before == 4
-    await asyncio.gather(*(client.post(url, BODY, timeout_s=5) for _ in range(4)))
+    await asyncio.gather(*(python_client.post(url, BODY, timeout_s=5) for _ in range(4)))
     assert upstream.connections - before == 4
 
 
 async def test_a_connection_the_node_closed_is_not_used_again(
-    client: Http1Upstream, upstream: FaultyUpstream
+    client: UpstreamClient, upstream: FaultyUpstream
 ) -> None:
     await client.post(upstream.url("/close"), BODY, timeout_s=5)
     await asyncio.sleep(0.05)  # the node's FIN arrives while the connection is idle
@@ -167,7 +224,7 @@ async def test_a_connection_the_node_closed_is_not_used_again(
 
 
 async def test_a_kept_connection_closed_without_an_answer_is_retried_once_on_a_new_one(
-    client: Http1Upstream, upstream: FaultyUpstream
+    client: UpstreamClient, upstream: FaultyUpstream
 ) -> None:
     # `/once` answers the first call on a connection and drops the connection on the next,
     # as a node does whose idle timeout fires just as a call arrives.
@@ -195,15 +252,15 @@ async def test_a_fresh_connection_closed_without_an_answer_is_not_retried(
 
 
 async def test_a_call_given_up_mid_answer_does_not_leave_its_connection_in_the_pool(
-    client: Http1Upstream, upstream: FaultyUpstream
+    python_client: Http1Upstream, upstream: FaultyUpstream
 ) -> None:
-    call = asyncio.ensure_future(client.post(upstream.url("/sleep/2000"), BODY, timeout_s=5))
+    call = asyncio.ensure_future(python_client.post(upstream.url("/sleep/2000"), BODY, timeout_s=5))
     await asyncio.sleep(0.1)
     call.cancel()
     with pytest.raises(asyncio.CancelledError):
         await call
     before = upstream.connections
-    reply = await client.post(upstream.url("/ok/next"), BODY, timeout_s=5)
+    reply = await python_client.post(upstream.url("/ok/next"), BODY, timeout_s=5)
     assert reply.body == OK_ANSWER  # not the late answer to the abandoned call
     assert upstream.connections - before == 1
 
@@ -220,20 +277,16 @@ async def test_connections_idle_past_the_limit_are_not_reused(upstream: FaultyUp
 
 
 async def test_https_nodes_are_verified_against_the_configured_ca(
-    tls: Tls, mining_anvil: MiningNode
+    make_client: ClientFactory, tls: Tls, mining_anvil: MiningNode
 ) -> None:
     call = b'{"jsonrpc":"2.0","method":"eth_chainId","params":[],"id":1}'
-    trusting = Http1Upstream(max_response_bytes=4096, ca_file=tls.ca_file)
-    strict = Http1Upstream(max_response_bytes=4096)
-    try:
-        reply = await trusting.post(mining_anvil.https, call, timeout_s=5)
-        assert orjson.loads(reply.body)["result"] == hex(MINING_CHAIN)
-        with pytest.raises(UpstreamError) as caught:
-            await strict.post(mining_anvil.https, call, timeout_s=5)
-        assert caught.value.kind is FailureKind.TRANSPORT
-    finally:
-        await trusting.close()
-        await strict.close()
+    trusting = make_client(ca_file=str(tls.ca_file))
+    strict = make_client()
+    reply = await trusting.post(mining_anvil.https, call, timeout_s=5)
+    assert orjson.loads(reply.body)["result"] == hex(MINING_CHAIN)
+    with pytest.raises(UpstreamError) as caught:
+        await strict.post(mining_anvil.https, call, timeout_s=5)
+    assert caught.value.kind is FailureKind.TRANSPORT
 
 
 def test_a_node_url_becomes_a_request_head_with_its_path_query_and_credentials() -> None:

@@ -49,6 +49,22 @@ def load_native_module() -> Any:
     return _native
 
 
+def new_driver(native: Any, settings: Settings, loop: asyncio.AbstractEventLoop) -> Any:
+    """The Rust driver of the pipeline's coroutines, with its client to nodes; `loop` runs
+    what they await that needs asyncio."""
+    return native.Driver(
+        UpstreamPost,
+        Gather,
+        OnLoop,
+        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
+        settings.max_response_bytes,
+        settings.upstream_connect_timeout_s,
+        _IDLE_UPSTREAM_S,
+        str(settings.outbound_ca_file) if settings.outbound_ca_file else None,
+        _USER_AGENT,
+    )
+
+
 def serve_native(settings: Settings) -> int:
     """Serve until SIGTERM or SIGINT; the exit status."""
     native = load_native_module()
@@ -64,20 +80,8 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
     runtime, trusted = assemble_worker(settings, native=True)
     face = RouterFace(runtime, trusted)
     loop = _new_event_loop()
-    server = native.NativeServer(
-        face.respond,
-        UpstreamPost,
-        Gather,
-        OnLoop,
-        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
-        settings.max_body_bytes,
-        settings.max_response_bytes,
-        settings.upstream_connect_timeout_s,
-        _IDLE_UPSTREAM_S,
-        _HEADER_TIMEOUT_S,
-        str(settings.outbound_ca_file) if settings.outbound_ca_file else None,
-        _USER_AGENT,
-    )
+    driver = new_driver(native, settings, loop)
+    server = native.NativeServer(face.respond, driver, settings.max_body_bytes, _HEADER_TIMEOUT_S)
     settle_heap()
     stopping = asyncio.Event()
     failures: list[BaseException] = []
