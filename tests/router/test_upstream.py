@@ -13,6 +13,7 @@ import functools
 import resource
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import orjson
 import pytest
@@ -81,7 +82,9 @@ async def make_client(request: pytest.FixtureRequest) -> AsyncIterator[ClientFac
             client = DrivenNativeClient(max_response_bytes=max_response_bytes, ca_file=ca_file)
         else:
             client = Http1Upstream(
-                max_response_bytes=max_response_bytes, connect_timeout_s=2, ca_file=ca_file
+                max_response_bytes=max_response_bytes,
+                connect_timeout_s=2,
+                ca_file=Path(ca_file) if ca_file else None,
             )
         made.append(client)
         return client
