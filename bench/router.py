@@ -2,19 +2,19 @@
 
 One go, on one machine: a static JSON-RPC upstream (nginx) hit directly, the same through nginx
 `proxy_pass` (the baseline), and through `chainrouter serve --role rpc` with one and with two
-worker processes. The router runs with 1,940 chains x 3 nodes (5,820 nodes, all pointing at the
-static upstream) and serves a key restricted to one domain, with credits to check and bill: every
-request goes through key, domain, credit check, routing, forwarding and metering. The targets
-are loaded in interleaved rounds (BENCH_ROUNDS, 3 by default); the file shows medians, and each
-ratio to nginx is the median of the ratios within a round, so a slow spell of this shared machine
-counts against every target alike. The half-load runs are interleaved rounds too.
+worker processes, on each of its servers (granian, and the native one in Rust). The router runs
+with 1,940 chains x 3 nodes (5,820 nodes, all pointing at the static upstream) and serves a key
+restricted to one domain, with credits to check and bill: every request goes through key, domain,
+credit check, routing, forwarding and metering. The targets are loaded in interleaved rounds
+(BENCH_ROUNDS, 3 by default); the file shows medians, and each ratio to nginx is the median of the
+ratios within a round, so a slow spell of this shared machine counts against every target alike.
+The half-load runs are interleaved rounds too.
 
-Then latency at half load: the router's one-worker maximum, halved, offered to each target by
-wrk connections that each pause a random while (exponential, 10 ms on average) after every
-answer, so that requests arrive spread out rather than in step; the added p50 is a target's minus
-the upstream's own, within the same round. Memory is the resident size of each router worker
-with the snapshot loaded, before and after the load.
-Results: bench/results/router.{json,md}.
+Then latency at half load: the router's one-worker maximum, halved, offered to each target by wrk
+connections that each pause a random while (exponential, 10 ms on average) after every answer, so
+that requests arrive spread out rather than in step; the added p50 is a target's minus the
+upstream's own, within the same round. Memory is the resident size of each router worker with the
+snapshot loaded, before and after the load. Results: bench/results/router.{json,md}.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ CHAIN = 1
 ORIGIN = {"Origin": "https://app.example.com"}
 BARE = "bare forwarder (granian + http1, no pipeline), 1 worker"
 ONE_WORKER = "chainrouter, 1 worker(s)"
+NATIVE_ONE_WORKER = "chainrouter native, 1 worker(s)"
 INTERPRETED = "chainrouter, 1 worker(s), interpreted"
 UPSTREAM = "static upstream, direct"
 ECHO = "granian echo server (answers itself, no upstream), 1 worker"
@@ -222,11 +223,17 @@ def main() -> None:
         # The least any Python forwarder on this server and client does: read, POST, answer.
         bare = running.enter_context(forwarder("granian rsgi", "http1", static))
         routers = {workers: running.enter_context(router(setup, workers)) for workers in (1, 2)}
+        natives = {
+            workers: running.enter_context(router(setup, workers, server="native"))
+            for workers in (1, 2)
+        }
         # The same router on the hot path's Python sources: what the mypyc build is worth.
         interpreted = running.enter_context(router(setup, 1, interpreted=True))
         time.sleep(1)  # let the snapshots settle and the first health checks go out
         for workers, (_, pids) in routers.items():
-            memory[f"{workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
+            memory[f"granian, {workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
+        for workers, (_, pids) in natives.items():
+            memory[f"native, {workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
         nginx_pids = process_tree(nginx_pid)  # one worker: it serves the proxy and the upstream
         targets = {
             UPSTREAM: Target(static, None, nginx_pids),
@@ -236,13 +243,19 @@ def main() -> None:
                 f"chainrouter, {w} worker(s)": Target(url, ORIGIN, pids)
                 for w, (url, pids) in routers.items()
             },
+            **{
+                f"chainrouter native, {w} worker(s)": Target(url, ORIGIN, pids)
+                for w, (url, pids) in natives.items()
+            },
             INTERPRETED: Target(interpreted[0], ORIGIN, interpreted[1]),
         }
         # Interleaved rounds: a slow spell of this shared machine hits every target of a round
         # alike, and the medians of the per-round ratios set it aside.
         rounds, cpu_rounds = load_in_rounds(targets)
         for workers, (_, pids) in routers.items():
-            memory[f"{workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
+            memory[f"granian, {workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
+        for workers, (_, pids) in natives.items():
+            memory[f"native, {workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
         rate = statistics.median(r[ONE_WORKER].requests_per_s for r in rounds) / 2
         # The floor of this server on this machine at the same load: answering without any
         # upstream, and forwarding without the pipeline.
@@ -253,6 +266,7 @@ def main() -> None:
             ECHO: (echo.url, None),
             BARE: (bare.url, None),
             "chainrouter, 1 worker": (routers[1][0], ORIGIN),
+            "chainrouter native, 1 worker": (natives[1][0], ORIGIN),
         }
         for _ in range(HALF_LOAD_ROUNDS):
             half.append({name: _half_load(url, rate, h) for name, (url, h) in half_targets.items()})
@@ -271,6 +285,8 @@ def _write(
     rows = summarise(rounds, cpu_rounds)
     gains = [r[ONE_WORKER].requests_per_s / r[INTERPRETED].requests_per_s for r in rounds]
     compiled_gain = statistics.median(gains)
+    natives = [r[NATIVE_ONE_WORKER].requests_per_s / r[ONE_WORKER].requests_per_s for r in rounds]
+    native_gain = statistics.median(natives)
     when = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "router.json").write_text(
@@ -284,6 +300,7 @@ def _write(
                 "cpu_rounds": [{k: asdict(v) for k, v in r.items()} for r in cpu_rounds],
                 "max_load": {k: asdict(v) for k, v in rows.items()},
                 "compiled_vs_interpreted": round(compiled_gain, 3),
+                "native_vs_granian": round(native_gain, 3),
                 "half_load_rate": round(rate),
                 "half_load_rounds": [{k: asdict(v) for k, v in r.items()} for r in half],
                 "rss_mb": {k: [round(v, 1) for v in vs] for k, vs in memory.items()},
@@ -305,6 +322,8 @@ def _write(
         "ceiling of this server and client on this machine. The chainrouter rows run the hot "
         "path compiled with mypyc, as `make setup` builds it, except the one marked "
         "interpreted: the same router on the Python sources (`CHAINROUTER_INTERPRETED=1`). "
+        "The chainrouter native rows serve with `CHAINROUTER_RPC_SERVER=native`: the HTTP server "
+        "and the client to nodes in Rust, the same compiled pipeline driven from there. "
         f"Python {sys.version.split()[0]} from `{sys.base_prefix}`.",
         "",
         "## Maximum throughput",
@@ -326,13 +345,18 @@ def _write(
         "CPU per request: user and system time of the target's processes over the measured run, "
         "divided by the requests served (medians over the rounds). The nginx rows count its one "
         "worker, which serves the upstream as well as the proxy; the other rows do not count the "
-        "upstream. The busiest thread of a Python worker is its event loop: near a full second "
-        "per second, it is what limits the worker.",
+        "upstream. The busiest thread of a granian worker is its event loop, of a native worker "
+        "its server thread: near a full second per second, it is what limits the worker.",
         "",
         f"Compiled against interpreted, one worker: {compiled_gain:.2f}x the requests/s "
         f"(rounds {min(gains):.2f} to {max(gains):.2f}); event-loop thread "
         f"{rows[ONE_WORKER].busiest_thread_us:.1f} against "
         f"{rows[INTERPRETED].busiest_thread_us:.1f} µs per request.",
+        "",
+        f"Native against granian, one worker: {native_gain:.2f}x the requests/s "
+        f"(rounds {min(natives):.2f} to {max(natives):.2f}); all threads "
+        f"{rows[NATIVE_ONE_WORKER].cpu_us:.1f} against {rows[ONE_WORKER].cpu_us:.1f} µs CPU "
+        "per request.",
         "",
         f"## Latency at half load ({rate:.0f} requests/s offered, half the one-worker maximum)",
         "",
