@@ -140,6 +140,7 @@ class FaultyUpstream:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._handlers: set[asyncio.Task[None]] = set()
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -162,9 +163,17 @@ class FaultyUpstream:
     async def _shutdown(self) -> None:
         assert self._server is not None
         self._server.close()
+        # Clients may still hold kept connections (a client's pool lives as long as the client
+        # object): end their handlers here, and let every transport finish closing before the
+        # loop stops, rather than leave sockets for the collector.
         for writer in list(self._writers):
             writer.close()
+        handlers = [task for task in self._handlers if not task.done()]
+        for task in handlers:
+            task.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
         await self._server.wait_closed()
+        await asyncio.sleep(0.01)
 
     def _run(self) -> None:
         loop = asyncio.new_event_loop()
@@ -185,6 +194,10 @@ class FaultyUpstream:
             loop.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handler = asyncio.current_task()
+        if handler is not None:
+            self._handlers.add(handler)
+            handler.add_done_callback(self._handlers.discard)
         self._writers.add(writer)
         self.connections += 1
         try:
