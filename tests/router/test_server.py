@@ -53,7 +53,7 @@ class Served:
         return f"{self.base}/rpc/{chain}/{self.key}"
 
 
-def _start(tmp: Path, anvil: AnvilNodes, server: str) -> Served:
+def _start(tmp: Path, anvil: AnvilNodes, server: str, host: str = "127.0.0.1") -> Served:
     database_url = f"sqlite:///{tmp / 'served.db'}"
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
@@ -83,13 +83,14 @@ def _start(tmp: Path, anvil: AnvilNodes, server: str) -> Served:
         "CHAINROUTER_MAX_BODY_BYTES": "2048",
         "CHAINROUTER_LOG_LEVEL": "warning",
         "CHAINROUTER_RPC_SERVER": server,
+        "CHAINROUTER_RPC_HOST": host,
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"],
         env=env,
         cwd=tmp,
     )
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -273,3 +274,16 @@ def test_sigterm_writes_the_usage_metered_so_far(served: Served) -> None:
     finally:
         engine.dispose()
     assert sum(count for _, count in rows) >= 3
+
+
+@pytest.mark.parametrize("server", ["granian", "native"])
+def test_the_router_listens_on_an_ipv6_address(
+    tmp_path: Path, anvil: AnvilNodes, server: str
+) -> None:
+    ipv6 = _start(tmp_path, anvil, server, host="::1")
+    try:
+        response = httpx.post(ipv6.url(), json=rpc("eth_chainId"))
+        assert response.json()["result"] == hex(CHAIN_A)
+    finally:
+        ipv6.process.terminate()
+        ipv6.process.wait(20)

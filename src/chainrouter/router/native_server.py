@@ -68,8 +68,9 @@ def new_driver(native: Any, settings: Settings, loop: asyncio.AbstractEventLoop)
 def serve_native(settings: Settings) -> int:
     """Serve until SIGTERM or SIGINT; the exit status."""
     native = load_native_module()
+    family = socket.AF_INET6 if ":" in settings.rpc_host else socket.AF_INET
     listener = socket.create_server(
-        (settings.rpc_host, settings.rpc_port), backlog=_BACKLOG, reuse_port=False
+        (settings.rpc_host, settings.rpc_port), family=family, backlog=_BACKLOG
     )
     if settings.rpc_workers == 1:
         return run_worker(settings, listener, native)
@@ -92,7 +93,9 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         except BaseException as exc:  # reported by the main thread, which then stops
             failures.append(exc)
         finally:
-            loop.call_soon_threadsafe(stopping.set)
+            # The loop is gone only when the stop gave up waiting for this thread.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stopping.set)
 
     async def start() -> None:
         runtime.start_background()
