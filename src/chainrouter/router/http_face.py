@@ -49,21 +49,44 @@ class RouterFace:
         body: bytes | None,
     ) -> Answer:
         """The answer to one request; `body` is None when it was over the size limit."""
-        if path.startswith("/rpc/"):
-            try:
-                reply = await self._rpc(method, path, origin, referer, forwarded_for, peer, body)
-            except Exception:
-                # A bug must still get a JSON-RPC answer with a batch id (spec section 7: 500).
-                log.exception("unexpected failure serving %s", method)
-                failure = RpcError(500, RpcCode.INTERNAL_ERROR, "internal error")
-                return self._answer(self._service.refuse(failure), None)
-            if isinstance(reply, Reply):
-                return self._answer(reply, origin)
-            return reply
-        if path == "/health" and method in ("GET", "HEAD"):
-            return self._health()
-        not_found = {"error": {"code": "not_found", "message": f"no route {path}"}}
-        return 404, self._plain_headers(), orjson.dumps(not_found)
+        if not path.startswith("/rpc/"):
+            if path == "/health" and method in ("GET", "HEAD"):
+                return self._health()
+            not_found = {"error": {"code": "not_found", "message": f"no route {path}"}}
+            return 404, self._plain_headers(), orjson.dumps(not_found)
+        service = self._service
+        if method == "OPTIONS":
+            batch_id = ("x-batch-id", service.new_batch_id())
+            return 204, [batch_id, *self._cors(origin), *_CORS_PREFLIGHT], b""
+        try:
+            parts = path[5:].split("/")
+            if len(parts) != 2 or not parts[0] or not parts[1]:
+                reply = service.refuse(
+                    RpcError(
+                        404,
+                        RpcCode.INVALID_REQUEST,
+                        "unknown RPC path; use /rpc/{chainId}/{apiKey} or /rpc/evm/{chainId}",
+                    )
+                )
+            elif method != "POST":
+                reply = service.refuse(
+                    RpcError(405, RpcCode.INVALID_REQUEST, "JSON-RPC requests must use POST")
+                )
+            elif body is None:
+                reply = service.refuse(body_too_large(self.max_body_bytes))
+            elif parts[0] == "evm":
+                ip = client_address(peer, forwarded_for, self._trusted)
+                reply = await service.handle_public(parts[1], ip, body)
+            else:
+                reply = await service.handle_keyed(
+                    parts[0], parts[1], body, origin=origin, referer=referer
+                )
+        except Exception:
+            # A bug must still get a JSON-RPC answer with a batch id (spec section 7: 500).
+            log.exception("unexpected failure serving %s", method)
+            failure = RpcError(500, RpcCode.INTERNAL_ERROR, "internal error")
+            return self._answer(service.refuse(failure), None)
+        return self._answer(reply, origin)
 
     def _health(self) -> Answer:
         sync = self.runtime.sync
@@ -77,40 +100,6 @@ class RouterFace:
             }
         )
         return 200, self._plain_headers(), body
-
-    async def _rpc(
-        self,
-        method: str,
-        path: str,
-        origin: str | None,
-        referer: str | None,
-        forwarded_for: str | None,
-        peer: str,
-        body: bytes | None,
-    ) -> Reply | Answer:
-        service = self._service
-        if method == "OPTIONS":
-            batch_id = ("x-batch-id", service.new_batch_id())
-            return 204, [batch_id, *self._cors(origin), *_CORS_PREFLIGHT], b""
-        parts = path[5:].split("/")
-        if len(parts) != 2 or not parts[0] or not parts[1]:
-            return service.refuse(
-                RpcError(
-                    404,
-                    RpcCode.INVALID_REQUEST,
-                    "unknown RPC path; use /rpc/{chainId}/{apiKey} or /rpc/evm/{chainId}",
-                )
-            )
-        if method != "POST":
-            return service.refuse(
-                RpcError(405, RpcCode.INVALID_REQUEST, "JSON-RPC requests must use POST")
-            )
-        if body is None:
-            return service.refuse(body_too_large(self.max_body_bytes))
-        if parts[0] == "evm":
-            ip = client_address(peer, forwarded_for, self._trusted)
-            return await service.handle_public(parts[1], ip, body)
-        return await service.handle_keyed(parts[0], parts[1], body, origin=origin, referer=referer)
 
     def _answer(self, reply: Reply, origin: str | None) -> Answer:
         headers = [("content-type", _JSON), ("x-batch-id", reply.batch_id)]
