@@ -35,9 +35,10 @@ test: setup ## run the whole test suite (starts local PostgreSQL and Redis if th
 	CHAINROUTER_TEST_EXPECT_COMPILED=1 $(UV) run pytest
 
 .PHONY: lint
-lint: setup ## ruff lint and format check
+lint: setup ## ruff lint and format check; rustfmt and clippy on the native server
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
+	cd native && cargo fmt --check && cargo clippy --quiet --release -- -D warnings
 
 .PHONY: typecheck
 typecheck: setup ## mypy --strict

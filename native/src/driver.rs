@@ -88,7 +88,13 @@ impl Driver {
             .map_err(PyValueError::new_err)?
         };
         Ok(Driver {
-            shared: Arc::new(Shared { post_type, gather_type, on_loop_type, run_on_loop, upstream }),
+            shared: Arc::new(Shared {
+                post_type,
+                gather_type,
+                on_loop_type,
+                run_on_loop,
+                upstream,
+            }),
             runtime,
             busy: Mutex::new(()),
         })
@@ -111,6 +117,7 @@ pub fn seconds(value: f64) -> PyResult<Duration> {
 
 /// What a coroutine is resumed with.
 enum Resume {
+    Start,
     Value(PyObject),
     Error(PyErr),
     Answer(Result<Bytes, Failure>),
@@ -118,61 +125,112 @@ enum Resume {
 }
 
 /// What a coroutine asked for when it stopped.
-enum Step {
+pub enum Step {
     Done(PyObject),
-    Post { url: String, body: Bytes, timeout: Duration },
-    Gather(Vec<PyObject>),
+    Post {
+        url: String,
+        body: Bytes,
+        timeout: Duration,
+    },
+    /// The coroutines of a batch, each already started (under the GIL that found them).
+    Gather(Vec<(PyObject, PyResult<Step>)>),
     OnLoop(PyObject),
+}
+
+/// After one turn under the GIL: more to wait for, or the caller's result.
+pub enum Next<T> {
+    Wait(Step),
+    Finished(T),
 }
 
 pub type Driven = Pin<Box<dyn Future<Output = PyResult<PyObject>> + Send>>;
 
+/// Start `coroutine`: run it up to its first await.
+pub fn start(py: Python<'_>, shared: &Shared, coroutine: &PyAny) -> PyResult<Step> {
+    advance(py, shared, coroutine, Resume::Start)
+}
+
 /// Run `coroutine` to its end; its return value, or the exception it ended with.
 pub fn drive(shared: Arc<Shared>, coroutine: PyObject) -> Driven {
     Box::pin(async move {
-        let mut resume = Resume::Value(Python::with_gil(|py| py.None()));
-        loop {
-            let step = Python::with_gil(|py| advance(py, &shared, coroutine.as_ref(py), resume))?;
-            resume = match step {
-                Step::Done(value) => return Ok(value),
-                Step::Post { url, body, timeout } => {
-                    Resume::Answer(shared.upstream.post(&url, body, timeout).await)
-                }
-                Step::Gather(children) => {
-                    let driven = children.into_iter().map(|c| drive(shared.clone(), c));
-                    let mut results = Vec::new();
-                    let mut failure = None;
-                    for outcome in join_all(driven).await {
-                        match outcome {
-                            Ok(value) => results.push(value),
-                            Err(error) => {
-                                failure.get_or_insert(error);
-                            }
-                        }
-                    }
-                    match failure {
-                        Some(error) => Resume::Error(error),
-                        None => Resume::Results(results),
-                    }
-                }
-                Step::OnLoop(awaitable) => match on_loop(&shared, awaitable).await {
-                    Ok(value) => Resume::Value(value),
-                    Err(error) => Resume::Error(error),
-                },
-            };
+        let first = Python::with_gil(|py| start(py, &shared, coroutine.as_ref(py)))?;
+        drive_from(shared, coroutine, first, |_, outcome| outcome).await
+    })
+}
+
+fn drive_started(shared: Arc<Shared>, coroutine: PyObject, first: PyResult<Step>) -> Driven {
+    Box::pin(async move {
+        match first {
+            Ok(step) => drive_from(shared, coroutine, step, |_, outcome| outcome).await,
+            Err(error) => Err(error),
         }
     })
+}
+
+/// Carry out `step` and the ones after it, then hand the coroutine's outcome to `finish` while
+/// still holding the GIL that resumed it last: each wait costs one GIL acquisition, no more.
+pub async fn drive_from<T, F>(shared: Arc<Shared>, coroutine: PyObject, first: Step, finish: F) -> T
+where
+    F: FnOnce(Python<'_>, PyResult<PyObject>) -> T,
+{
+    let mut finish = Some(finish);
+    let mut step = first;
+    loop {
+        let resume = match step {
+            Step::Done(value) => {
+                let finish = finish.take().expect("finished once");
+                return Python::with_gil(|py| finish(py, Ok(value)));
+            }
+            Step::Post { url, body, timeout } => {
+                Resume::Answer(shared.upstream.post(&url, body, timeout).await)
+            }
+            Step::Gather(children) => {
+                let driven = children
+                    .into_iter()
+                    .map(|(child, first)| drive_started(shared.clone(), child, first));
+                let mut results = Vec::new();
+                let mut failure = None;
+                for outcome in join_all(driven).await {
+                    match outcome {
+                        Ok(value) => results.push(value),
+                        Err(error) => {
+                            failure.get_or_insert(error);
+                        }
+                    }
+                }
+                match failure {
+                    Some(error) => Resume::Error(error),
+                    None => Resume::Results(results),
+                }
+            }
+            Step::OnLoop(awaitable) => match on_loop(&shared, awaitable).await {
+                Ok(value) => Resume::Value(value),
+                Err(error) => Resume::Error(error),
+            },
+        };
+        let next =
+            Python::with_gil(|py| match advance(py, &shared, coroutine.as_ref(py), resume) {
+                Ok(Step::Done(value)) => {
+                    Next::Finished(finish.take().expect("once")(py, Ok(value)))
+                }
+                Ok(waiting) => Next::Wait(waiting),
+                Err(error) => Next::Finished(finish.take().expect("once")(py, Err(error))),
+            });
+        match next {
+            Next::Wait(waiting) => step = waiting,
+            Next::Finished(result) => return result,
+        }
+    }
 }
 
 /// Resume the coroutine once, and read what it asks for next.
 fn advance(py: Python<'_>, shared: &Shared, coroutine: &PyAny, resume: Resume) -> PyResult<Step> {
     let sent: PyObject = match resume {
+        Resume::Start => py.None(),
         Resume::Error(error) => return throw(py, shared, coroutine, error),
         Resume::Value(value) => value,
         Resume::Answer(Ok(body)) => PyBytes::new(py, &body).into(),
-        Resume::Answer(Err(failure)) => {
-            (failure.kind, failure.detail, failure.status).into_py(py)
-        }
+        Resume::Answer(Err(failure)) => (failure.kind, failure.detail, failure.status).into_py(py),
         Resume::Results(values) => PyList::new(py, values).into(),
     };
     let mut result: *mut ffi::PyObject = std::ptr::null_mut();
@@ -210,15 +268,14 @@ fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny)
     }
     if kind.is(shared.gather_type.as_ref(py)) {
         let awaitables: &PyList = yielded.getattr("awaitables")?.downcast()?;
-        return Ok(Step::Gather(awaitables.iter().map(Into::into).collect()));
+        let children = awaitables.iter().map(|child| (child.into(), start(py, shared, child)));
+        return Ok(Step::Gather(children.collect()));
     }
     if kind.is(shared.on_loop_type.as_ref(py)) {
         return Ok(Step::OnLoop(yielded.getattr("awaitable")?.into()));
     }
-    let message = format!(
-        "the native server cannot await {}; wrap it in native_io.on_loop()",
-        kind.name()?
-    );
+    let message =
+        format!("the native server cannot await {}; wrap it in native_io.on_loop()", kind.name()?);
     throw(py, shared, coroutine, PyRuntimeError::new_err(message))
 }
 

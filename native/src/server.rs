@@ -19,8 +19,9 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tokio::sync::Notify;
 
-use crate::driver::{drive, seconds, Driver, Shared};
+use crate::driver::{drive_from, seconds, start, Driver, Shared, Step};
 
+const HEARTBEAT: Duration = Duration::from_secs(1);
 const INTERNAL_ERROR: &[u8] =
     br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#;
 
@@ -102,14 +103,26 @@ async fn run(
             }))
         }
     });
-    Server::from_tcp(listener)
+    // tokio writes to its own wake-up descriptor whenever a new timer is due before all the
+    // others, which a call's time-out is whenever the server is otherwise idle: a syscall and one
+    // more turn of the loop per request at low load. A timer due within every second keeps the
+    // time-outs (seconds long) behind it.
+    let heartbeat = tokio::spawn(async {
+        let mut beat = tokio::time::interval(HEARTBEAT);
+        loop {
+            beat.tick().await;
+        }
+    });
+    let served = Server::from_tcp(listener)
         .map_err(|e| e.to_string())?
         .tcp_nodelay(true)
         .http1_header_read_timeout(header_timeout)
         .serve(make)
         .with_graceful_shutdown(async move { stopping.notified().await })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string());
+    heartbeat.abort();
+    served
 }
 
 async fn answer(
@@ -120,9 +133,10 @@ async fn answer(
     let (head, body) = request.into_parts();
     let body = read_within(body, declared_length(&head.headers), state.max_body_bytes).await;
     let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
+    // One GIL acquisition starts the handler and runs it up to its first wait; one more per
+    // wait resumes it, and the last one also turns its answer into the response.
     let started = Python::with_gil(|py| {
-        let body = body.as_ref().map(|b| PyBytes::new(py, b));
-        state.handler.call1(
+        let coroutine = state.handler.call1(
             py,
             (
                 head.method.as_str(),
@@ -131,15 +145,37 @@ async fn answer(
                 header("referer"),
                 header("x-forwarded-for"),
                 peer.as_str(),
-                body,
+                body.as_ref().map(|b| PyBytes::new(py, b)),
             ),
-        )
+        );
+        let first = coroutine.and_then(|c| Ok((start(py, &state.shared, c.as_ref(py))?, c)));
+        match first {
+            Ok((Step::Done(answer), _)) => Started::Answered(response_or_error(py, Ok(answer))),
+            Ok((step, coroutine)) => Started::Waiting(step, coroutine),
+            Err(error) => Started::Answered(response_or_error(py, Err(error))),
+        }
     });
-    let outcome = match started {
-        Ok(coroutine) => drive(state.shared.clone(), coroutine).await,
-        Err(error) => Err(error),
+    let mut response = match started {
+        Started::Waiting(step, coroutine) => {
+            drive_from(state.shared.clone(), coroutine, step, response_or_error).await
+        }
+        Started::Answered(response) => response,
     };
-    let mut response = Python::with_gil(|py| match outcome.and_then(|r| response_of(py, r)) {
+    if body.is_none() {
+        // The rest of an over-size body was never read: the connection cannot carry another.
+        response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    Ok(response)
+}
+
+enum Started {
+    Waiting(Step, PyObject),
+    Answered(Response<Body>),
+}
+
+/// The handler's answer as a response; a 500 with a JSON-RPC error if it failed or is malformed.
+fn response_or_error(py: Python<'_>, outcome: PyResult<PyObject>) -> Response<Body> {
+    match outcome.and_then(|answer| response_of(py, answer)) {
         Ok(response) => response,
         Err(error) => {
             error.print(py);
@@ -150,12 +186,7 @@ async fn answer(
                 .insert("content-type", HeaderValue::from_static("application/json"));
             response
         }
-    });
-    if body.is_none() {
-        // The rest of an over-size body was never read: the connection cannot carry another.
-        response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     }
-    Ok(response)
 }
 
 fn declared_length(headers: &hyper::HeaderMap) -> Option<u64> {
@@ -164,7 +195,7 @@ fn declared_length(headers: &hyper::HeaderMap) -> Option<u64> {
 
 /// The body, or None once it is known to be larger than `max` (the rest is not read).
 async fn read_within(mut body: Body, declared: Option<u64>, max: usize) -> Option<Bytes> {
-    if declared.map_or(false, |n| n > max as u64) {
+    if declared.is_some_and(|n| n > max as u64) {
         return None;
     }
     let first = match body.data().await {

@@ -55,9 +55,7 @@ fn tls_config(ca_file: Option<&str>) -> Result<rustls::ClientConfig, String> {
             return Err(format!("CA file {path}: no PEM certificate in it"));
         }
         for cert in certs {
-            roots
-                .add(&rustls::Certificate(cert))
-                .map_err(|e| format!("CA file {path}: {e}"))?;
+            roots.add(&rustls::Certificate(cert)).map_err(|e| format!("CA file {path}: {e}"))?;
         }
     }
     Ok(rustls::ClientConfig::builder()
