@@ -215,7 +215,7 @@ def main() -> None:
     memory: dict[str, list[float]] = {}
     with (
         tempfile.TemporaryDirectory() as directory,
-        nginx(static_port, proxy_port) as nginx_pid,
+        nginx(static_port, proxy_port) as nginxes,
         ExitStack() as running,
     ):
         setup = big_world(Path(directory), static_root)
@@ -234,10 +234,9 @@ def main() -> None:
             memory[f"granian, {workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
         for workers, (_, pids) in natives.items():
             memory[f"native, {workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
-        nginx_pids = process_tree(nginx_pid)  # one worker: it serves the proxy and the upstream
         targets = {
-            UPSTREAM: Target(static, None, nginx_pids),
-            BASELINE: Target(proxy, None, nginx_pids),
+            UPSTREAM: Target(static, None, process_tree(nginxes.upstream)),
+            BASELINE: Target(proxy, None, process_tree(nginxes.proxy)),
             BARE: Target(bare.url, None, process_tree(bare.pid)),
             **{
                 f"chainrouter, {w} worker(s)": Target(url, ORIGIN, pids)
@@ -343,9 +342,10 @@ def _write(
     lines += [
         "",
         "CPU per request: user and system time of the target's processes over the measured run, "
-        "divided by the requests served (medians over the rounds). The nginx rows count its one "
-        "worker, which serves the upstream as well as the proxy; the other rows do not count the "
-        "upstream. The busiest thread of a granian worker is its event loop, of a native worker "
+        "divided by the requests served (medians over the rounds). The upstream and the proxy are "
+        "two nginx instances of one worker each, so the proxy, like the routers, reaches its "
+        "upstream in another process; no row but the upstream's counts the upstream. The busiest "
+        "thread of a granian worker is its event loop, of a native worker "
         "its server thread: near a full second per second, it is what limits the worker.",
         "",
         f"Compiled against interpreted, one worker: {compiled_gain:.2f}x the requests/s "

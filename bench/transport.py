@@ -86,12 +86,11 @@ def forwarder(server: str, client: str, upstream: str) -> Iterator[Running]:
 def main() -> None:
     require_tools()
     static_port, proxy_port = free_port(), free_port()
-    with nginx(static_port, proxy_port) as nginx_pid, ExitStack() as running:
+    with nginx(static_port, proxy_port) as nginxes, ExitStack() as running:
         upstream = f"http://127.0.0.1:{static_port}/"
-        nginx_pids = process_tree(nginx_pid)  # one worker: it serves the proxy and the upstream
         targets = {
-            "static upstream, direct": Target(upstream, None, nginx_pids),
-            BASELINE: Target(f"http://127.0.0.1:{proxy_port}/", None, nginx_pids),
+            "static upstream, direct": Target(upstream, None, process_tree(nginxes.upstream)),
+            BASELINE: Target(f"http://127.0.0.1:{proxy_port}/", None, process_tree(nginxes.proxy)),
         }
         # Every forwarder runs for the whole benchmark, so that each round loads them all.
         for server in SERVERS:
@@ -137,8 +136,8 @@ def main() -> None:
     lines += [
         "",
         "CPU per request: user and system time of the setup's processes over the measured run, "
-        "divided by the requests served. The nginx rows count its one worker, which serves the "
-        "upstream as well as the proxy; the forwarder rows do not count the upstream.",
+        "divided by the requests served. The upstream and the proxy are two nginx instances of "
+        "one worker each; no row but the upstream's counts the upstream.",
     ]
     (RESULTS / "transport.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -13,13 +13,19 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 
 STATIC_BODY = '{"jsonrpc":"2.0","id":1,"result":"0x10d4f"}'
 
-_CONFIG = """
+# The upstream and the proxy run as two nginx instances of one worker each, so that the proxy, like
+# the routers, has a process of its own and reaches its upstream in another. One worker serving
+# both (as before 2026-11-23) spent part of its core on the upstream's answers, and answered its
+# own upstream requests without waking another process: measured the same day, 48,000 against
+# 69,000 requests/s for the proxy at full load, and 13 against 24 µs added with one connection.
+_COMMON = """
 worker_processes 1;
 daemon off;
 pid {dir}/nginx.pid;
@@ -32,7 +38,10 @@ http {{
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
-    upstream static_upstream {{ server 127.0.0.1:{static_port}; keepalive 64; }}
+{server}
+}}
+"""
+_UPSTREAM_SERVER = """
     server {{
         listen 127.0.0.1:{static_port};
         location / {{
@@ -44,6 +53,9 @@ http {{
             return 200 '{{"jsonrpc":"2.0","id":1,"result":"0x$chain"}}';
         }}
     }}
+"""
+_PROXY_SERVER = """
+    upstream static_upstream {{ server 127.0.0.1:{static_port}; keepalive 64; }}
     server {{
         listen 127.0.0.1:{proxy_port};
         location / {{
@@ -52,8 +64,15 @@ http {{
             proxy_set_header Connection "";
         }}
     }}
-}}
 """
+
+
+@dataclass(frozen=True, slots=True)
+class Nginx:
+    """The master process ids of the two nginx instances (each has one worker below it)."""
+
+    upstream: int
+    proxy: int
 
 
 def require_tools() -> None:
@@ -76,25 +95,29 @@ def wait_until_serving(url: str, timeout_s: float = 20.0) -> None:
 
 
 @contextmanager
-def nginx(static_port: int, proxy_port: int) -> Iterator[int]:
-    """Run one nginx worker serving the static upstream and the proxy in front of it; yields the
-    master's process id (the worker runs below it)."""
+def _one_nginx(server: str, **values: object) -> Iterator[int]:
     with tempfile.TemporaryDirectory() as directory:
         config = Path(directory) / "nginx.conf"
-        config.write_text(
-            _CONFIG.format(
-                dir=directory, static_port=static_port, proxy_port=proxy_port, body=STATIC_BODY
-            )
-        )
+        config.write_text(_COMMON.format(dir=directory, server=server.format(**values)))
         process = subprocess.Popen(
             ["nginx", "-c", str(config), "-p", directory],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
-            wait_until_serving(f"http://127.0.0.1:{static_port}/")
-            wait_until_serving(f"http://127.0.0.1:{proxy_port}/")
             yield process.pid
         finally:
             process.terminate()
             process.wait(timeout=10)
+
+
+@contextmanager
+def nginx(static_port: int, proxy_port: int) -> Iterator[Nginx]:
+    """Run the static upstream and, in a process of its own, the proxy in front of it."""
+    with (
+        _one_nginx(_UPSTREAM_SERVER, static_port=static_port, body=STATIC_BODY) as upstream,
+        _one_nginx(_PROXY_SERVER, static_port=static_port, proxy_port=proxy_port) as proxy,
+    ):
+        wait_until_serving(f"http://127.0.0.1:{static_port}/")
+        wait_until_serving(f"http://127.0.0.1:{proxy_port}/")
+        yield Nginx(upstream, proxy)
