@@ -21,7 +21,7 @@ use hyper::body::Bytes;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCFunction, PyDict, PyList, PyTuple, PyType};
-use pyo3::{ffi, AsPyPointer};
+use pyo3::{ffi, intern, AsPyPointer};
 
 use crate::upstream::{Failure, Upstream, UpstreamSettings};
 
@@ -258,21 +258,21 @@ fn throw(py: Python<'_>, shared: &Shared, coroutine: &PyAny, error: PyErr) -> Py
 fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny) -> PyResult<Step> {
     let kind = yielded.get_type();
     if kind.is(shared.post_type.as_ref(py)) {
-        let body: &PyBytes = yielded.getattr("body")?.downcast()?;
-        let timeout_s: f64 = yielded.getattr("timeout_s")?.extract()?;
+        let body: &PyBytes = yielded.getattr(intern!(py, "body"))?.downcast()?;
+        let timeout_s: f64 = yielded.getattr(intern!(py, "timeout_s"))?.extract()?;
         return Ok(Step::Post {
-            url: yielded.getattr("url")?.extract()?,
+            url: yielded.getattr(intern!(py, "url"))?.extract()?,
             body: Bytes::copy_from_slice(body.as_bytes()),
             timeout: Duration::from_secs_f64(timeout_s.max(0.0)),
         });
     }
     if kind.is(shared.gather_type.as_ref(py)) {
-        let awaitables: &PyList = yielded.getattr("awaitables")?.downcast()?;
+        let awaitables: &PyList = yielded.getattr(intern!(py, "awaitables"))?.downcast()?;
         let children = awaitables.iter().map(|child| (child.into(), start(py, shared, child)));
         return Ok(Step::Gather(children.collect()));
     }
     if kind.is(shared.on_loop_type.as_ref(py)) {
-        return Ok(Step::OnLoop(yielded.getattr("awaitable")?.into()));
+        return Ok(Step::OnLoop(yielded.getattr(intern!(py, "awaitable"))?.into()));
     }
     let message =
         format!("the native server cannot await {}; wrap it in native_io.on_loop()", kind.name()?);

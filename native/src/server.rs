@@ -10,13 +10,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::{Bytes, HttpBody};
-use hyper::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_LENGTH};
+use hyper::header::{
+    HeaderName, HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS,
+    CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, VARY,
+};
 use hyper::server::conn::AddrStream;
 use hyper::service::{make_service_fn, service_fn};
-use hyper::{Body, Request, Response, Server, StatusCode};
+use hyper::{Body, Method, Request, Response, Server, StatusCode};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyList, PyString};
 use tokio::sync::Notify;
 
 use crate::driver::{drive_from, seconds, start, Driver, Shared, Step};
@@ -95,7 +99,7 @@ async fn run(
 ) -> Result<(), String> {
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let make = make_service_fn(move |connection: &AddrStream| {
-        let peer = connection.remote_addr().ip().to_string();
+        let peer: Arc<str> = connection.remote_addr().ip().to_string().into();
         let state = state.clone();
         async move {
             Ok::<_, Infallible>(service_fn(move |request| {
@@ -127,7 +131,7 @@ async fn run(
 
 async fn answer(
     state: Arc<State>,
-    peer: String,
+    peer: Arc<str>,
     request: Request<Body>,
 ) -> Result<Response<Body>, Infallible> {
     let (head, body) = request.into_parts();
@@ -139,12 +143,12 @@ async fn answer(
         let coroutine = state.handler.call1(
             py,
             (
-                head.method.as_str(),
+                method_name(py, &head.method),
                 head.uri.path(),
                 header("origin"),
                 header("referer"),
                 header("x-forwarded-for"),
-                peer.as_str(),
+                &*peer,
                 body.as_ref().map(|b| PyBytes::new(py, b)),
             ),
         );
@@ -221,17 +225,40 @@ async fn read_within(mut body: Body, declared: Option<u64>, max: usize) -> Optio
 
 /// The handler's answer, `(status, [(name, value), ...], body)`, as a hyper response.
 fn response_of(py: Python<'_>, answer: PyObject) -> PyResult<Response<Body>> {
-    let (status, headers, body): (u16, Vec<(&str, &str)>, &PyBytes) = answer.extract(py)?;
+    let (status, headers, body): (u16, &PyList, &PyBytes) = answer.extract(py)?;
     let mut response = Response::new(Body::from(Bytes::copy_from_slice(body.as_bytes())));
     *response.status_mut() = StatusCode::from_u16(status)
         .map_err(|_| PyValueError::new_err(format!("{status} is not an HTTP status")))?;
     let map = response.headers_mut();
-    for (name, value) in headers {
-        let name = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| PyValueError::new_err(format!("bad header name {name:?}")))?;
-        let value = HeaderValue::from_str(value)
-            .map_err(|_| PyValueError::new_err(format!("bad value for header {name}")))?;
-        map.append(name, value);
+    for pair in headers {
+        let (name, value): (&str, &str) = pair.extract()?;
+        let value = match value {
+            "application/json" => HeaderValue::from_static("application/json"),
+            _ => HeaderValue::from_str(value)
+                .map_err(|_| PyValueError::new_err(format!("bad value for header {name}")))?,
+        };
+        map.append(header_name(name)?, value);
     }
     Ok(response)
+}
+
+/// The names the handler sends on every answer are known here, and cost no parsing.
+fn header_name(name: &str) -> PyResult<HeaderName> {
+    Ok(match name {
+        "content-type" => CONTENT_TYPE,
+        "x-batch-id" => HeaderName::from_static("x-batch-id"),
+        "access-control-allow-origin" => ACCESS_CONTROL_ALLOW_ORIGIN,
+        "access-control-expose-headers" => ACCESS_CONTROL_EXPOSE_HEADERS,
+        "vary" => VARY,
+        _ => HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| PyValueError::new_err(format!("bad header name {name:?}")))?,
+    })
+}
+
+fn method_name<'py>(py: Python<'py>, method: &Method) -> &'py PyString {
+    if method == Method::POST {
+        intern!(py, "POST")
+    } else {
+        PyString::new(py, method.as_str())
+    }
 }
