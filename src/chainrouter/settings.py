@@ -91,9 +91,10 @@ class Settings(BaseSettings):
         default=1, ge=1, le=64, description="RPC router worker processes (one event loop each)."
     )
     rpc_server: RpcServer = Field(
-        default=RpcServer.GRANIAN,
-        description="The router's HTTP server: `granian`, or `native` (the server and the "
-        "client to nodes in Rust, the pipeline in Python; faster, see docs/benchmarks.md).",
+        default=RpcServer.NATIVE,
+        description="The router's HTTP server: `native` (the server and the client to nodes in "
+        "Rust, the pipeline in Python; faster, see docs/benchmarks.md), or `granian` (all in "
+        "Python on an asyncio event loop).",
     )
     max_body_bytes: int = Field(
         default=5 * 1024 * 1024,
