@@ -2,20 +2,19 @@
 
 One go, on one machine: a static JSON-RPC upstream (nginx) hit directly, the same through nginx
 `proxy_pass` (the baseline), and through `chainrouter serve --role rpc` with one and with two
-worker processes, on each of its servers (granian, and the native one in Rust). The router runs
-with 1,940 chains x 3 nodes (5,820 nodes, all pointing at the static upstream) and serves a key
-restricted to one domain, with credits to check and bill: every request goes through key, domain,
-credit check, routing, forwarding and metering. The targets are loaded in interleaved rounds
-(BENCH_ROUNDS, 3 by default); the file shows medians, and each ratio to nginx is the median of the
-ratios within a round, so a slow spell of this shared machine counts against every target alike.
-The half-load runs are interleaved rounds too.
+worker processes, on each of its servers (the native one in Rust, the default, and granian). The
+router runs with 1,940 chains x 3 nodes (5,820 nodes, all pointing at the static upstream) and
+serves a key restricted to one domain, with credits to check and bill: every request goes through
+key, domain, credit check, routing, forwarding and metering. The targets are loaded in interleaved
+rounds (BENCH_ROUNDS, 3 by default); the file shows medians, and each ratio to nginx is the median
+of the ratios within a round, so a slow spell of this shared machine counts against every target
+alike. The half-load runs are interleaved rounds too.
 
-Then latency at half load: the router's one-worker maximum, halved, offered to each target by wrk
-connections that each pause a random while (exponential, 10 ms on average) after every answer, so
-that requests arrive spread out rather than in step; the added p50 is a target's minus the
-upstream's own, within the same round. Memory is the resident size of each router worker with the
-snapshot loaded, before and after the load. Results: bench/results/router.{json,md}.
-"""
+Then latency at half load: the native router's one-worker maximum, halved, offered to each target
+by wrk connections that each pause a random while (exponential, 10 ms on average) after every
+answer, so that requests arrive spread out rather than in step; the added p50 is a target's minus
+the upstream's own, within the same round. Memory is the resident size of each router worker with
+the snapshot loaded, before and after the load. Results: bench/results/router.{json,md}."""
 
 from __future__ import annotations
 
@@ -68,9 +67,9 @@ HALF_LOAD_ROUNDS = max(ROUNDS, 5)
 CHAIN = 1
 ORIGIN = {"Origin": "https://app.example.com"}
 BARE = "bare forwarder (granian + http1, no pipeline), 1 worker"
-ONE_WORKER = "chainrouter, 1 worker(s)"
+GRANIAN_ONE_WORKER = "chainrouter granian, 1 worker(s)"
 NATIVE_ONE_WORKER = "chainrouter native, 1 worker(s)"
-INTERPRETED = "chainrouter, 1 worker(s), interpreted"
+INTERPRETED = "chainrouter native, 1 worker(s), interpreted"
 UPSTREAM = "static upstream, direct"
 ECHO = "granian echo server (answers itself, no upstream), 1 worker"
 
@@ -149,7 +148,7 @@ def _rss_mb(pid: int) -> float:
 
 @contextmanager
 def router(
-    setup: Setup, workers: int, *, interpreted: bool = False, server: str = "granian"
+    setup: Setup, workers: int, *, interpreted: bool = False, server: str = "native"
 ) -> Iterator[tuple[str, list[int]]]:
     """A served router on `server`; compiled unless `interpreted` (then the hot path's Python
     sources)."""
@@ -222,7 +221,10 @@ def main() -> None:
         snapshot_s = _snapshot_load_s(setup.database_url)
         # The least any Python forwarder on this server and client does: read, POST, answer.
         bare = running.enter_context(forwarder("granian rsgi", "http1", static))
-        routers = {workers: running.enter_context(router(setup, workers)) for workers in (1, 2)}
+        routers = {
+            workers: running.enter_context(router(setup, workers, server="granian"))
+            for workers in (1, 2)
+        }
         natives = {
             workers: running.enter_context(router(setup, workers, server="native"))
             for workers in (1, 2)
@@ -239,7 +241,7 @@ def main() -> None:
             BASELINE: Target(proxy, None, process_tree(nginxes.proxy)),
             BARE: Target(bare.url, None, process_tree(bare.pid)),
             **{
-                f"chainrouter, {w} worker(s)": Target(url, ORIGIN, pids)
+                f"chainrouter granian, {w} worker(s)": Target(url, ORIGIN, pids)
                 for w, (url, pids) in routers.items()
             },
             **{
@@ -255,7 +257,7 @@ def main() -> None:
             memory[f"granian, {workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
         for workers, (_, pids) in natives.items():
             memory[f"native, {workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
-        rate = statistics.median(r[ONE_WORKER].requests_per_s for r in rounds) / 2
+        rate = statistics.median(r[NATIVE_ONE_WORKER].requests_per_s for r in rounds) / 2
         # The floor of this server on this machine at the same load: answering without any
         # upstream, and forwarding without the pipeline.
         echo = running.enter_context(forwarder("granian rsgi", "echo", static))
@@ -264,7 +266,7 @@ def main() -> None:
             BASELINE: (proxy, None),
             ECHO: (echo.url, None),
             BARE: (bare.url, None),
-            "chainrouter, 1 worker": (routers[1][0], ORIGIN),
+            "chainrouter granian, 1 worker": (routers[1][0], ORIGIN),
             "chainrouter native, 1 worker": (natives[1][0], ORIGIN),
         }
         for _ in range(HALF_LOAD_ROUNDS):
@@ -282,9 +284,11 @@ def _write(
     nodes: int,
 ) -> None:
     rows = summarise(rounds, cpu_rounds)
-    gains = [r[ONE_WORKER].requests_per_s / r[INTERPRETED].requests_per_s for r in rounds]
+    gains = [r[NATIVE_ONE_WORKER].requests_per_s / r[INTERPRETED].requests_per_s for r in rounds]
     compiled_gain = statistics.median(gains)
-    natives = [r[NATIVE_ONE_WORKER].requests_per_s / r[ONE_WORKER].requests_per_s for r in rounds]
+    natives = [
+        r[NATIVE_ONE_WORKER].requests_per_s / r[GRANIAN_ONE_WORKER].requests_per_s for r in rounds
+    ]
     native_gain = statistics.median(natives)
     when = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -320,9 +324,10 @@ def _write(
         "benchmark's minimal granian RSGI app with the router's own HTTP/1.1 client: the "
         "ceiling of this server and client on this machine. The chainrouter rows run the hot "
         "path compiled with mypyc, as `make setup` builds it, except the one marked "
-        "interpreted: the same router on the Python sources (`CHAINROUTER_INTERPRETED=1`). "
-        "The chainrouter native rows serve with `CHAINROUTER_RPC_SERVER=native`: the HTTP server "
-        "and the client to nodes in Rust, the same compiled pipeline driven from there. "
+        "interpreted: the same native router on the Python sources (`CHAINROUTER_INTERPRETED=1`). "
+        "The chainrouter native rows serve on the default server: the HTTP server and the client "
+        "to nodes in Rust, the same compiled pipeline driven from there; the granian rows on "
+        "`CHAINROUTER_RPC_SERVER=granian`, all in Python on an asyncio event loop. "
         f"Python {sys.version.split()[0]} from `{sys.base_prefix}`.",
         "",
         "## Maximum throughput",
@@ -349,16 +354,17 @@ def _write(
         "its server thread: near a full second per second, it is what limits the worker.",
         "",
         f"Compiled against interpreted, one worker: {compiled_gain:.2f}x the requests/s "
-        f"(rounds {min(gains):.2f} to {max(gains):.2f}); event-loop thread "
-        f"{rows[ONE_WORKER].busiest_thread_us:.1f} against "
+        f"(rounds {min(gains):.2f} to {max(gains):.2f}); server thread "
+        f"{rows[NATIVE_ONE_WORKER].busiest_thread_us:.1f} against "
         f"{rows[INTERPRETED].busiest_thread_us:.1f} µs per request.",
         "",
         f"Native against granian, one worker: {native_gain:.2f}x the requests/s "
         f"(rounds {min(natives):.2f} to {max(natives):.2f}); all threads "
-        f"{rows[NATIVE_ONE_WORKER].cpu_us:.1f} against {rows[ONE_WORKER].cpu_us:.1f} µs CPU "
-        "per request.",
+        f"{rows[NATIVE_ONE_WORKER].cpu_us:.1f} against "
+        f"{rows[GRANIAN_ONE_WORKER].cpu_us:.1f} µs CPU per request.",
         "",
-        f"## Latency at half load ({rate:.0f} requests/s offered, half the one-worker maximum)",
+        f"## Latency at half load ({rate:.0f} requests/s offered, "
+        "half the native one-worker maximum)",
         "",
         f"{len(half)} interleaved rounds. Each wrk connection pauses a random while "
         f"(exponential, {HALF_LOAD_DELAY_MS} ms on average) after every answer, so requests "
