@@ -161,6 +161,7 @@ pub fn drive(shared: Arc<Shared>, coroutine: PyObject) -> Driven {
 fn drive_started(shared: Arc<Shared>, coroutine: PyObject, first: PyResult<Step>) -> Driven {
     Box::pin(async move {
         match first {
+            Ok(Step::Done(value)) => Ok(value), // a call answered without waiting
             Ok(step) => drive_from(shared, coroutine, step, |_, outcome| outcome).await,
             Err(error) => Err(error),
         }

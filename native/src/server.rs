@@ -2,7 +2,7 @@
 //! drives the coroutine the handler returns, and writes the answer it ends with.
 //!
 //! The server holds no routing or policy of its own: paths, statuses, headers and bodies are
-//! all the handler's (`chainrouter.router.native_web`), so both servers answer alike.
+//! all the handler's (`chainrouter.router.http_face`), so both servers answer alike.
 
 use std::convert::Infallible;
 use std::os::unix::io::FromRawFd;
