@@ -138,7 +138,7 @@ pub enum Step {
 }
 
 /// After one turn under the GIL: more to wait for, or the caller's result.
-pub enum Next<T> {
+enum Next<T> {
     Wait(Step),
     Finished(T),
 }
@@ -152,12 +152,11 @@ pub fn start(py: Python<'_>, shared: &Shared, coroutine: &PyAny) -> PyResult<Ste
 
 /// Run `coroutine` to its end; its return value, or the exception it ended with.
 pub fn drive(shared: Arc<Shared>, coroutine: PyObject) -> Driven {
-    Box::pin(async move {
-        let first = Python::with_gil(|py| start(py, &shared, coroutine.as_ref(py)))?;
-        drive_from(shared, coroutine, first, |_, outcome| outcome).await
-    })
+    let first = Python::with_gil(|py| start(py, &shared, coroutine.as_ref(py)));
+    drive_started(shared, coroutine, first)
 }
 
+/// The same, for a coroutine already run up to its first wait.
 fn drive_started(shared: Arc<Shared>, coroutine: PyObject, first: PyResult<Step>) -> Driven {
     Box::pin(async move {
         match first {
