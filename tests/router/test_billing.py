@@ -9,6 +9,7 @@ import asyncio
 import logging
 import random
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -21,7 +22,7 @@ from chainrouter.domain.money import MAX_NANO
 from chainrouter.router.metering import UsageBatch, UsageKey
 from chainrouter.router.sync import split_by_customer
 from chainrouter.stores.sql import schema as t
-from chainrouter.stores.sql.usage import write_usage
+from chainrouter.stores.sql.usage import FLUSH_MARK_RETENTION, write_usage
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import (
     CHAIN_A,
@@ -230,6 +231,50 @@ async def test_a_flush_retried_after_it_was_written_is_not_charged_twice(
     balances = write_usage(world.engine, rows, spend, reference="usage:test:1")
     assert balances[world.customer_id] == before - 1_800
     assert (await _usage_rows(world))["first_choice"] == (2, 1_800)
+
+
+async def test_a_flush_of_free_calls_retried_after_it_was_written_counts_them_once(
+    make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    # No credits moved, so no ledger row to recognise the retry by: the flush's own mark must.
+    world = await make_world_on_each_backend(_world_config(upstream, bypass_credit_check=True))
+    hour = 1_700_000_000 // 3600 * 3600
+    rows = {(world.customer_id, 1, CHAIN_A, "eth_chainId", "first_choice", hour): [3, 0]}
+    write_usage(world.engine, rows, {}, reference="usage:test:free")
+    write_usage(world.engine, rows, {}, reference="usage:test:free")
+    assert (await _usage_rows(world))["first_choice"] == (3, 0)
+    with world.engine.connect() as connection:
+        daily = connection.execute(select(func.sum(t.usage_daily.c.request_count))).scalar()
+        totals = connection.execute(
+            select(func.sum(t.usage_hourly_totals.c.request_count))
+        ).scalar()
+    assert (daily, totals) == (3, 3)
+    write_usage(world.engine, rows, {}, reference="usage:test:free-next")
+    assert (await _usage_rows(world))["first_choice"] == (6, 0)
+
+
+async def test_flush_marks_are_pruned_once_no_router_can_retry_them(
+    make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    world = await make_world_on_each_backend(_world_config(upstream))
+    now = datetime.now(UTC)
+    with world.engine.begin() as connection:
+        connection.execute(
+            t.usage_flushes.insert(),
+            [
+                {"customer_id": world.customer_id, "reference": name, "written_at": at}
+                for name, at in (
+                    ("usage:old:1", now - FLUSH_MARK_RETENTION - timedelta(minutes=1)),
+                    ("usage:recent:1", now - FLUSH_MARK_RETENTION + timedelta(minutes=5)),
+                )
+            ],
+        )
+    hour = 1_700_000_000 // 3600 * 3600
+    rows = {(world.customer_id, 1, CHAIN_A, "eth_call", "first_choice", hour): [1, 900]}
+    write_usage(world.engine, rows, {world.customer_id: 900}, reference="usage:new:1")
+    with world.engine.connect() as connection:
+        kept = set(connection.execute(select(t.usage_flushes.c.reference)).scalars())
+    assert kept == {"usage:recent:1", "usage:new:1"}
 
 
 async def test_shutdown_writes_what_was_metered(

@@ -27,6 +27,7 @@ EXPECTED_TABLES = {
     "providers",
     "usage_aggregates",
     "usage_daily",
+    "usage_flushes",
     "usage_hourly_totals",
     "ws_nodes",
 }

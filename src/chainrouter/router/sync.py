@@ -72,7 +72,7 @@ class StorageSync:
         self._sync_interval_s = sync_interval_s
         self._flush_interval_s = flush_interval_s
         self._health_reports = health_reports
-        # Names this process's flushes in the ledger (idempotent retries; see write_usage).
+        # Names this process's flushes in storage (idempotent retries; see write_usage).
         self._instance = secrets.token_hex(8)
         self._unwritten: list[UsageBatch] = []  # in order; the head is retried first
         self._set_aside: list[UsageBatch] = []  # one customer each, failed but not for a outage
@@ -202,7 +202,7 @@ class StorageSync:
 def split_by_customer(batch: UsageBatch) -> list[UsageBatch]:
     """One batch per customer, each under the batch's own number.
 
-    They may keep the one ledger reference: the ledger holds a reference once per customer, so a
+    They may keep the one reference: storage marks a flush as written once per customer, so a
     part retried after an unknown outcome is still recognised as written.
     """
     rows: dict[int, dict[UsageKey, list[int]]] = {}

@@ -344,6 +344,23 @@ usage_hourly_totals = Table(
     Column("credits_nano", BigInteger, nullable=False),
 )
 
+# Which router flushes of usage are in storage, per customer: a flush retried after a commit
+# whose outcome was lost finds itself here and writes nothing twice, charged or free. Rows are
+# only needed while a router may still retry the flush; `stores.sql.usage` prunes old ones.
+usage_flushes = Table(
+    "usage_flushes",
+    metadata,
+    Column(
+        "customer_id",
+        ForeignKey("customers.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("reference", String(200), primary_key=True),
+    Column("written_at", UtcDateTime(), nullable=False),
+    Index("ix_usage_flushes_written_at", "written_at"),
+)
+
 # What routers' health checkers last saw of each node, written by every router every few
 # seconds (the latest report wins); the API reads it for node status and the price list.
 node_health = Table(

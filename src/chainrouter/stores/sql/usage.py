@@ -1,13 +1,13 @@
-"""Writing metered usage: hourly aggregates (and their daily and per-hour roll-ups) plus one
-`usage` ledger row per customer and flush."""
+"""Writing metered usage: hourly aggregates (and their daily and per-hour roll-ups), one `usage`
+ledger row per charged customer and flush, and the flush's mark per customer."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, select
+from sqlalchemy import Connection, Engine, Table, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
@@ -20,6 +20,9 @@ UsageRowKey = tuple[int, int, int, str, str, int]
 _KEY_COLUMNS = ("customer_id", "api_key_id", "chain_id", "method", "scenario", "bucket_start")
 _DAILY_COLUMNS = ("customer_id", "day", "api_key_id", "chain_id", "method", "scenario")
 _TOTAL_COLUMNS = ("customer_id", "bucket_start")
+# A router retries a flush only while it runs and holds the batch: a week covers any outage it
+# can survive, and keeps the marks to a few hundred thousand rows per router.
+FLUSH_MARK_RETENTION = timedelta(days=7)
 
 
 def read_balances(connection: Connection) -> dict[int, int]:
@@ -85,9 +88,10 @@ def write_usage(
 ) -> dict[int, int]:
     """Store one flush in one transaction and return the balances as they then stand.
 
-    `reference` names the flush (router instance and flush number). The ledger refuses a second
-    row with the same reference for a customer, so a flush retried after a commit whose outcome
-    was lost is detected and not charged twice: the retry changes nothing.
+    `reference` names the flush (router instance and flush number). The flush leaves a mark per
+    customer under it (`usage_flushes`), and the storage refuses a second, so a flush retried
+    after a commit whose outcome was lost is detected, free calls included: the retry changes
+    nothing. Charged customers' ledger rows carry the same reference, a second guard.
     """
     values = [
         {
@@ -107,6 +111,7 @@ def write_usage(
     try:
         with engine.begin() as connection:
             values, spend = _drop_vanished(connection, values, spend)
+            _mark_written(connection, _customers(values, spend), reference)
             if values:
                 _write_aggregates(connection, values)
             for customer_id in sorted(spend):
@@ -120,7 +125,7 @@ def write_usage(
                     )
     except IntegrityError:
         with engine.connect() as connection:
-            if not _already_written(connection, spend, reference):
+            if not _already_written(connection, _customers(values, spend), reference):
                 raise
     with engine.connect() as connection:
         return read_balances(connection)
@@ -150,13 +155,33 @@ def _drop_vanished(
     )
 
 
-def _already_written(connection: Connection, spend: Mapping[int, int], reference: str) -> bool:
-    charged = [customer for customer, amount in spend.items() if amount]
-    if not charged:
+def _customers(values: list[dict[str, Any]], spend: Mapping[int, int]) -> list[int]:
+    return sorted({row["customer_id"] for row in values} | set(spend))
+
+
+def _mark_written(connection: Connection, customers: list[int], reference: str) -> None:
+    """Mark the flush as written for each customer; a duplicate raises IntegrityError, which
+    rolls the whole flush back. Marks past their retention go first: with the index on
+    `written_at`, finding none is one probe."""
+    now = datetime.now(UTC)
+    connection.execute(
+        delete(t.usage_flushes).where(t.usage_flushes.c.written_at < now - FLUSH_MARK_RETENTION)
+    )
+    if customers:
+        connection.execute(
+            t.usage_flushes.insert(),
+            [{"customer_id": c, "reference": reference, "written_at": now} for c in customers],
+        )
+
+
+def _already_written(connection: Connection, customers: list[int], reference: str) -> bool:
+    """Whether this flush is in storage: one customer's mark is enough, as the flush was
+    written in one transaction."""
+    if not customers:
         return False
     found = connection.execute(
-        select(t.credit_ledger.c.id).where(
-            t.credit_ledger.c.customer_id == charged[0], t.credit_ledger.c.reference == reference
+        select(t.usage_flushes.c.customer_id).where(
+            t.usage_flushes.c.customer_id.in_(customers), t.usage_flushes.c.reference == reference
         )
     ).first()
     return found is not None
