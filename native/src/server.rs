@@ -20,12 +20,13 @@ use hyper::{Body, Method, Request, Response, Server, StatusCode};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{IntoPyDict, PyBytes, PyList, PyString};
 use tokio::sync::Notify;
 
 use crate::driver::{drive_from, seconds, start, Driver, Shared, Step};
 
 const HEARTBEAT: Duration = Duration::from_secs(1);
+const LOGGER: &str = "chainrouter.router.native_server";
 const INTERNAL_ERROR: &[u8] =
     br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#;
 
@@ -182,7 +183,7 @@ fn response_or_error(py: Python<'_>, outcome: PyResult<PyObject>) -> Response<Bo
     match outcome.and_then(|answer| response_of(py, answer)) {
         Ok(response) => response,
         Err(error) => {
-            error.print(py);
+            log_failure(py, error);
             let mut response = Response::new(Body::from(INTERNAL_ERROR));
             *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
             response
@@ -190,6 +191,20 @@ fn response_or_error(py: Python<'_>, outcome: PyResult<PyObject>) -> Response<Bo
                 .insert("content-type", HeaderValue::from_static("application/json"));
             response
         }
+    }
+}
+
+/// A failed or malformed answer is a bug in the handler: it goes to the process's log, with
+/// its traceback, as the pipeline's own failures do (`http_face`), not straight to stderr.
+fn log_failure(py: Python<'_>, error: PyErr) {
+    let logged = (|| -> PyResult<()> {
+        let logger = py.import("logging")?.call_method1("getLogger", (LOGGER,))?;
+        let kwargs = [("exc_info", error.value(py))].into_py_dict(py);
+        logger.call_method("error", ("the request handler failed; answered 500",), Some(kwargs))?;
+        Ok(())
+    })();
+    if logged.is_err() {
+        error.print(py); // logging itself is broken: stderr is all that is left
     }
 }
 

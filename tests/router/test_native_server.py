@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import socket
 import threading
 from collections.abc import Callable, Coroutine, Iterator
@@ -18,6 +19,7 @@ from typing import Any
 
 import httpx
 import orjson
+import pytest
 
 from chainrouter.router.native_io import Gather, NativeUpstream, OnLoop, UpstreamPost
 from chainrouter.router.native_server import load_native_module
@@ -137,12 +139,19 @@ def _assert_internal_error(response: httpx.Response) -> None:
     }
 
 
-def test_a_handler_that_raises_before_waiting_gets_an_internal_error() -> None:
+def test_a_handler_that_raises_before_waiting_gets_an_internal_error_and_is_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     async def handler(*_: Any) -> tuple[int, list[tuple[str, str]], bytes]:
         raise ValueError("a bug")
 
     with served(handler) as url:
         _assert_internal_error(httpx.post(f"{url}/rpc/1/key", content=_CALL))
+    [record] = [r for r in caplog.records if r.name == "chainrouter.router.native_server"]
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is not None
+    assert isinstance(record.exc_info[1], ValueError)
+    assert "a bug" in caplog.text
 
 
 def test_a_handler_that_raises_after_waiting_gets_an_internal_error(
@@ -158,7 +167,9 @@ def test_a_handler_that_raises_after_waiting_gets_an_internal_error(
         _assert_internal_error(httpx.post(f"{url}/rpc/1/key", content=_CALL))
 
 
-def test_a_malformed_answer_gets_an_internal_error_and_the_server_goes_on() -> None:
+def test_a_malformed_answer_gets_an_internal_error_and_the_server_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     answers: list[Any] = [
         (99999, [], b""),  # not an HTTP status
         (200, [("bad name", "v")], b""),
@@ -174,6 +185,8 @@ def test_a_malformed_answer_gets_an_internal_error_and_the_server_goes_on() -> N
         for _ in range(5):
             _assert_internal_error(client.post(f"{url}/rpc/1/key", content=_CALL))
         assert client.post(f"{url}/rpc/1/key", content=_CALL).content == b"fine"
+    logged = [r for r in caplog.records if r.name == "chainrouter.router.native_server"]
+    assert len(logged) == 5
 
 
 def test_an_over_size_body_reaches_the_handler_as_none_and_the_connection_closes() -> None:
