@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from bench.cpu import CpuUse, process_tree
+from bench.host import HostState, probe
 from bench.rounds import (
     BASELINE,
     BODY,
@@ -212,6 +213,7 @@ def main() -> None:
     proxy = f"http://127.0.0.1:{proxy_port}/chain/{CHAIN:x}/direct"
     half: list[dict[str, WrkResult]] = []
     memory: dict[str, list[float]] = {}
+    host = [probe()]
     with (
         tempfile.TemporaryDirectory() as directory,
         nginx(static_port, proxy_port) as nginxes,
@@ -271,7 +273,8 @@ def main() -> None:
         }
         for _ in range(HALF_LOAD_ROUNDS):
             half.append({name: _half_load(url, rate, h) for name, (url, h) in half_targets.items()})
-    _write(rounds, cpu_rounds, half, memory, rate, snapshot_s, setup.nodes)
+    host.append(probe())
+    _write(rounds, cpu_rounds, half, memory, rate, snapshot_s, setup.nodes, host)
 
 
 def _write(
@@ -282,6 +285,7 @@ def _write(
     rate: float,
     snapshot_s: float,
     nodes: int,
+    host: list[HostState],
 ) -> None:
     rows = summarise(rounds, cpu_rounds)
     gains = [r[NATIVE_ONE_WORKER].requests_per_s / r[INTERPRETED].requests_per_s for r in rounds]
@@ -307,6 +311,7 @@ def _write(
                 "half_load_rate": round(rate),
                 "half_load_rounds": [{k: asdict(v) for k, v in r.items()} for r in half],
                 "rss_mb": {k: [round(v, 1) for v in vs] for k, vs in memory.items()},
+                "host_start_end": [asdict(h) for h in host],
             },
             indent=2,
         )
@@ -329,6 +334,9 @@ def _write(
         "to nodes in Rust, the same compiled pipeline driven from there; the granian rows on "
         "`CHAINROUTER_RPC_SERVER=granian`, all in Python on an asyncio event loop. "
         f"Python {sys.version.split()[0]} from `{sys.base_prefix}`.",
+        "",
+        f"The machine at the start: {host[0].describe()}; at the end: {host[-1].describe()} "
+        "(`bench/host.py`: the slower these, the more every Python server loses against nginx).",
         "",
         "## Maximum throughput",
         "",
