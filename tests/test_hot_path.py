@@ -161,3 +161,24 @@ def test_every_hot_module_comes_from_the_build_in_force() -> None:
 @pytest.mark.parametrize("module", hot_path.MODULES)
 def test_each_listed_module_has_a_source(module: str) -> None:
     assert hot_path.source_path(module).is_file()
+
+
+# What every forwarded call builds. Under mypyc a dataclass's generated __init__ stays Python
+# bytecode, run by the interpreter at each construction: these define their own, compiled.
+PER_CALL_CLASSES = (
+    "chainrouter.jsonrpc.envelope:RpcCall",
+    "chainrouter.jsonrpc.envelope:Payload",
+    "chainrouter.router.forward:Served",
+    "chainrouter.router.service:Reply",
+    "chainrouter.router.service:_Caller",
+    "chainrouter.router.upstream:UpstreamReply",
+)
+
+
+@pytest.mark.parametrize("name", PER_CALL_CLASSES)
+def test_objects_built_per_call_are_built_by_compiled_code(name: str) -> None:
+    module, _, attribute = name.partition(":")
+    cls = getattr(importlib.import_module(module), attribute)
+    init = cls.__dict__["__init__"]
+    compiled = hot_path.state is hot_path.BuildState.COMPILED
+    assert hasattr(init, "__code__") is not compiled, f"{name}: __init__ is not compiled"

@@ -58,20 +58,32 @@ class FreeTierLimits:
     signup_url: str | None
 
 
-@dataclass(slots=True)  # built per request: a frozen dataclass takes three times as long
+# Built per request: under mypyc a generated __init__ would run interpreted, this one is compiled.
+@dataclass(slots=True, init=False)
 class Reply:
     status: int
     body: bytes
     batch_id: str
 
+    def __init__(self, status: int, body: bytes, batch_id: str) -> None:
+        self.status = status
+        self.body = body
+        self.batch_id = batch_id
 
-@dataclass(frozen=True, slots=True)
+
+# Built per request: under mypyc a generated __init__ would run interpreted, this one is compiled.
+@dataclass(slots=True, init=False)
 class _Caller:
     """Who a call is for: a key's customer (billed) or the anonymous free tier (not billed)."""
 
     chain_id: int
     strategy: RoutingStrategy
     access: KeyAccess | None
+
+    def __init__(self, chain_id: int, strategy: RoutingStrategy, access: KeyAccess | None) -> None:
+        self.chain_id = chain_id
+        self.strategy = strategy
+        self.access = access
 
 
 def page_header(origin: str | None, referer: str | None) -> str | None:
