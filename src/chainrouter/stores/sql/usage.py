@@ -20,8 +20,8 @@ UsageRowKey = tuple[int, int, int, str, str, int]
 _KEY_COLUMNS = ("customer_id", "api_key_id", "chain_id", "method", "scenario", "bucket_start")
 _DAILY_COLUMNS = ("customer_id", "day", "api_key_id", "chain_id", "method", "scenario")
 _TOTAL_COLUMNS = ("customer_id", "bucket_start")
-# A router retries a flush only while it runs and holds the batch: a week covers any outage it
-# can survive, and keeps the marks to a few hundred thousand rows per router.
+# A router retries a flush only while it runs and holds the batch, so a week covers any outage it
+# can survive; the table then holds a week of flushes (one every 5 s) times their customers.
 FLUSH_MARK_RETENTION = timedelta(days=7)
 
 
