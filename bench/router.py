@@ -68,6 +68,7 @@ HALF_LOAD_ROUNDS = max(ROUNDS, 5)
 CHAIN = 1
 ORIGIN = {"Origin": "https://app.example.com"}
 BARE = "bare forwarder (granian + http1, no pipeline), 1 worker"
+BARE_NATIVE = "bare native forwarder (Rust server and client, no pipeline), 1 worker"
 GRANIAN_ONE_WORKER = "chainrouter granian, 1 worker(s)"
 NATIVE_ONE_WORKER = "chainrouter native, 1 worker(s)"
 INTERPRETED = "chainrouter native, 1 worker(s), interpreted"
@@ -223,6 +224,8 @@ def main() -> None:
         snapshot_s = _snapshot_load_s(setup.database_url)
         # The least any Python forwarder on this server and client does: read, POST, answer.
         bare = running.enter_context(forwarder("granian rsgi", "http1", static))
+        # The same on the native server: its Rust server and client, a one-line Python handler.
+        bare_native = running.enter_context(forwarder("native", "native", static))
         routers = {
             workers: running.enter_context(router(setup, workers, server="granian"))
             for workers in (1, 2)
@@ -242,6 +245,7 @@ def main() -> None:
             UPSTREAM: Target(static, None, process_tree(nginxes.upstream)),
             BASELINE: Target(proxy, None, process_tree(nginxes.proxy)),
             BARE: Target(bare.url, None, process_tree(bare.pid)),
+            BARE_NATIVE: Target(bare_native.url, None, process_tree(bare_native.pid)),
             **{
                 f"chainrouter granian, {w} worker(s)": Target(url, ORIGIN, pids)
                 for w, (url, pids) in routers.items()
@@ -268,6 +272,7 @@ def main() -> None:
             BASELINE: (proxy, None),
             ECHO: (echo.url, None),
             BARE: (bare.url, None),
+            BARE_NATIVE: (bare_native.url, None),
             "chainrouter granian, 1 worker": (routers[1][0], ORIGIN),
             "chainrouter native, 1 worker": (natives[1][0], ORIGIN),
         }
@@ -294,6 +299,10 @@ def _write(
         r[NATIVE_ONE_WORKER].requests_per_s / r[GRANIAN_ONE_WORKER].requests_per_s for r in rounds
     ]
     native_gain = statistics.median(natives)
+    pipelines = [
+        r[NATIVE_ONE_WORKER].requests_per_s / r[BARE_NATIVE].requests_per_s for r in rounds
+    ]
+    pipeline_share = statistics.median(pipelines)
     when = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "router.json").write_text(
@@ -308,6 +317,7 @@ def _write(
                 "max_load": {k: asdict(v) for k, v in rows.items()},
                 "compiled_vs_interpreted": round(compiled_gain, 3),
                 "native_vs_granian": round(native_gain, 3),
+                "native_vs_bare_native": round(pipeline_share, 3),
                 "half_load_rate": round(rate),
                 "half_load_rounds": [{k: asdict(v) for k, v in r.items()} for r in half],
                 "rss_mb": {k: [round(v, 1) for v in vs] for k, vs in memory.items()},
@@ -325,9 +335,10 @@ def _write(
         "medians shown, with the lowest and highest per-round ratio to nginx. The router holds "
         f"{nodes} nodes over the whole registry; each request passes key, domain (Origin checked "
         "against a one-domain list), credit check, routing, forwarding and billing. Upstream: "
-        "nginx returning a fixed JSON-RPC result. The bare forwarder is the transport "
-        "benchmark's minimal granian RSGI app with the router's own HTTP/1.1 client: the "
-        "ceiling of this server and client on this machine. The chainrouter rows run the hot "
+        "nginx returning a fixed JSON-RPC result. The bare forwarders are the transport "
+        "benchmark's: the minimal granian RSGI app with the router's own HTTP/1.1 client, and "
+        "the minimal handler on the native server (`bench/native_forwarder.py`); each is the "
+        "ceiling of its server and client on this machine. The chainrouter rows run the hot "
         "path compiled with mypyc, as `make setup` builds it, except the one marked "
         "interpreted: the same native router on the Python sources (`CHAINROUTER_INTERPRETED=1`). "
         "The chainrouter native rows serve on the default server: the HTTP server and the client "
@@ -371,6 +382,13 @@ def _write(
         f"{rows[NATIVE_ONE_WORKER].cpu_us:.1f} against "
         f"{rows[GRANIAN_ONE_WORKER].cpu_us:.1f} µs CPU per request.",
         "",
+        f"The pipeline's share, one native worker against the bare native forwarder: "
+        f"{pipeline_share:.2f}x the requests/s (rounds {min(pipelines):.2f} to "
+        f"{max(pipelines):.2f}); server thread {rows[NATIVE_ONE_WORKER].busiest_thread_us:.1f} "
+        f"against {rows[BARE_NATIVE].busiest_thread_us:.1f} µs per request. The difference is "
+        "what the pipeline and its glue cost: key, domain, credits, validation, routing, the "
+        "answer's check, billing, and stepping the coroutines from Rust.",
+        "",
         f"## Latency at half load ({rate:.0f} requests/s offered, "
         "half the native one-worker maximum)",
         "",
@@ -380,7 +398,7 @@ def _write(
         "within a round.",
         "",
         "| target | achieved requests/s | p50 ms | p99 ms | p50 added over the upstream "
-        "| over nginx proxy_pass | over the bare forwarder |",
+        "| over nginx proxy_pass | over its server's bare forwarder |",
         "|---|---|---|---|---|---|---|",
     ]
 
@@ -395,7 +413,7 @@ def _write(
             f"| {statistics.median(h.p50_ms for h in runs):.3f} "
             f"| {statistics.median(h.p99_ms for h in runs):.3f} "
             f"| {added(name, UPSTREAM)} | {added(name, BASELINE) if router_row else ''} "
-            f"| {added(name, BARE) if router_row else ''} |"
+            f"| {added(name, BARE_NATIVE if 'native' in name else BARE) if router_row else ''} |"
         )
     lines += [
         "",

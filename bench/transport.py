@@ -1,8 +1,10 @@
-"""Which ASGI server and which HTTP client the router's hot path should use.
+"""Which HTTP server and which HTTP client the router's hot path should use.
 
-For each server (uvicorn with uvloop and httptools; granian) and client (pyreqwest, aiohttp,
-httpx), the minimal forwarder of `bench.forwarders` runs as one worker process in front of a static
-nginx upstream, loaded by wrk. nginx `proxy_pass` in front of the same upstream is the baseline,
+For each Python server (uvicorn with uvloop and httptools; granian) and client (the router's own
+http1, pyreqwest, aiohttp, httpx), the minimal forwarder of `bench.forwarders` runs as one worker
+process in front of a static nginx upstream, loaded by wrk; so does the minimal forwarder on the
+router's native server, Rust's server and client with a one-line Python handler
+(`bench.native_forwarder`). nginx `proxy_pass` in front of the same upstream is the baseline,
 and the upstream hit directly is the ceiling. All setups run at once and are loaded in
 interleaved rounds (`bench.rounds`), so that a slow spell of the machine counts against them
 alike. Results: bench/results/transport.{json,md}.
@@ -34,8 +36,14 @@ from bench.rounds import (
 from bench.upstreams import STATIC_BODY, nginx, require_tools, wait_until_serving
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SERVERS = ("uvicorn asgi", "granian asgi", "granian rsgi")
-CLIENTS = ("echo", "http1", "pyreqwest", "aiohttp", "httpx")
+PYTHON_SERVERS = ("uvicorn asgi", "granian asgi", "granian rsgi")
+PYTHON_CLIENTS = ("echo", "http1", "pyreqwest", "aiohttp", "httpx")
+# The native server has its own client, in Rust: no Python client goes with it.
+SETUPS = [
+    *((server, client) for server in PYTHON_SERVERS for client in PYTHON_CLIENTS),
+    ("native", "echo"),
+    ("native", "native"),
+]
 
 
 def free_port() -> int:
@@ -45,6 +53,8 @@ def free_port() -> int:
 
 
 def _command(server: str, port: int) -> list[str]:
+    if server == "native":
+        return [sys.executable, "-m", "bench.native_forwarder", str(port)]
     if server == "uvicorn asgi":
         return [
             sys.executable, "-m", "uvicorn", "bench.forwarders:app", "--port", str(port),
@@ -93,11 +103,10 @@ def main() -> None:
             BASELINE: Target(f"http://127.0.0.1:{proxy_port}/", None, process_tree(nginxes.proxy)),
         }
         # Every forwarder runs for the whole benchmark, so that each round loads them all.
-        for server in SERVERS:
-            for client in CLIENTS:
-                started = running.enter_context(forwarder(server, client, upstream))
-                pids = process_tree(started.pid)
-                targets[f"{server} + {client}"] = Target(started.url, None, pids)
+        for server, client in SETUPS:
+            started = running.enter_context(forwarder(server, client, upstream))
+            pids = process_tree(started.pid)
+            targets[f"{server} + {client}"] = Target(started.url, None, pids)
         rounds, cpu_rounds = load_in_rounds(targets)
     rows = summarise(rounds, cpu_rounds)
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -121,7 +130,8 @@ def main() -> None:
         f"{WARM_UP_S} s warm-up; {len(rounds)} interleaved rounds over all setups, medians shown, "
         "with the lowest and highest per-round ratio to nginx. Upstream: nginx returning a fixed "
         f"{len(STATIC_BODY)}-byte JSON-RPC result. `echo` answers without any upstream: the "
-        "server's own ceiling.",
+        "server's own ceiling. `native` is the router's default server: HTTP server and client "
+        "in Rust (`chainrouter._native`), stepping a one-line Python handler.",
         "",
         "| setup | requests/s | vs nginx proxy_pass (range) | p50 ms | p99 ms | errors "
         "| CPU µs per request | busiest thread, µs per request |",
@@ -137,7 +147,8 @@ def main() -> None:
         "",
         "CPU per request: user and system time of the setup's processes over the measured run, "
         "divided by the requests served. The upstream and the proxy are two nginx instances of "
-        "one worker each; no row but the upstream's counts the upstream.",
+        "one worker each; no row but the upstream's counts the upstream. The busiest thread of "
+        "a Python server's worker is its event loop, of the native server its server thread.",
     ]
     (RESULTS / "transport.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
