@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -168,6 +169,20 @@ def test_the_routers_other_responses_carry_a_batch_id_too(
     response = httpx.request(method, served.base + path)
     assert response.status_code == status
     assert response.headers["x-batch-id"]
+
+
+def test_each_response_has_its_own_batch_id_under_the_workers_prefix(served: Served) -> None:
+    # Seventeen answers take the counter past one hexadecimal digit.
+    ids = [
+        httpx.post(served.url(), json=rpc("eth_chainId", [], n)).headers["x-batch-id"]
+        for n in range(17)
+    ]
+    assert len(set(ids)) == len(ids)
+    prefixes = {i.rsplit("-", 1)[0] for i in ids}
+    assert len(prefixes) == 1
+    assert re.fullmatch(r"[0-9a-f]{12}", prefixes.pop())
+    counters = [int(i.rsplit("-", 1)[1], 16) for i in ids]
+    assert counters == sorted(counters)
 
 
 def test_health_tells_which_hot_path_runs_and_how_much_usage_is_unwritten(served: Served) -> None:

@@ -12,7 +12,7 @@ import base64
 import functools
 import resource
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import orjson
@@ -41,6 +41,10 @@ BODY = b'{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":7}'
 OK_ANSWER = b'{"jsonrpc": "2.0", "id": 7, "result": "0x10d4f"}'
 
 
+async def _awaiting(request: Awaitable[UpstreamReply]) -> UpstreamReply:
+    return await request
+
+
 class DrivenNativeClient:
     """The native server's client to nodes, each call driven by its Rust driver on a thread."""
 
@@ -60,7 +64,8 @@ class DrivenNativeClient:
         self._client = NativeUpstream()
 
     async def post(self, url: str, body: bytes, *, timeout_s: float) -> UpstreamReply:
-        call = self._client.post(url, body, timeout_s=timeout_s)
+        # The driver runs coroutines, as the pipeline's are; the client hands back a bare request.
+        call = _awaiting(self._client.post(url, body, timeout_s=timeout_s))
         reply: UpstreamReply = await asyncio.to_thread(self._driver.run, call)
         return reply
 

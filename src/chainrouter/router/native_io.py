@@ -76,9 +76,8 @@ class NativeUpstream:
     health checker) keeps a Python client of its own.
     """
 
-    async def post(self, url: str, body: bytes, *, timeout_s: float) -> UpstreamReply:
-        reply: UpstreamReply = await UpstreamPost(url, body, timeout_s)
-        return reply
+    def post(self, url: str, body: bytes, *, timeout_s: float) -> UpstreamPost:
+        return UpstreamPost(url, body, timeout_s)
 
     async def close(self) -> None:
         return None  # the connections belong to the server, and close with it
