@@ -8,9 +8,15 @@ registry, a domain-restricted key with credits), with 64 calls in flight as unde
 - the pipeline with an upstream client that answers at once (key, domain, credits, validation,
   routing, answer check, billing, metering: the pipeline's own CPU);
 - the pipeline with the real client against the static upstream (both, interleaved as in a
-  loaded router).
+  loaded router);
+- the whole request as the native server runs it (`RouterFace.respond`, its coroutine stepped
+  by hand as the Rust driver steps it, the node's answer handed in at once), one call at a time:
+  with the caches warm from the call before, and with the caches emptied before each call (8 MiB
+  written). A served router is between the two: each call's code and data compete for the caches
+  with the HTTP server's, the kernel's and the other processes'.
 
-Figures are CPU microseconds per call (`time.process_time`), medians of BENCH_ROUNDS rounds.
+Figures are CPU microseconds per call (`time.process_time`, or the thread's time for the native
+rows), medians of BENCH_ROUNDS rounds.
 Results: bench/results/pipeline.{json,md}.
 """
 
@@ -35,6 +41,8 @@ from bench.transport import free_port
 from bench.upstreams import STATIC_BODY, nginx, require_tools
 from chainrouter import hot_path
 from chainrouter.router.http1 import Http1Upstream
+from chainrouter.router.http_face import Answer, RouterFace
+from chainrouter.router.native_io import UpstreamPost
 from chainrouter.router.runtime import RouterRuntime, build_runtime
 from chainrouter.router.service import RpcService
 from chainrouter.router.upstream import UpstreamReply
@@ -43,6 +51,8 @@ from chainrouter.stores.sql.engine import create_database_engine
 
 CALLS = int(os.environ.get("BENCH_PIPELINE_CALLS", "40000"))
 IN_FLIGHT = 64
+COLD_CALLS = 2000
+_EVICTING = bytearray(8 << 20)  # larger than this machine's last-level cache
 _ANSWER = UpstreamReply(STATIC_BODY.encode())
 
 
@@ -97,13 +107,65 @@ async def _round(database_url: str, static: str, key: str) -> dict[str, float]:
     return figures
 
 
+def _evict_caches() -> None:
+    _EVICTING[::64] = b"\x01" * (len(_EVICTING) // 64)  # one write per cache line
+
+
+def _stepped(face: RouterFace, path: str, body: bytes) -> Answer:
+    """One request through the pipeline, stepped as the Rust driver steps it."""
+    coroutine = face.respond("POST", path, ORIGIN["Origin"], None, None, "127.0.0.1", body)
+    request = coroutine.send(None)
+    if not isinstance(request, UpstreamPost):
+        raise RuntimeError(f"the pipeline awaited {request!r}, not a POST")
+    try:
+        coroutine.send(STATIC_BODY.encode())
+    except StopIteration as answered:
+        answer: Answer = answered.value
+        if answer[0] != 200:
+            raise RuntimeError(f"the router answered {answer[0]}: {answer[2]!r}") from None
+        return answer
+    raise RuntimeError("the pipeline awaited a second POST")
+
+
+def _native_round(database_url: str, key: str) -> dict[str, float]:
+    settings = load_settings(database_url=database_url)
+    engine = create_database_engine(settings.database_url)
+    face = RouterFace(build_runtime(settings, engine, native=True), [])
+    path, body = f"/rpc/{CHAIN}/{key}", BODY.encode()
+    for _ in range(500):
+        _stepped(face, path, body)
+    started = time.thread_time()
+    for _ in range(CALLS):
+        _stepped(face, path, body)
+    warm = (time.thread_time() - started) / CALLS * 1e6
+    cold_ns = 0
+    for _ in range(COLD_CALLS):
+        _evict_caches()
+        started_ns = time.thread_time_ns()
+        _stepped(face, path, body)
+        cold_ns += time.thread_time_ns() - started_ns
+    engine.dispose()
+    return {
+        "native pipeline stepped in process, caches warm": warm,
+        "native pipeline stepped in process, caches emptied before each call": (
+            cold_ns / COLD_CALLS / 1000
+        ),
+    }
+
+
 def main() -> None:
     require_tools()
     static_port, proxy_port = free_port(), free_port()
     static = f"http://127.0.0.1:{static_port}/"
     with tempfile.TemporaryDirectory() as directory, nginx(static_port, proxy_port):
         setup = big_world(Path(directory), static)
-        rounds = [uvloop.run(_round(setup.database_url, static, setup.key)) for _ in range(ROUNDS)]
+        rounds = [
+            {
+                **uvloop.run(_round(setup.database_url, static, setup.key)),
+                **_native_round(setup.database_url, setup.key),
+            }
+            for _ in range(ROUNDS)
+        ]
     medians = {name: statistics.median(r[name] for r in rounds) for name in rounds[0]}
     when = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -125,7 +187,9 @@ def main() -> None:
         "",
         f"{when}. {CALLS} calls per figure, {IN_FLIGHT} in flight, uvloop, the whole registry "
         f"loaded; medians of {len(rounds)} rounds (lowest to highest in brackets). No server in "
-        "front: this is the worker's event-loop thread without the HTTP server's share. "
+        "front: this is the worker's event-loop thread without the HTTP server's share. The "
+        f"native rows: one call at a time; emptied caches: {COLD_CALLS} calls, each after "
+        f"{len(_EVICTING) >> 20} MiB written. "
         f"Hot path: {hot_path.state.value}.",
         "",
         "| what | CPU µs per call |",
