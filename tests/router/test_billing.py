@@ -180,6 +180,24 @@ async def test_spending_counts_against_the_balance_before_it_is_written(
     assert (await world.call(rpc("eth_blockNumber"))).status == 402
 
 
+async def test_calls_in_flight_hold_their_price_against_the_balance(
+    make_world: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    slow = provider(
+        "slow", {"eth_blockNumber": "0.000001"}, [(upstream.url("/sleep/300/held"), CHAIN_A)]
+    )
+    world = await make_world(world_config([slow], credits="0.000003"))
+    # Four at once against credits for three: the fourth finds three prices held, none charged.
+    # (The native harness drives one call at a time, so the asyncio run is the one that
+    # overlaps them.)
+    replies = await asyncio.gather(*(world.call(rpc("eth_blockNumber", [], i)) for i in range(4)))
+    assert sorted(reply.status for reply in replies) == [200, 200, 200, 402]
+    # Once they end, the holds are gone and the three prices charged: nothing is left.
+    assert world.runtime.service.credits.available(world.customer_id) == 0
+    assert await world.runtime.sync.flush()
+    assert world.stored_balance() == 0
+
+
 async def test_a_key_that_bypasses_the_check_is_still_charged(
     make_world: WorldFactory, upstream: FaultyUpstream
 ) -> None:

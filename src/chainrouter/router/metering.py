@@ -95,24 +95,32 @@ class CreditView:
                 - self._reserved.get(customer_id, 0)
             )
 
-    def reserve(self, customer_id: int, amount_nano: int) -> None:
-        if amount_nano:
-            with self._lock:
-                self._reserved[customer_id] = self._reserved.get(customer_id, 0) + amount_nano
+    def hold(self, customer_id: int, amount_nano: int, *, check: bool = True) -> bool:
+        """Hold `amount_nano` for a call in flight, so that concurrent calls cannot all spend the
+        same credits. With `check`, only if that much is available: False, and nothing held,
+        otherwise. Every hold ends with `settle`."""
+        with self._lock:
+            held = self._reserved.get(customer_id, 0)
+            if check and (
+                self._stored.get(customer_id, 0) - self._unwritten.get(customer_id, 0) - held
+                < amount_nano
+            ):
+                return False
+            if amount_nano:
+                self._reserved[customer_id] = held + amount_nano
+            return True
 
-    def release(self, customer_id: int, amount_nano: int) -> None:
-        if amount_nano:
-            with self._lock:
-                left = self._reserved[customer_id] - amount_nano
+    def settle(self, customer_id: int, held_nano: int, charged_nano: int) -> None:
+        """A call has ended: release what it held and charge what it cost, in one step."""
+        with self._lock:
+            if held_nano:
+                left = self._reserved[customer_id] - held_nano
                 if left:
                     self._reserved[customer_id] = left
                 else:
                     del self._reserved[customer_id]
-
-    def charge(self, customer_id: int, amount_nano: int) -> None:
-        if amount_nano:
-            with self._lock:
-                self._unwritten[customer_id] = self._unwritten.get(customer_id, 0) + amount_nano
+            if charged_nano:
+                self._unwritten[customer_id] = self._unwritten.get(customer_id, 0) + charged_nano
 
     def replace_stored(self, balances: dict[int, int]) -> None:
         """Balances read while nothing of this process was being written."""

@@ -367,28 +367,24 @@ class RpcService:
             )
         price = ordered[0].price.cost_nano
         customer = access.customer_id if access is not None else None
-        if (
-            access is not None
-            and not access.bypass_credit_check
-            and self._credits.available(access.customer_id) < price
+        # The first choice's price is held while the call is in flight; when it ends the hold
+        # is released and the served route's price charged.
+        if access is not None and not self._credits.hold(
+            access.customer_id, price, check=not access.bypass_credit_check
         ):
             self._meter_call(caller, call.method, Scenario.INSUFFICIENT_CREDITS)
             return self._fail(
                 call, RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
             )
-        if customer is not None:
-            # Held while the call is in flight, so concurrent calls cannot all spend the same
-            # credits; released when the call ends, and the served route's price is charged.
-            self._credits.reserve(customer, price)
+        cost = 0
         try:
             outcome = await self._forwarder.forward(ordered, body, call.id)
+            if customer is not None and isinstance(outcome, Served):
+                cost = outcome.route.price.cost_nano
         finally:
             if customer is not None:
-                self._credits.release(customer, price)
+                self._credits.settle(customer, price, cost)
         if isinstance(outcome, Served):
-            cost = outcome.route.price.cost_nano if customer is not None else 0
-            if customer is not None:
-                self._credits.charge(customer, cost)
             first = outcome.route is ordered[0]
             scenario = Scenario.FIRST_CHOICE if first else Scenario.FAILOVER
             self._meter_call(caller, call.method, scenario, cost)
