@@ -11,7 +11,8 @@ BATCH_ID_HEADER = "x-batch-id"
 
 
 class BatchIds:
-    """A random per-process prefix and a hexadecimal counter: unique, cheap, sortable."""
+    """A random per-process prefix and a counter in hexadecimal: unique, cheap, and in the
+    order they were issued (compare the counters as numbers)."""
 
     def __init__(self) -> None:
         self._prefix = secrets.token_hex(6) + "-"
