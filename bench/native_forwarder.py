@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 
+from chainrouter.router.http_face import Answer
 from chainrouter.router.native_io import Gather, OnLoop, UpstreamPost
 from chainrouter.router.native_server import load_native_module
 
@@ -26,9 +27,8 @@ _HEADERS = [("content-type", "application/json")]
 _ECHO_ANSWER = b'{"jsonrpc":"2.0","id":1,"result":"0x10d4f"}'
 _MAX_BYTES = 1 << 20
 
-Answer = tuple[int, list[tuple[str, str]], bytes]
 
-
+# The native server's handler contract, as `RouterFace.respond` keeps it.
 async def forward(
     method: str,
     path: str,
