@@ -40,6 +40,16 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
+def pin(pids: list[int], cpus: set[int]) -> None:
+    """Keep every thread of `pids` on `cpus`; threads they start later inherit it."""
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:
+                os.sched_setaffinity(int(task.name), cpus)
+            except ProcessLookupError:  # the thread ended meanwhile
+                continue
+
+
 def thread_ticks(pids: list[int]) -> dict[int, int]:
     """User plus system clock ticks of every thread of `pids`, by thread id."""
     ticks: dict[int, int] = {}

@@ -13,8 +13,12 @@ alike. The half-load runs are interleaved rounds too.
 Then latency at half load: the native router's one-worker maximum, halved, offered to each target
 by wrk connections that each pause a random while (exponential, 10 ms on average) after every
 answer, so that requests arrive spread out rather than in step; the added p50 is a target's minus
-the upstream's own, within the same round. Memory is the resident size of each router worker with
-the snapshot loaded, before and after the load. Results: bench/results/router.{json,md}."""
+the upstream's own, within the same round. Each half-load round runs twice: once with every
+process free to run on either core, and once with the target alone on one core and wrk, the
+upstream and everything else on the other (`taskset`), the nearest this one machine gets to the
+separate machines a proxy, its clients and its nodes run on in production. Memory is the
+resident size of each router worker with the snapshot loaded, before and after the load.
+Results: bench/results/router.{json,md}."""
 
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ from typing import Any
 
 import httpx
 
-from bench.cpu import CpuUse, process_tree
+from bench.cpu import CpuUse, pin, process_tree
 from bench.host import HostState, probe
 from bench.rounds import (
     BASELINE,
@@ -74,6 +78,13 @@ NATIVE_ONE_WORKER = "chainrouter native, 1 worker(s)"
 INTERPRETED = "chainrouter native, 1 worker(s), interpreted"
 UPSTREAM = "static upstream, direct"
 ECHO = "granian echo server (answers itself, no upstream), 1 worker"
+NATIVE_HALF = "chainrouter native, 1 worker"
+GRANIAN_HALF = "chainrouter granian, 1 worker"
+# For the pinned half-load runs: the target alone on the last CPU, the rest of the machine on
+# the others.
+ALL_CPUS = os.sched_getaffinity(0)
+TARGET_CPU = {max(ALL_CPUS)}
+OTHER_CPUS = ALL_CPUS - TARGET_CPU
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +204,9 @@ def router(
         process.wait(timeout=30)
 
 
-def _half_load(url: str, rate: float, headers: dict[str, str] | None = None) -> WrkResult:
+def _half_load(
+    url: str, rate: float, headers: dict[str, str] | None = None, cpus: set[int] | None = None
+) -> WrkResult:
     connections = max(1, round(rate * HALF_LOAD_DELAY_MS / 1000))
     return run_wrk(
         url,
@@ -202,7 +215,29 @@ def _half_load(url: str, rate: float, headers: dict[str, str] | None = None) -> 
         duration_s=DURATION_S,
         headers=headers,
         mean_delay_ms=HALF_LOAD_DELAY_MS,
+        cpus=cpus,
     )
+
+
+@contextmanager
+def _alone_on_a_core(target: list[int]) -> Iterator[None]:
+    """`target`'s processes on a core of their own; every other process of the benchmark (the
+    upstream, the other targets, wrk once started with OTHER_CPUS) on the rest."""
+    everything = process_tree(os.getpid())[1:]
+    pin(everything, OTHER_CPUS)
+    pin(target, TARGET_CPU)
+    try:
+        yield
+    finally:
+        pin(everything, ALL_CPUS)
+
+
+def _half_load_alone(
+    where: tuple[str, dict[str, str] | None], rate: float, target: list[int]
+) -> WrkResult:
+    url, headers = where
+    with _alone_on_a_core(target):
+        return _half_load(url, rate, headers, cpus=OTHER_CPUS)
 
 
 def main() -> None:
@@ -213,6 +248,7 @@ def main() -> None:
     static = f"{static_root}chain/{CHAIN:x}/direct"
     proxy = f"http://127.0.0.1:{proxy_port}/chain/{CHAIN:x}/direct"
     half: list[dict[str, WrkResult]] = []
+    half_alone: list[dict[str, WrkResult]] = []
     memory: dict[str, list[float]] = {}
     host = [probe()]
     with (
@@ -273,19 +309,65 @@ def main() -> None:
             ECHO: (echo.url, None),
             BARE: (bare.url, None),
             BARE_NATIVE: (bare_native.url, None),
-            "chainrouter granian, 1 worker": (routers[1][0], ORIGIN),
-            "chainrouter native, 1 worker": (natives[1][0], ORIGIN),
+            GRANIAN_HALF: (routers[1][0], ORIGIN),
+            NATIVE_HALF: (natives[1][0], ORIGIN),
+        }
+        alone_targets = {
+            UPSTREAM: process_tree(nginxes.upstream),
+            BASELINE: process_tree(nginxes.proxy),
+            BARE_NATIVE: process_tree(bare_native.pid),
+            GRANIAN_HALF: routers[1][1],
+            NATIVE_HALF: natives[1][1],
         }
         for _ in range(HALF_LOAD_ROUNDS):
             half.append({name: _half_load(url, rate, h) for name, (url, h) in half_targets.items()})
+            half_alone.append(
+                {
+                    name: _half_load_alone(half_targets[name], rate, pids)
+                    for name, pids in alone_targets.items()
+                }
+            )
     host.append(probe())
-    _write(rounds, cpu_rounds, half, memory, rate, snapshot_s, setup.nodes, host)
+    _write(
+        rounds,
+        cpu_rounds,
+        {"shared": half, "alone": half_alone},
+        memory,
+        rate,
+        snapshot_s,
+        setup.nodes,
+        host,
+    )
+
+
+def _half_load_table(half: list[dict[str, WrkResult]]) -> list[str]:
+    def added(name: str, base: str) -> str:
+        if base not in half[0]:  # not loaded in this layout
+            return ""
+        return f"{statistics.median(r[name].p50_ms - r[base].p50_ms for r in half):+.3f} ms"
+
+    lines = [
+        "| target | achieved requests/s | p50 ms | p99 ms | p50 added over the upstream "
+        "| over nginx proxy_pass | over its server's bare forwarder |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name in half[0]:
+        runs = [r[name] for r in half]
+        router_row = name.startswith("chainrouter")
+        lines.append(
+            f"| {name} | {statistics.median(h.requests_per_s for h in runs):.0f} "
+            f"| {statistics.median(h.p50_ms for h in runs):.3f} "
+            f"| {statistics.median(h.p99_ms for h in runs):.3f} "
+            f"| {added(name, UPSTREAM)} | {added(name, BASELINE) if router_row else ''} "
+            f"| {added(name, BARE_NATIVE if 'native' in name else BARE) if router_row else ''} |"
+        )
+    return lines
 
 
 def _write(
     rounds: list[dict[str, WrkResult]],
     cpu_rounds: list[dict[str, CpuUse]],
-    half: list[dict[str, WrkResult]],
+    half_load: dict[str, list[dict[str, WrkResult]]],
     memory: dict[str, list[float]],
     rate: float,
     snapshot_s: float,
@@ -319,7 +401,13 @@ def _write(
                 "native_vs_granian": round(native_gain, 3),
                 "native_vs_bare_native": round(pipeline_share, 3),
                 "half_load_rate": round(rate),
-                "half_load_rounds": [{k: asdict(v) for k, v in r.items()} for r in half],
+                **{
+                    key: [{k: asdict(v) for k, v in r.items()} for r in half_load[layout]]
+                    for key, layout in (
+                        ("half_load_rounds", "shared"),
+                        ("half_load_alone_rounds", "alone"),
+                    )
+                },
                 "rss_mb": {k: [round(v, 1) for v in vs] for k, vs in memory.items()},
                 "host_start_end": [asdict(h) for h in host],
             },
@@ -392,29 +480,28 @@ def _write(
         f"## Latency at half load ({rate:.0f} requests/s offered, "
         "half the native one-worker maximum)",
         "",
-        f"{len(half)} interleaved rounds. Each wrk connection pauses a random while "
-        f"(exponential, {HALF_LOAD_DELAY_MS} ms on average) after every answer, so requests "
-        "arrive spread out, not in bursts. Each added latency is the median of the differences "
-        "within a round.",
+        f"{len(half_load['shared'])} interleaved rounds. Each wrk connection pauses a random "
+        f"while (exponential, {HALF_LOAD_DELAY_MS} ms on average) after every answer, so "
+        "requests arrive spread out, not in bursts. Each added latency is the median of the "
+        "differences within a round.",
         "",
-        "| target | achieved requests/s | p50 ms | p99 ms | p50 added over the upstream "
-        "| over nginx proxy_pass | over its server's bare forwarder |",
-        "|---|---|---|---|---|---|---|",
+        "### Sharing the cores",
+        "",
+        "Every process may run on either core, as in the throughput runs: wrk, the upstream and "
+        "the target take turns on the same two cores and evict each other's caches.",
+        "",
+        *_half_load_table(half_load["shared"]),
+        "",
+        "### The target alone on a core",
+        "",
+        f"In the same rounds, each of these targets again, alone on CPU {min(TARGET_CPU)}, with "
+        f"wrk, the upstream and every other process of the benchmark on CPU "
+        f"{', '.join(map(str, sorted(OTHER_CPUS)))} (`taskset`): the nearest this one machine gets "
+        "to the separate machines a proxy, its clients and its nodes run on in production. The "
+        "added latencies compare rows of this table only.",
+        "",
+        *_half_load_table(half_load["alone"]),
     ]
-
-    def added(name: str, base: str) -> str:
-        return f"{statistics.median(r[name].p50_ms - r[base].p50_ms for r in half):+.3f} ms"
-
-    for name in half[0]:
-        runs = [r[name] for r in half]
-        router_row = name.startswith("chainrouter")
-        lines.append(
-            f"| {name} | {statistics.median(h.requests_per_s for h in runs):.0f} "
-            f"| {statistics.median(h.p50_ms for h in runs):.3f} "
-            f"| {statistics.median(h.p99_ms for h in runs):.3f} "
-            f"| {added(name, UPSTREAM)} | {added(name, BASELINE) if router_row else ''} "
-            f"| {added(name, BARE_NATIVE if 'native' in name else BARE) if router_row else ''} |"
-        )
     lines += [
         "",
         "## Memory (resident size per worker process)",

@@ -76,10 +76,11 @@ class Nginx:
 
 
 def require_tools() -> None:
-    missing = [tool for tool in ("nginx", "wrk") if shutil.which(tool) is None]
+    missing = [tool for tool in ("nginx", "wrk", "taskset") if shutil.which(tool) is None]
     if missing:
         raise SystemExit(
-            f"missing {', '.join(missing)}: apt-get install nginx wrk (make bench does this)"
+            f"missing {', '.join(missing)}: apt-get install nginx wrk util-linux "
+            "(make bench does this)"
         )
 
 
