@@ -15,9 +15,10 @@ by wrk connections that each pause a random while (exponential, 10 ms on average
 answer, so that requests arrive spread out rather than in step; the added p50 is a target's minus
 the upstream's own, within the same round. Each half-load round runs twice: once with every
 process free to run on either core, and once with the target alone on one core and wrk, the
-upstream and everything else on the other (`taskset`), the nearest this one machine gets to the
-separate machines a proxy, its clients and its nodes run on in production. Memory is the
-resident size of each router worker with the snapshot loaded, before and after the load.
+upstream and everything else on the other (`taskset`; the upstream's own row has it beside wrk,
+as in every other row), the nearest this one machine gets to the separate machines a proxy, its
+clients and its nodes run on in production. Memory is the resident size of each router worker
+with the snapshot loaded, before and after the load.
 Results: bench/results/router.{json,md}."""
 
 from __future__ import annotations
@@ -313,7 +314,9 @@ def main() -> None:
             NATIVE_HALF: (natives[1][0], ORIGIN),
         }
         alone_targets = {
-            UPSTREAM: process_tree(nginxes.upstream),
+            # The upstream where it is in every other row, beside wrk: a difference between
+            # two rows is then the proxy's alone, not also the upstream's change of core.
+            UPSTREAM: [],
             BASELINE: process_tree(nginxes.proxy),
             BARE_NATIVE: process_tree(bare_native.pid),
             GRANIAN_HALF: routers[1][1],
@@ -498,7 +501,9 @@ def _write(
         f"wrk, the upstream and every other process of the benchmark on CPU "
         f"{', '.join(map(str, sorted(OTHER_CPUS)))} (`taskset`): the nearest this one machine gets "
         "to the separate machines a proxy, its clients and its nodes run on in production. The "
-        "added latencies compare rows of this table only.",
+        "upstream's own row has it where it is in the others, beside wrk, so a difference "
+        "between two rows is the proxy's alone. The added latencies compare rows of this table "
+        "only.",
         "",
         *_half_load_table(half_load["alone"]),
     ]
