@@ -324,12 +324,13 @@ def main() -> None:
         }
         for _ in range(HALF_LOAD_ROUNDS):
             half.append({name: _half_load(url, rate, h) for name, (url, h) in half_targets.items()})
-            half_alone.append(
-                {
-                    name: _half_load_alone(half_targets[name], rate, pids)
-                    for name, pids in alone_targets.items()
-                }
-            )
+            if OTHER_CPUS:  # a machine of one CPU has no core to leave a target alone on
+                half_alone.append(
+                    {
+                        name: _half_load_alone(half_targets[name], rate, pids)
+                        for name, pids in alone_targets.items()
+                    }
+                )
     host.append(probe())
     _write(
         rounds,
@@ -365,6 +366,23 @@ def _half_load_table(half: list[dict[str, WrkResult]]) -> list[str]:
             f"| {added(name, BARE_NATIVE if 'native' in name else BARE) if router_row else ''} |"
         )
     return lines
+
+
+def _alone_section(half: list[dict[str, WrkResult]]) -> list[str]:
+    return [
+        "",
+        "### The target alone on a core",
+        "",
+        f"In the same rounds, each of these targets again, alone on CPU {min(TARGET_CPU)}, with "
+        f"wrk, the upstream and every other process of the benchmark on CPU "
+        f"{', '.join(map(str, sorted(OTHER_CPUS)))} (`taskset`): the nearest this one machine gets "
+        "to the separate machines a proxy, its clients and its nodes run on in production. The "
+        "upstream's own row has it where it is in the others, beside wrk, so a difference "
+        "between two rows is the proxy's alone. The added latencies compare rows of this table "
+        "only.",
+        "",
+        *_half_load_table(half),
+    ]
 
 
 def _write(
@@ -494,19 +512,9 @@ def _write(
         "the target take turns on the same two cores and evict each other's caches.",
         "",
         *_half_load_table(half_load["shared"]),
-        "",
-        "### The target alone on a core",
-        "",
-        f"In the same rounds, each of these targets again, alone on CPU {min(TARGET_CPU)}, with "
-        f"wrk, the upstream and every other process of the benchmark on CPU "
-        f"{', '.join(map(str, sorted(OTHER_CPUS)))} (`taskset`): the nearest this one machine gets "
-        "to the separate machines a proxy, its clients and its nodes run on in production. The "
-        "upstream's own row has it where it is in the others, beside wrk, so a difference "
-        "between two rows is the proxy's alone. The added latencies compare rows of this table "
-        "only.",
-        "",
-        *_half_load_table(half_load["alone"]),
     ]
+    if half_load["alone"]:
+        lines += _alone_section(half_load["alone"])
     lines += [
         "",
         "## Memory (resident size per worker process)",
