@@ -18,7 +18,7 @@ import sys
 import threading
 
 from chainrouter.router.http_face import Answer
-from chainrouter.router.native_io import Gather, OnLoop, UpstreamPost
+from chainrouter.router.native_io import UpstreamPost
 from chainrouter.router.native_server import load_native_module
 
 _UPSTREAM = os.environ.get("BENCH_UPSTREAM", "http://127.0.0.1:9001/")
@@ -50,9 +50,6 @@ def main() -> None:
     native = load_native_module()
     loop = asyncio.new_event_loop()  # never run: the handler awaits only the upstream POST
     driver = native.Driver(
-        UpstreamPost,
-        Gather,
-        OnLoop,
         functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
         _MAX_BYTES,
         5.0,  # connect timeout, s

@@ -5,10 +5,12 @@
 //! - `UpstreamPost`: a POST to a node, done by `Upstream` while Python waits;
 //! - `Gather`: several coroutines at once (the calls of a batch), each driven the same way;
 //! - `OnLoop`: an awaitable that needs asyncio (the Redis limiter), handed to the process's
-//!   event loop thread and resumed with its result.
+//!   event loop thread and resumed with its result;
+//! - `Sleep` and `Spawn`: a pause, and a coroutine started on its own (the health checker,
+//!   which runs here beside the requests rather than on the event loop's thread).
 //!
-//! The three types are defined in `chainrouter.router.native_io`; anything else a coroutine
-//! awaits is a bug in the pipeline, and is thrown back into it as a RuntimeError.
+//! The types are defined in `chainrouter.router.native_io`; anything else a coroutine awaits is
+//! a bug in the pipeline, and is thrown back into it as a RuntimeError.
 
 use std::future::Future;
 use std::os::raw::c_int;
@@ -20,7 +22,7 @@ use futures_util::future::join_all;
 use hyper::body::Bytes;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyCFunction, PyDict, PyList, PyTuple, PyType};
+use pyo3::types::{IntoPyDict, PyBytes, PyCFunction, PyDict, PyList, PyTuple, PyType};
 use pyo3::{ffi, intern, AsPyPointer};
 
 use crate::upstream::{Failure, Upstream, UpstreamSettings};
@@ -36,11 +38,16 @@ extern "C" {
 const PYGEN_RETURN: c_int = 0;
 const PYGEN_NEXT: c_int = 1;
 
+const AWAITABLES: &str = "chainrouter.router.native_io";
+const LOGGER: &str = "chainrouter.router.native_io";
+
 /// What every coroutine the driver runs needs.
 pub struct Shared {
     pub post_type: Py<PyType>,
     pub gather_type: Py<PyType>,
     pub on_loop_type: Py<PyType>,
+    pub sleep_type: Py<PyType>,
+    pub spawn_type: Py<PyType>,
     /// `(awaitable) -> concurrent.futures.Future`, run on the asyncio loop's thread.
     pub run_on_loop: PyObject,
     pub upstream: Upstream,
@@ -59,11 +66,8 @@ pub struct Driver {
 #[pymethods]
 impl Driver {
     #[new]
-    #[allow(clippy::too_many_arguments)]
     fn new(
-        post_type: Py<PyType>,
-        gather_type: Py<PyType>,
-        on_loop_type: Py<PyType>,
+        py: Python<'_>,
         run_on_loop: PyObject,
         max_response_bytes: usize,
         connect_timeout_s: f64,
@@ -87,11 +91,17 @@ impl Driver {
             })
             .map_err(PyValueError::new_err)?
         };
+        let awaitables = py.import(AWAITABLES)?;
+        let type_of = |name: &str| -> PyResult<Py<PyType>> {
+            Ok(awaitables.getattr(name)?.downcast::<PyType>()?.into())
+        };
         Ok(Driver {
             shared: Arc::new(Shared {
-                post_type,
-                gather_type,
-                on_loop_type,
+                post_type: type_of("UpstreamPost")?,
+                gather_type: type_of("Gather")?,
+                on_loop_type: type_of("OnLoop")?,
+                sleep_type: type_of("Sleep")?,
+                spawn_type: type_of("Spawn")?,
                 run_on_loop,
                 upstream,
             }),
@@ -108,6 +118,12 @@ impl Driver {
             self.runtime.block_on(drive(shared, coroutine))
         })
     }
+
+    /// Start `coroutine` on its own, from any thread; it runs whenever this driver's runtime is
+    /// being driven (by `run`, or by a server's `serve`). Its failure is logged.
+    fn spawn(&self, coroutine: PyObject) {
+        drop(self.runtime.spawn(in_background(self.shared.clone(), coroutine)));
+    }
 }
 
 pub fn seconds(value: f64) -> PyResult<Duration> {
@@ -118,6 +134,7 @@ pub fn seconds(value: f64) -> PyResult<Duration> {
 /// What a coroutine is resumed with.
 enum Resume {
     Start,
+    Nothing,
     Value(PyObject),
     Error(PyErr),
     Answer(Result<Bytes, Failure>),
@@ -135,6 +152,8 @@ pub enum Step {
     /// The coroutines of a batch, each already started (under the GIL that found them).
     Gather(Vec<(PyObject, PyResult<Step>)>),
     OnLoop(PyObject),
+    Sleep(Duration),
+    Spawn(PyObject),
 }
 
 /// After one turn under the GIL: more to wait for, or the caller's result.
@@ -207,6 +226,14 @@ where
                 Ok(value) => Resume::Value(value),
                 Err(error) => Resume::Error(error),
             },
+            Step::Sleep(pause) => {
+                tokio::time::sleep(pause).await;
+                Resume::Nothing
+            }
+            Step::Spawn(child) => {
+                drop(tokio::spawn(in_background(shared.clone(), child)));
+                Resume::Nothing
+            }
         };
         let next =
             Python::with_gil(|py| match advance(py, &shared, coroutine.as_ref(py), resume) {
@@ -226,7 +253,7 @@ where
 /// Resume the coroutine once, and read what it asks for next.
 fn advance(py: Python<'_>, shared: &Shared, coroutine: &PyAny, resume: Resume) -> PyResult<Step> {
     let sent: PyObject = match resume {
-        Resume::Start => py.None(),
+        Resume::Start | Resume::Nothing => py.None(),
         Resume::Error(error) => return throw(py, shared, coroutine, error),
         Resume::Value(value) => value,
         Resume::Answer(Ok(body)) => PyBytes::new(py, &body).into(),
@@ -274,6 +301,13 @@ fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny)
     if kind.is(shared.on_loop_type.as_ref(py)) {
         return Ok(Step::OnLoop(yielded.getattr(intern!(py, "awaitable"))?.into()));
     }
+    if kind.is(shared.sleep_type.as_ref(py)) {
+        let seconds: f64 = yielded.getattr(intern!(py, "seconds"))?.extract()?;
+        return Ok(Step::Sleep(Duration::from_secs_f64(seconds.clamp(0.0, 1e9))));
+    }
+    if kind.is(shared.spawn_type.as_ref(py)) {
+        return Ok(Step::Spawn(yielded.getattr(intern!(py, "coroutine"))?.into()));
+    }
     let message =
         format!("the native server cannot await {}; wrap it in native_io.on_loop()", kind.name()?);
     throw(py, shared, coroutine, PyRuntimeError::new_err(message))
@@ -299,4 +333,21 @@ async fn on_loop(shared: &Shared, awaitable: PyObject) -> PyResult<PyObject> {
     // The sender is dropped unsent only if the callback is; the future's outcome then says why.
     let _ = finished.await;
     Python::with_gil(|py| future.call_method0(py, "result"))
+}
+
+/// Drive a coroutine nobody waits for; a failure goes to the log, as nothing else would see it.
+async fn in_background(shared: Arc<Shared>, coroutine: PyObject) {
+    if let Err(error) = drive(shared, coroutine).await {
+        Python::with_gil(|py| {
+            let logged = (|| -> PyResult<()> {
+                let logger = py.import("logging")?.call_method1("getLogger", (LOGGER,))?;
+                let kwargs = [("exc_info", error.value(py))].into_py_dict(py);
+                logger.call_method("error", ("a background coroutine failed",), Some(kwargs))?;
+                Ok(())
+            })();
+            if logged.is_err() {
+                error.print(py);
+            }
+        });
+    }
 }

@@ -5,9 +5,11 @@ load it puts on nodes is bounded."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -17,6 +19,8 @@ from chainrouter.domain.routing import NodeInfo
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor, parse_quantity
 from chainrouter.router.http1 import Http1Upstream
+from chainrouter.router.native_io import NATIVE, NativeUpstream
+from chainrouter.router.native_server import load_native_module
 from chainrouter.router.upstream import UpstreamClient, UpstreamReply
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import CHAIN_A, CHAIN_B, AnvilNodes
@@ -186,22 +190,85 @@ async def test_the_chain_id_is_asked_first_then_after_a_failure_a_new_url_or_20_
     ]
 
 
-async def test_checks_are_paced_and_bounded(
-    client: Http1Upstream, upstream: FaultyUpstream
-) -> None:
-    monitor = _monitor(client, interval_s=0.01, max_per_s=40, concurrency=3)
-    nodes = [_node(upstream.url(f"/sleep/100/pace-{i}")) for i in range(200)]
-    paths = [f"/sleep/100/pace-{i}" for i in range(200)]
-    task = asyncio.create_task(monitor.run(lambda: nodes))
+async def _run_for(
+    monitor: HealthMonitor, nodes: list[NodeInfo], seconds: float, native: bool
+) -> float:
+    """Run `monitor` over `nodes` for about `seconds`, on asyncio or on the native driver (as
+    the native server runs it); how long it ran."""
     started = time.monotonic()
-    await asyncio.sleep(1.0)
+    if native:
+        driver = _native_driver()
+        running = asyncio.create_task(
+            asyncio.to_thread(driver.run, monitor.run(lambda: nodes, NATIVE))
+        )
+        await asyncio.sleep(seconds)
+        monitor.stop()
+        await asyncio.wait_for(running, 5)  # it ends before the next start
+        return time.monotonic() - started
+    task = asyncio.create_task(monitor.run(lambda: nodes))
+    await asyncio.sleep(seconds)
     task.cancel()
     elapsed = time.monotonic() - started
     with pytest.raises(asyncio.CancelledError):
         await task
+    return elapsed
+
+
+def _native_driver() -> Any:
+    loop = asyncio.get_running_loop()
+    return load_native_module().Driver(
+        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
+        1 << 16,
+        2.0,
+        30.0,
+        None,
+        "chainrouter",
+    )
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["asyncio", "native"])
+async def test_checks_are_paced_and_bounded(
+    client: Http1Upstream, upstream: FaultyUpstream, native: bool
+) -> None:
+    checking = NativeUpstream() if native else client
+    monitor = _monitor(checking, interval_s=0.01, max_per_s=40, concurrency=3)
+    nodes = [_node(upstream.url(f"/sleep/100/pace-{i}")) for i in range(200)]
+    paths = [f"/sleep/100/pace-{i}" for i in range(200)]
+    elapsed = await _run_for(monitor, nodes, 1.0, native)
     checked = sum(1 for p in paths if upstream.requests[p])  # each node once a round at most
     # At most 40 starts a second, and with 3 in flight of 100 ms each, at most ~30 a second.
     assert 5 <= checked <= min(40, 30) * elapsed + 3
+
+
+@pytest.mark.parametrize("native", [False, True], ids=["asyncio", "native"])
+async def test_a_round_over_few_nodes_lasts_the_interval(
+    client: Http1Upstream, upstream: FaultyUpstream, native: bool
+) -> None:
+    checking = NativeUpstream() if native else client
+    monitor = _monitor(checking, interval_s=1.0, max_per_s=1000, concurrency=8)
+    paths = [f"/block/{CHAIN_A}/round-{i}" for i in range(2)]
+    await _run_for(monitor, [_node(upstream.url(path)) for path in paths], 2.25, native)
+    # Rounds start at 0, 1 and 2 s; the first node is checked at their starts, the second half
+    # way through (0.5 and 1.5 s, not 2.5). Each is asked its chain ID too at its first check.
+    assert [upstream.requests[path] for path in paths] == [3 + 1, 2 + 1]
+
+
+async def test_the_native_checker_updates_what_the_request_path_reads(
+    anvil: AnvilNodes, upstream: FaultyUpstream
+) -> None:
+    monitor = _monitor(NativeUpstream(), interval_s=0.05)
+    good, bad = _node(anvil.urls["a1"]), _node(upstream.url("/status/503"))
+    await _run_for(monitor, [good, bad], 0.5, native=True)
+    state = monitor.state(good.node_id)
+    assert state is not None
+    assert state.head is not None
+    assert state.failures == 0
+    assert monitor.latency_ms[good.node_id] > 0
+    assert monitor.chain_head(CHAIN_A) == state.head
+    bad_state = monitor.state(bad.node_id)
+    assert bad_state is not None
+    assert bad_state.failures >= 1
+    assert not monitor.cooldowns.available(bad.node_id)
 
 
 @given(st.binary(max_size=200))

@@ -13,6 +13,7 @@ import functools
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,12 +22,23 @@ import httpx
 import orjson
 import pytest
 
-from chainrouter.router.native_io import Gather, NativeUpstream, OnLoop, UpstreamPost
+from chainrouter.router.native_io import NativeUpstream, Sleep, Spawn
 from chainrouter.router.native_server import load_native_module
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 
 Handler = Callable[..., Coroutine[Any, Any, Any]]
 _CALL = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
+
+
+def _driver(loop: asyncio.AbstractEventLoop) -> Any:
+    return load_native_module().Driver(
+        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
+        1 << 20,
+        2.0,
+        30.0,
+        None,
+        "chainrouter",
+    )
 
 
 @contextmanager
@@ -36,17 +48,7 @@ def served(handler: Handler, *, max_body_bytes: int = 1024) -> Iterator[str]:
     loop = asyncio.new_event_loop()
     loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
     loop_thread.start()
-    driver = native.Driver(
-        UpstreamPost,
-        Gather,
-        OnLoop,
-        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
-        1 << 20,
-        2.0,
-        30.0,
-        None,
-        "chainrouter",
-    )
+    driver = _driver(loop)
     server = native.NativeServer(handler, driver, max_body_bytes, 30.0)
     listener = socket.create_server(("127.0.0.1", 0))
     serving = threading.Thread(target=server.serve, args=(listener.fileno(),), daemon=True)
@@ -216,3 +218,60 @@ def test_awaiting_what_the_driver_cannot_do_fails_loudly() -> None:
     with served(handler) as url:
         response = httpx.post(f"{url}/rpc/1/key", content=_CALL)
     assert b"cannot await" in response.content
+
+
+def test_a_handler_can_sleep_and_spawn_coroutines_whose_failures_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ran = threading.Event()
+
+    async def beside() -> None:
+        await Sleep(0.05)
+        ran.set()
+
+    async def failing() -> None:
+        await Sleep(0)
+        raise ValueError("a background bug")
+
+    async def handler(*_: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+        started = time.monotonic()
+        await Sleep(0.05)
+        slept = time.monotonic() - started
+        await Spawn(beside())
+        await Spawn(failing())
+        return 200, [], f"{slept:.3f} {ran.is_set()}".encode()
+
+    with served(handler) as url:
+        slept, ran_before_answer = httpx.post(f"{url}/rpc/1/key", content=_CALL).text.split()
+        assert ran.wait(5)
+        deadline = time.monotonic() + 5
+        while "a background bug" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert float(slept) >= 0.05
+    assert ran_before_answer == "False"  # the answer did not wait for it
+    [record] = [r for r in caplog.records if r.name == "chainrouter.router.native_io"]
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is not None
+    assert isinstance(record.exc_info[1], ValueError)
+
+
+def test_a_coroutine_spawned_from_another_thread_runs_while_the_driver_is_driven() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        driver = _driver(loop)
+        ran = threading.Event()
+
+        async def job() -> None:
+            await Sleep(0.01)
+            ran.set()
+
+        async def pause() -> None:
+            await Sleep(0.2)
+
+        driver.spawn(job())
+        time.sleep(0.05)
+        assert not ran.is_set()  # nothing drives the runtime yet
+        driver.run(pause())
+        assert ran.is_set()
+    finally:
+        loop.close()

@@ -81,6 +81,7 @@ def _start(tmp: Path, anvil: AnvilNodes, server: str, host: str = "127.0.0.1") -
         "CHAINROUTER_DATABASE_URL": database_url,
         "CHAINROUTER_RPC_PORT": str(port),
         "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "300",  # only the shutdown flush writes
+        "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "1",
         "CHAINROUTER_MAX_BODY_BYTES": "2048",
         "CHAINROUTER_LOG_LEVEL": "warning",
         "CHAINROUTER_RPC_SERVER": server,
@@ -183,6 +184,24 @@ def test_each_response_has_its_own_batch_id_under_the_workers_prefix(served: Ser
     assert re.fullmatch(r"[0-9a-f]{12}", prefixes.pop())
     counters = [int(i.rsplit("-", 1)[1], 16) for i in ids]
     assert counters == sorted(counters)
+
+
+def test_the_health_checker_runs_and_reports_every_node_to_storage(served: Served) -> None:
+    # On the native server the checks run on the server's own thread, through its Rust client.
+    engine = create_database_engine(served.database_url)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            with engine.connect() as connection:
+                rows = connection.execute(select(t.node_health)).all()
+            if len(rows) == 3 and all(row.head_block is not None for row in rows):
+                break
+            assert time.monotonic() < deadline, f"node health not reported: {rows}"
+            time.sleep(0.2)
+    finally:
+        engine.dispose()
+    assert all(row.in_sync and row.consecutive_failures == 0 for row in rows)
+    assert all(row.latency_ms is not None and row.latency_ms > 0 for row in rows)
 
 
 def test_health_tells_which_hot_path_runs_and_how_much_usage_is_unwritten(served: Served) -> None:

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrouter.router.http1 import Http1Upstream, parse_target
-from chainrouter.router.native_io import Gather, NativeUpstream, OnLoop, UpstreamPost
+from chainrouter.router.native_io import NativeUpstream
 from chainrouter.router.native_server import load_native_module
 from chainrouter.router.process import raise_open_file_limit
 from chainrouter.router.upstream import FailureKind, UpstreamClient, UpstreamError, UpstreamReply
@@ -51,9 +51,6 @@ class DrivenNativeClient:
     def __init__(self, *, max_response_bytes: int, ca_file: str | None = None) -> None:
         loop = asyncio.get_running_loop()
         self._driver = load_native_module().Driver(
-            UpstreamPost,
-            Gather,
-            OnLoop,
             functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
             max_response_bytes,
             2.0,

@@ -19,19 +19,18 @@ cooldown that would lapse) until a check finds the right chain again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import statistics
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence, Set
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import orjson
 
 from chainrouter.domain.routing import HealthReport, NodeHealth, NodeInfo
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.native_io import ASYNCIO, Background, Concurrency
 from chainrouter.router.upstream import UpstreamClient, UpstreamError
 
 log = logging.getLogger(__name__)
@@ -101,6 +100,8 @@ class HealthMonitor:
         self._chain_of: dict[int, int] = {}
         self._members: dict[int, set[int]] = {}  # chain id -> node ids
         self._unreported: set[int] = set()  # checked since the last `take_reports`
+        self._in_flight = 0  # checks started by `run` and not ended
+        self._stopping = False
 
     # -- read by the request path ------------------------------------------------------------
 
@@ -196,7 +197,9 @@ class HealthMonitor:
         """The nodes checked since the last call, as they stand now."""
         wall_offset = time.time() - time.monotonic()
         reports = []
-        for node_id in sorted(self._unreported):
+        # Swapped, not read then cleared: on the native server checks run on another thread.
+        taken, self._unreported = self._unreported, set()
+        for node_id in sorted(taken):
             state = self._states.get(node_id)
             if state is None or state.checked_at is None:
                 continue
@@ -210,7 +213,6 @@ class HealthMonitor:
                     checked_at=datetime.fromtimestamp(state.checked_at + wall_offset, UTC),
                 )
             )
-        self._unreported.clear()
         return reports
 
     def _update_chain_head(self, chain_id: int) -> None:
@@ -249,47 +251,58 @@ class HealthMonitor:
         if chain_id is not None:
             self._members.get(chain_id, set()).discard(node_id)
 
-    async def run(self, current_nodes: Callable[[], Sequence[NodeInfo]]) -> None:
-        """Check every node, round after round, until cancelled."""
-        in_flight = asyncio.Semaphore(self._concurrency)
-        tasks: set[asyncio.Task[None]] = set()
-
-        async def guarded(node: NodeInfo) -> None:
-            try:
-                await self.check(node)
-            except Exception:  # a bug in one check must not stop the checker
-                log.exception("health check of node %d crashed", node.node_id)
-            finally:
-                in_flight.release()
-
-        try:
-            await self._rounds(current_nodes, in_flight, tasks, guarded)
-        finally:
-            for task in tasks:
-                task.cancel()
-
-    async def _rounds(
+    async def run(
         self,
         current_nodes: Callable[[], Sequence[NodeInfo]],
-        in_flight: asyncio.Semaphore,
-        tasks: set[asyncio.Task[None]],
-        guarded: Callable[[NodeInfo], Coroutine[Any, Any, None]],
+        concurrency: Concurrency = ASYNCIO,
     ) -> None:
-        while True:
-            nodes = current_nodes()
-            self.forget_except({node.node_id for node in nodes})
-            round_started = time.monotonic()
-            round_s = max(self._interval_s, len(nodes) / self._max_per_s)
-            gap_s = round_s / max(len(nodes), 1)
-            for index, node in enumerate(nodes):
-                await in_flight.acquire()
-                task = asyncio.create_task(guarded(node))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-                # Pace the starts against the round's schedule, not the previous start, so a
-                # slow node does not push the whole round back.
-                wait_s = round_started + (index + 1) * gap_s - time.monotonic()
-                if wait_s > 0:
-                    await asyncio.sleep(wait_s)
-            if not nodes:
-                await asyncio.sleep(self._interval_s)
+        """Check every node, round after round, until cancelled or `stop`ped.
+
+        On `NATIVE` this runs on the native server's thread (`Driver.spawn`), beside the
+        requests, with its client; on `ASYNCIO`, on the event loop.
+        """
+        checks = concurrency.background()
+        try:
+            while not self._stopping:
+                nodes = current_nodes()
+                self.forget_except({node.node_id for node in nodes})
+                if not nodes:
+                    await concurrency.sleep(self._interval_s)
+                    continue
+                await self._round(nodes, concurrency, checks)
+        finally:
+            checks.cancel()
+
+    def stop(self) -> None:
+        """End `run` before its next check starts (from any thread); checks in flight finish."""
+        self._stopping = True
+
+    async def _round(
+        self, nodes: Sequence[NodeInfo], concurrency: Concurrency, checks: Background
+    ) -> None:
+        started = time.monotonic()
+        gap_s = max(self._interval_s, len(nodes) / self._max_per_s) / len(nodes)
+        for index, node in enumerate(nodes):
+            # Pace the starts against the round's schedule, not the previous start, so a slow
+            # node does not push the whole round back; past the bound on checks in flight, wait
+            # for one to end (polled at the pace of the starts: the bound is rarely reached).
+            while True:
+                if self._stopping:
+                    return
+                wait_s = started + index * gap_s - time.monotonic()
+                if wait_s <= 0 and self._in_flight < self._concurrency:
+                    break
+                await concurrency.sleep(wait_s if wait_s > 0 else gap_s)
+            self._in_flight += 1
+            await checks.start(self._guarded_check(node))
+        rest_s = started + len(nodes) * gap_s - time.monotonic()
+        if rest_s > 0:
+            await concurrency.sleep(rest_s)
+
+    async def _guarded_check(self, node: NodeInfo) -> None:
+        try:
+            await self.check(node)
+        except Exception:  # a bug in one check must not stop the checker
+            log.exception("health check of node %d crashed", node.node_id)
+        finally:
+            self._in_flight -= 1

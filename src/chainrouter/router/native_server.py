@@ -1,8 +1,9 @@
 """The router on the native server (`chainrouter._native`): workers, their threads, their stop.
 
 A worker has two threads. The server's thread runs the Rust HTTP server and client and steps
-the pipeline's coroutines (`native_io`); the main thread runs an asyncio event loop for the
-background work (storage sync, health checks) and for the awaits that need it (Redis). Signals
+the pipeline's coroutines (`native_io`), and the health checker's beside them; the main thread
+runs an asyncio event loop for the storage sync (its database calls in worker threads) and for
+the awaits that need it (Redis). Signals
 reach the main thread: SIGTERM or SIGINT stops the server, lets the requests in flight finish,
 then writes the metered usage, as under granian.
 
@@ -25,7 +26,7 @@ import time
 from typing import Any
 
 from chainrouter.router.http_face import RouterFace
-from chainrouter.router.native_io import Gather, OnLoop, UpstreamPost
+from chainrouter.router.native_io import NATIVE
 from chainrouter.router.process import assemble_worker, settle_heap
 from chainrouter.settings import Settings, load_settings
 
@@ -53,9 +54,6 @@ def new_driver(native: Any, settings: Settings, loop: asyncio.AbstractEventLoop)
     """The Rust driver of the pipeline's coroutines, with its client to nodes; `loop` runs
     what they await that needs asyncio."""
     return native.Driver(
-        UpstreamPost,
-        Gather,
-        OnLoop,
         functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
         settings.max_response_bytes,
         settings.upstream_connect_timeout_s,
@@ -98,7 +96,10 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
                 loop.call_soon_threadsafe(stopping.set)
 
     async def start() -> None:
-        runtime.start_background()
+        runtime.start_background(health_checks=False)
+        # Checks on the server's thread, beside the requests (they begin as it starts serving):
+        # on the event loop's thread they took the interpreter's lock from them.
+        driver.spawn(runtime.health.run(runtime.current_nodes, NATIVE))
         for signum in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(signum, stopping.set)
 

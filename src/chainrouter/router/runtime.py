@@ -38,16 +38,17 @@ class RouterRuntime:
     _stopped: bool = False
 
     def start_background(self, *, health_checks: bool = True) -> None:
-        """Start the storage sync (and the health checker); call from the serving loop."""
+        """Start the storage sync (and the health checker) on the running event loop. The native
+        server runs the checker on its own thread instead (`native_server.run_worker`)."""
         self._tasks.append(asyncio.create_task(self.sync.run(), name="storage-sync"))
         if health_checks:
             self._tasks.append(
-                asyncio.create_task(self.health.run(self._current_nodes), name="health-checks")
+                asyncio.create_task(self.health.run(self.current_nodes), name="health-checks")
             )
         for task in self._tasks:
             task.add_done_callback(_report_end)
 
-    def _current_nodes(self) -> list[NodeInfo]:
+    def current_nodes(self) -> list[NodeInfo]:
         routes = self.service.snapshot.routes
         return [node for nodes in routes.nodes_by_chain.values() for node in nodes]
 
@@ -56,6 +57,7 @@ class RouterRuntime:
         if self._stopped:
             return
         self._stopped = True
+        self.health.stop()  # wherever it runs
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -79,12 +81,13 @@ def build_runtime(
     """Everything a router process needs; the snapshot is loaded before this returns.
 
     `client` replaces the HTTP client to the nodes (the pipeline benchmark uses one that answers
-    at once, to time the pipeline without any I/O). `native`: the pipeline is run by the native
-    server, so calls go out through its Rust client; the health checker, on the event loop,
-    keeps the Python one.
+    at once, to time the pipeline without any I/O). `native`: the pipeline and the health checker
+    are run by the native server, so calls go out through its Rust client.
     """
     snapshot = load_snapshot(engine)
-    if client is None:
+    if client is None and native:
+        client = NativeUpstream()
+    elif client is None:
         client = Http1Upstream(
             max_response_bytes=settings.max_response_bytes,
             connect_timeout_s=settings.upstream_connect_timeout_s,
@@ -106,7 +109,7 @@ def build_runtime(
     credits.replace_stored(dict(snapshot.balances_nano))
     service = RpcService(
         snapshot,
-        client=NativeUpstream() if native else client,
+        client=client,
         limiter=limiter,
         cooldowns=cooldowns,
         health=health,
