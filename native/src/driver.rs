@@ -303,7 +303,9 @@ fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny)
     }
     if kind.is(shared.sleep_type.as_ref(py)) {
         let seconds: f64 = yielded.getattr(intern!(py, "seconds"))?.extract()?;
-        return Ok(Step::Sleep(Duration::from_secs_f64(seconds.clamp(0.0, 1e9))));
+        // No value from Python may make the conversion panic: NaN, negative or endless.
+        let seconds = if seconds.is_nan() { 0.0 } else { seconds.clamp(0.0, 1e9) };
+        return Ok(Step::Sleep(Duration::from_secs_f64(seconds)));
     }
     if kind.is(shared.spawn_type.as_ref(py)) {
         return Ok(Step::Spawn(yielded.getattr(intern!(py, "coroutine"))?.into()));
@@ -338,16 +340,19 @@ async fn on_loop(shared: &Shared, awaitable: PyObject) -> PyResult<PyObject> {
 /// Drive a coroutine nobody waits for; a failure goes to the log, as nothing else would see it.
 async fn in_background(shared: Arc<Shared>, coroutine: PyObject) {
     if let Err(error) = drive(shared, coroutine).await {
-        Python::with_gil(|py| {
-            let logged = (|| -> PyResult<()> {
-                let logger = py.import("logging")?.call_method1("getLogger", (LOGGER,))?;
-                let kwargs = [("exc_info", error.value(py))].into_py_dict(py);
-                logger.call_method("error", ("a background coroutine failed",), Some(kwargs))?;
-                Ok(())
-            })();
-            if logged.is_err() {
-                error.print(py);
-            }
-        });
+        Python::with_gil(|py| log_error(py, LOGGER, "a background coroutine failed", error));
+    }
+}
+
+/// `error` with its traceback in the process's log, under `logger`; on stderr if logging fails.
+pub fn log_error(py: Python<'_>, logger: &str, message: &str, error: PyErr) {
+    let logged = (|| -> PyResult<()> {
+        let logger = py.import("logging")?.call_method1("getLogger", (logger,))?;
+        let kwargs = [("exc_info", error.value(py))].into_py_dict(py);
+        logger.call_method("error", (message,), Some(kwargs))?;
+        Ok(())
+    })();
+    if logged.is_err() {
+        error.print(py); // logging itself is broken: stderr is all that is left
     }
 }

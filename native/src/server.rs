@@ -20,10 +20,10 @@ use hyper::{Body, Method, Request, Response, Server, StatusCode};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes, PyList, PyString};
+use pyo3::types::{PyBytes, PyList, PyString};
 use tokio::sync::Notify;
 
-use crate::driver::{drive_from, seconds, start, Driver, Shared, Step};
+use crate::driver::{drive_from, log_error, seconds, start, Driver, Shared, Step};
 
 const HEARTBEAT: Duration = Duration::from_secs(1);
 const LOGGER: &str = "chainrouter.router.native_server";
@@ -197,15 +197,7 @@ fn response_or_error(py: Python<'_>, outcome: PyResult<PyObject>) -> Response<Bo
 /// A failed or malformed answer is a bug in the handler: it goes to the process's log, with
 /// its traceback, as the pipeline's own failures do (`http_face`), not straight to stderr.
 fn log_failure(py: Python<'_>, error: PyErr) {
-    let logged = (|| -> PyResult<()> {
-        let logger = py.import("logging")?.call_method1("getLogger", (LOGGER,))?;
-        let kwargs = [("exc_info", error.value(py))].into_py_dict(py);
-        logger.call_method("error", ("the request handler failed; answered 500",), Some(kwargs))?;
-        Ok(())
-    })();
-    if logged.is_err() {
-        error.print(py); // logging itself is broken: stderr is all that is left
-    }
+    log_error(py, LOGGER, "the request handler failed; answered 500", error);
 }
 
 fn declared_length(headers: &hyper::HeaderMap) -> Option<u64> {

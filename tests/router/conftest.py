@@ -11,6 +11,7 @@ runs it), so that every rule is checked on both.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -106,6 +107,23 @@ def world_config(
 
 
 # -- a running world ------------------------------------------------------------------------
+
+
+def driver_on(
+    loop: asyncio.AbstractEventLoop,
+    *,
+    max_response_bytes: int = 1 << 20,
+    ca_file: str | None = None,
+) -> Any:
+    """A native driver (`chainrouter._native.Driver`) whose on-loop awaits go to `loop`."""
+    return load_native_module().Driver(
+        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
+        max_response_bytes,
+        2.0,  # connect time-out, s
+        30.0,  # kept connections close after this long idle, s
+        ca_file,
+        "chainrouter",
+    )
 
 
 def rpc(method: str, params: Any = None, request_id: Any = 1) -> dict[str, Any]:

@@ -5,11 +5,9 @@ load it puts on nodes is bounded."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from hypothesis import given
@@ -20,10 +18,9 @@ from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor, parse_quantity
 from chainrouter.router.http1 import Http1Upstream
 from chainrouter.router.native_io import NATIVE, NativeUpstream
-from chainrouter.router.native_server import load_native_module
 from chainrouter.router.upstream import UpstreamClient, UpstreamReply
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.router.conftest import CHAIN_A, CHAIN_B, AnvilNodes
+from tests.router.conftest import CHAIN_A, CHAIN_B, AnvilNodes, driver_on
 
 pytestmark = pytest.mark.anyio
 _ids = iter(range(10_000, 10**6))
@@ -197,7 +194,7 @@ async def _run_for(
     the native server runs it); how long it ran."""
     started = time.monotonic()
     if native:
-        driver = _native_driver()
+        driver = driver_on(asyncio.get_running_loop(), max_response_bytes=1 << 16)
         running = asyncio.create_task(
             asyncio.to_thread(driver.run, monitor.run(lambda: nodes, NATIVE))
         )
@@ -212,18 +209,6 @@ async def _run_for(
     with pytest.raises(asyncio.CancelledError):
         await task
     return elapsed
-
-
-def _native_driver() -> Any:
-    loop = asyncio.get_running_loop()
-    return load_native_module().Driver(
-        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
-        1 << 16,
-        2.0,
-        30.0,
-        None,
-        "chainrouter",
-    )
 
 
 @pytest.mark.parametrize("native", [False, True], ids=["asyncio", "native"])

@@ -9,7 +9,6 @@ answers something malformed, or the body is over the limit.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import socket
 import threading
@@ -25,20 +24,10 @@ import pytest
 from chainrouter.router.native_io import NativeUpstream, Sleep, Spawn
 from chainrouter.router.native_server import load_native_module
 from chainrouter.testing.faulty_upstream import FaultyUpstream
+from tests.router.conftest import driver_on
 
 Handler = Callable[..., Coroutine[Any, Any, Any]]
 _CALL = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
-
-
-def _driver(loop: asyncio.AbstractEventLoop) -> Any:
-    return load_native_module().Driver(
-        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
-        1 << 20,
-        2.0,
-        30.0,
-        None,
-        "chainrouter",
-    )
 
 
 @contextmanager
@@ -48,7 +37,7 @@ def served(handler: Handler, *, max_body_bytes: int = 1024) -> Iterator[str]:
     loop = asyncio.new_event_loop()
     loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
     loop_thread.start()
-    driver = _driver(loop)
+    driver = driver_on(loop)
     server = native.NativeServer(handler, driver, max_body_bytes, 30.0)
     listener = socket.create_server(("127.0.0.1", 0))
     serving = threading.Thread(target=server.serve, args=(listener.fileno(),), daemon=True)
@@ -258,7 +247,7 @@ def test_a_handler_can_sleep_and_spawn_coroutines_whose_failures_are_logged(
 def test_a_coroutine_spawned_from_another_thread_runs_while_the_driver_is_driven() -> None:
     loop = asyncio.new_event_loop()
     try:
-        driver = _driver(loop)
+        driver = driver_on(loop)
         ran = threading.Event()
 
         async def job() -> None:

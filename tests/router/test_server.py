@@ -54,7 +54,10 @@ class Served:
         return f"{self.base}/rpc/{chain}/{self.key}"
 
 
-def _start(tmp: Path, anvil: AnvilNodes, server: str, host: str = "127.0.0.1") -> Served:
+def _start(
+    tmp: Path, anvil: AnvilNodes, server: str, host: str = "127.0.0.1", **settings: str
+) -> Served:
+    """A served router over `anvil`; `settings` add to or replace its environment."""
     database_url = f"sqlite:///{tmp / 'served.db'}"
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
@@ -81,11 +84,11 @@ def _start(tmp: Path, anvil: AnvilNodes, server: str, host: str = "127.0.0.1") -
         "CHAINROUTER_DATABASE_URL": database_url,
         "CHAINROUTER_RPC_PORT": str(port),
         "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "300",  # only the shutdown flush writes
-        "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "1",
         "CHAINROUTER_MAX_BODY_BYTES": "2048",
         "CHAINROUTER_LOG_LEVEL": "warning",
         "CHAINROUTER_RPC_SERVER": server,
         "CHAINROUTER_RPC_HOST": host,
+        **settings,
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"],
@@ -186,8 +189,19 @@ def test_each_response_has_its_own_batch_id_under_the_workers_prefix(served: Ser
     assert counters == sorted(counters)
 
 
-def test_the_health_checker_runs_and_reports_every_node_to_storage(served: Served) -> None:
+@pytest.mark.parametrize("server", ["granian", "native"])
+def test_the_health_checker_runs_and_reports_every_node_to_storage(
+    server: str, tmp_path: Path, anvil: AnvilNodes
+) -> None:
     # On the native server the checks run on the server's own thread, through its Rust client.
+    # Reports are stored with each usage flush.
+    served = _start(
+        tmp_path,
+        anvil,
+        server,
+        CHAINROUTER_HEALTH_CHECK_INTERVAL_S="1",
+        CHAINROUTER_USAGE_FLUSH_INTERVAL_S="1",
+    )
     engine = create_database_engine(served.database_url)
     try:
         deadline = time.monotonic() + 20
@@ -200,6 +214,8 @@ def test_the_health_checker_runs_and_reports_every_node_to_storage(served: Serve
             time.sleep(0.2)
     finally:
         engine.dispose()
+        served.process.terminate()
+        served.process.wait(20)
     assert all(row.in_sync and row.consecutive_failures == 0 for row in rows)
     assert all(row.latency_ms is not None and row.latency_ms > 0 for row in rows)
 

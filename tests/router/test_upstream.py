@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import functools
 import resource
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -22,10 +21,10 @@ from hypothesis import strategies as st
 
 from chainrouter.router.http1 import Http1Upstream, parse_target
 from chainrouter.router.native_io import NativeUpstream
-from chainrouter.router.native_server import load_native_module
 from chainrouter.router.process import raise_open_file_limit
 from chainrouter.router.upstream import FailureKind, UpstreamClient, UpstreamError, UpstreamReply
 from chainrouter.testing.faulty_upstream import FaultyUpstream
+from tests.router.conftest import driver_on
 from tests.tls_nodes import MINING_CHAIN, MiningNode, Tls
 
 pytestmark = pytest.mark.anyio
@@ -49,14 +48,8 @@ class DrivenNativeClient:
     """The native server's client to nodes, each call driven by its Rust driver on a thread."""
 
     def __init__(self, *, max_response_bytes: int, ca_file: str | None = None) -> None:
-        loop = asyncio.get_running_loop()
-        self._driver = load_native_module().Driver(
-            functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
-            max_response_bytes,
-            2.0,
-            30.0,
-            ca_file,
-            "chainrouter",
+        self._driver = driver_on(
+            asyncio.get_running_loop(), max_response_bytes=max_response_bytes, ca_file=ca_file
         )
         self._client = NativeUpstream()
 
