@@ -3,9 +3,8 @@
 A worker has two threads. The server's thread runs the Rust HTTP server and client and steps
 the pipeline's coroutines (`native_io`), and the health checker's beside them; the main thread
 runs an asyncio event loop for the storage sync (its database calls in worker threads) and for
-the awaits that need it (Redis). Signals
-reach the main thread: SIGTERM or SIGINT stops the server, lets the requests in flight finish,
-then writes the metered usage, as under granian.
+the awaits that need it (Redis). Signals reach the main thread: SIGTERM or SIGINT stops the
+server, lets the requests in flight finish, then writes the metered usage, as under granian.
 
 With several workers, this process binds the socket and starts each worker as a child process
 sharing it (`python -m chainrouter.router.native_server FD`).
