@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from chainrouter.domain.credentials import SecretKind, generate_secret
+from chainrouter.domain.routing import NodeInfo
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.router.native_server import load_native_module, new_driver
@@ -144,6 +145,15 @@ class World:
     @property
     def service(self) -> RpcService:
         return self.runtime.service
+
+    async def check_health(self, node: NodeInfo) -> None:
+        """One health check of `node`, run where this router runs its checks (on the native
+        server, through its driver and client)."""
+        check = self.runtime.health.check(node)
+        if self.driver is None:
+            await check
+        else:
+            await asyncio.to_thread(self.driver.run, check)
 
     async def _run(self, pipeline: Coroutine[Any, Any, Reply]) -> Reply:
         if self.driver is None:

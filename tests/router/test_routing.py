@@ -81,7 +81,7 @@ async def test_performance_goes_to_the_fastest_route(
         )
     )
     for node in world.service.snapshot.routes.nodes_by_chain[CHAIN_A]:
-        await world.runtime.health.check(node)
+        await world.check_health(node)
     assert await _served_by(world, upstream, [slow, fast]) == fast
 
 
@@ -99,7 +99,7 @@ async def test_performance_skips_a_node_that_is_out_of_sync(
         )
     )
     for node in world.service.snapshot.routes.nodes_by_chain[CHAIN_A]:
-        await world.runtime.health.check(node)
+        await world.check_health(node)
     assert await _served_by(world, upstream, [behind, ahead]) == ahead
     # Being in sync is part of eligibility for every strategy, not only performance.
     assert await _served_by(world, upstream, [behind, ahead], key="eco") == ahead
@@ -303,7 +303,7 @@ async def test_a_node_serving_another_chain_gets_no_calls_once_checked(
         )
     )
     for node in world.service.snapshot.routes.nodes_by_chain[CHAIN_B]:
-        await world.runtime.health.check(node)
+        await world.check_health(node)
     for _ in range(3):
         reply = await world.call(rpc("eth_chainId"), chain=CHAIN_B)
         assert json.loads(reply.body)["result"] == hex(CHAIN_B)
