@@ -37,6 +37,16 @@ async def client() -> AsyncIterator[Http1Upstream]:
     await upstream_client.close()
 
 
+@pytest.fixture(params=["asyncio", "native"])
+def server_client(
+    request: pytest.FixtureRequest, client: Http1Upstream
+) -> tuple[UpstreamClient, bool]:
+    """The checker's client on each server, and whether it is the native one (whose checks the
+    native driver must run)."""
+    native = request.param == "native"
+    return (NativeUpstream() if native else client), native
+
+
 class MethodLog:
     """The real client, remembering the method of every call it sends."""
 
@@ -211,11 +221,10 @@ async def _run_for(
     return elapsed
 
 
-@pytest.mark.parametrize("native", [False, True], ids=["asyncio", "native"])
 async def test_checks_are_paced_and_bounded(
-    client: Http1Upstream, upstream: FaultyUpstream, native: bool
+    server_client: tuple[UpstreamClient, bool], upstream: FaultyUpstream
 ) -> None:
-    checking = NativeUpstream() if native else client
+    checking, native = server_client
     monitor = _monitor(checking, interval_s=0.01, max_per_s=40, concurrency=3)
     nodes = [_node(upstream.url(f"/sleep/100/pace-{i}")) for i in range(200)]
     paths = [f"/sleep/100/pace-{i}" for i in range(200)]
@@ -225,11 +234,10 @@ async def test_checks_are_paced_and_bounded(
     assert 5 <= checked <= min(40, 30) * elapsed + 3
 
 
-@pytest.mark.parametrize("native", [False, True], ids=["asyncio", "native"])
 async def test_a_round_over_few_nodes_lasts_the_interval(
-    client: Http1Upstream, upstream: FaultyUpstream, native: bool
+    server_client: tuple[UpstreamClient, bool], upstream: FaultyUpstream
 ) -> None:
-    checking = NativeUpstream() if native else client
+    checking, native = server_client
     monitor = _monitor(checking, interval_s=1.0, max_per_s=1000, concurrency=8)
     paths = [f"/block/{CHAIN_A}/round-{i}" for i in range(2)]
     await _run_for(monitor, [_node(upstream.url(path)) for path in paths], 2.25, native)
