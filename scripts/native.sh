@@ -9,9 +9,10 @@ if [[ "${CHAINROUTER_NO_NATIVE:-}" == "1" ]]; then
     echo "native server: not built (CHAINROUTER_NO_NATIVE=1)"
     exit 0
 fi
-packages=(librust-pyo3-dev librust-hyper-dev librust-hyper-rustls-dev librust-tokio-dev
-          librust-futures-util-dev librust-libc-dev librust-rustls-dev
-          librust-rustls-native-certs-dev librust-rustls-pemfile-dev)
+packages=(librust-pyo3-dev librust-hyper-dev librust-tokio-dev librust-tokio-rustls-dev
+          librust-futures-util-dev librust-libc-dev librust-rustls-dev librust-httparse-dev
+          librust-bytes-dev librust-base64-dev librust-rustls-native-certs-dev
+          librust-rustls-pemfile-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "ok installed" || missing+=("$package")

@@ -79,18 +79,14 @@ impl Driver {
             .enable_all()
             .build()
             .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-        // The client's connector needs the runtime's context when it is built.
-        let upstream = {
-            let _entered = runtime.enter();
-            Upstream::new(&UpstreamSettings {
-                max_response_bytes,
-                connect_timeout: seconds(connect_timeout_s)?,
-                idle_timeout: seconds(idle_timeout_s)?,
-                ca_file,
-                user_agent,
-            })
-            .map_err(PyValueError::new_err)?
-        };
+        let upstream = Upstream::new(&UpstreamSettings {
+            max_response_bytes,
+            connect_timeout: seconds(connect_timeout_s)?,
+            idle_timeout: seconds(idle_timeout_s)?,
+            ca_file,
+            user_agent,
+        })
+        .map_err(PyValueError::new_err)?;
         let awaitables = py.import(AWAITABLES)?;
         let type_of = |name: &str| -> PyResult<Py<PyType>> {
             Ok(awaitables.getattr(name)?.downcast::<PyType>()?.into())

@@ -2,14 +2,33 @@
 //! request path"). The pipeline stays in Python; this module does the I/O around it.
 
 mod driver;
+mod http1;
 mod server;
+mod target;
 mod upstream;
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// How the client to nodes reads a node URL: `((host, port, tls), request head)`, the head ending
+/// in `Content-Length: `; ValueError for a URL it refuses. The same rules as the Python client's
+/// `parse_target`, and the tests check both.
+#[pyfunction]
+fn parse_node_url(
+    py: Python<'_>,
+    url: &str,
+    user_agent: &str,
+) -> PyResult<((String, u16, bool), PyObject)> {
+    let target = target::parse(url, user_agent).map_err(PyValueError::new_err)?;
+    let origin = target.origin;
+    Ok(((origin.host, origin.port, origin.tls), PyBytes::new(py, &target.head).into()))
+}
 
 #[pymodule]
 fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
     module.add_class::<driver::Driver>()?;
     module.add_class::<server::NativeServer>()?;
+    module.add_function(wrap_pyfunction!(parse_node_url, module)?)?;
     Ok(())
 }

@@ -1,17 +1,31 @@
-//! POSTing one JSON-RPC body to a node: keep-alive pools, a time-out per attempt, a size bound.
+//! POSTing one JSON-RPC body to a node: kept connections per origin, a time-out per attempt, a
+//! size bound.
 //!
 //! Every way a node can fail maps to one of the pipeline's failure kinds
-//! (`chainrouter.router.upstream.FailureKind`); the pipeline decides what each one means.
+//! (`chainrouter.router.upstream.FailureKind`); the pipeline decides what each one means. The
+//! behaviour is the Python client's (`chainrouter.router.http1`), and the same tests check both.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufReader;
-use std::time::Duration;
+use std::os::unix::io::AsRawFd;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
-use hyper::body::{Bytes, HttpBody};
-use hyper::client::HttpConnector;
-use hyper::header::{HeaderValue, CONTENT_TYPE, USER_AGENT};
-use hyper::{Body, Client, Method, Request, StatusCode, Uri};
-use hyper_rustls::HttpsConnector;
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::TlsConnector;
+
+use crate::http1::{self, Failed};
+use crate::target::{self, Origin, Target};
+
+/// Parsed node URLs kept; there are far fewer nodes than this.
+const MAX_TARGETS: usize = 65_536;
+const MAX_IDLE_PER_ORIGIN: usize = 256;
 
 /// Why a node gave no usable answer; the names are `FailureKind` values.
 #[derive(Debug)]
@@ -36,9 +50,12 @@ pub struct UpstreamSettings {
 }
 
 pub struct Upstream {
-    client: Client<HttpsConnector<HttpConnector>, Body>,
     max_response_bytes: usize,
-    user_agent: HeaderValue,
+    connect_timeout: Duration,
+    user_agent: String,
+    tls: TlsConnector,
+    targets: Mutex<HashMap<String, Arc<Target>>>,
+    pool: Arc<Mutex<Pool>>,
 }
 
 fn tls_config(ca_file: Option<&str>) -> Result<rustls::ClientConfig, String> {
@@ -58,47 +75,37 @@ fn tls_config(ca_file: Option<&str>) -> Result<rustls::ClientConfig, String> {
             roots.add(&rustls::Certificate(cert)).map_err(|e| format!("CA file {path}: {e}"))?;
         }
     }
-    Ok(rustls::ClientConfig::builder()
+    let mut config = rustls::ClientConfig::builder()
         .with_safe_defaults()
         .with_root_certificates(roots)
-        .with_no_client_auth())
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
 }
 
 impl Upstream {
     pub fn new(settings: &UpstreamSettings) -> Result<Self, String> {
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_nodelay(true);
-        http.set_connect_timeout(Some(settings.connect_timeout));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls_config(settings.ca_file.as_deref())?)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        let client = Client::builder()
-            .pool_idle_timeout(settings.idle_timeout)
-            // A kept connection the node closed before the request went out is retried on a
-            // fresh one: nothing was sent, so nothing is processed twice.
-            .retry_canceled_requests(true)
-            .build(connector);
-        let user_agent = HeaderValue::from_str(&settings.user_agent)
-            .map_err(|_| "the user agent is not a valid header value".to_string())?;
-        Ok(Upstream { client, max_response_bytes: settings.max_response_bytes, user_agent })
-    }
-
-    fn request(&self, uri: Uri, body: Bytes) -> Request<Body> {
-        let mut request = Request::new(Body::from(body));
-        *request.method_mut() = Method::POST;
-        *request.uri_mut() = uri;
-        let headers = request.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(USER_AGENT, self.user_agent.clone());
-        request
+        if settings.user_agent.bytes().any(|b| !(0x20..=0x7e).contains(&b)) {
+            return Err("the user agent is not a valid header value".to_string());
+        }
+        Ok(Upstream {
+            max_response_bytes: settings.max_response_bytes,
+            connect_timeout: settings.connect_timeout,
+            user_agent: settings.user_agent.clone(),
+            tls: TlsConnector::from(Arc::new(tls_config(settings.ca_file.as_deref())?)),
+            targets: Mutex::new(HashMap::new()),
+            pool: Arc::new(Mutex::new(Pool {
+                idle: HashMap::new(),
+                idle_timeout: settings.idle_timeout,
+                sweeping: false,
+            })),
+        })
     }
 
     /// POST `body` to `url`; a 2xx answer's body, or why there is none, within `timeout`.
     pub async fn post(&self, url: &str, body: Bytes, timeout: Duration) -> Result<Bytes, Failure> {
-        match tokio::time::timeout(timeout, self.exchange(url, body)).await {
+        let target = self.target(url)?;
+        match tokio::time::timeout(timeout, self.exchange(&target, &body)).await {
             Ok(outcome) => outcome,
             Err(_) => Err(Failure::new(
                 "timeout",
@@ -107,84 +114,228 @@ impl Upstream {
         }
     }
 
-    async fn exchange(&self, url: &str, body: Bytes) -> Result<Bytes, Failure> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|_| Failure::new("transport", "the node URL is not a valid URI"))?;
-        let mut retried = false;
-        let response = loop {
-            match self.client.request(self.request(uri.clone(), body.clone())).await {
-                Ok(response) => break response,
+    fn target(&self, url: &str) -> Result<Arc<Target>, Failure> {
+        let mut targets = lock(&self.targets);
+        if let Some(target) = targets.get(url) {
+            return Ok(target.clone());
+        }
+        let target = Arc::new(
+            target::parse(url, &self.user_agent).map_err(|e| Failure::new("transport", e))?,
+        );
+        if targets.len() >= MAX_TARGETS {
+            targets.clear();
+        }
+        targets.insert(url.to_string(), target.clone());
+        Ok(target)
+    }
+
+    async fn exchange(&self, target: &Target, body: &[u8]) -> Result<Bytes, Failure> {
+        let request = target.request(body);
+        let mut kept = self.take_idle(&target.origin);
+        loop {
+            let reused = kept.is_some();
+            let mut connection = match kept.take() {
+                Some(connection) => connection,
+                None => self.connect(&target.origin).await?,
+            };
+            let answer = match http1::exchange(&mut connection, &request, self.max_response_bytes)
+                .await
+            {
+                Ok(answer) => answer,
                 // A kept connection the node closed as the call went out (its idle time-out,
-                // say): no answer began, so the call goes once more, on a fresh connection.
-                Err(e) if e.is_incomplete_message() && !retried => retried = true,
-                Err(e) => return Err(Failure::new("transport", transport_detail(&e))),
+                // say): nothing was answered, so the call goes once more, on a fresh one.
+                Err(Failed::Unanswered) if reused => {
+                    lock(&self.pool).idle.remove(&target.origin); // its siblings are likely closed too
+                    continue;
+                }
+                Err(Failed::Unanswered) => {
+                    return Err(Failure::new("transport", "connection closed without an answer"))
+                }
+                Err(Failed::TooLarge) => {
+                    return Err(Failure::new(
+                        "too_large",
+                        format!("answer larger than {} bytes", self.max_response_bytes),
+                    ))
+                }
+                Err(Failed::Broken(detail)) => return Err(Failure::new("transport", detail)),
+            };
+            if answer.reusable {
+                self.keep(&target.origin, connection);
             }
-        };
-        let status = response.status();
-        if status == StatusCode::TOO_MANY_REQUESTS {
-            return Err(Failure {
-                kind: "rate_limited",
-                detail: "HTTP 429".to_string(),
-                status: Some(429),
-            });
+            return match answer.status {
+                200..=299 => Ok(answer.body),
+                429 => Err(Failure {
+                    kind: "rate_limited",
+                    detail: "HTTP 429".to_string(),
+                    status: Some(429),
+                }),
+                status => Err(Failure {
+                    kind: "http_status",
+                    detail: format!("HTTP {status}"),
+                    status: Some(status),
+                }),
+            };
         }
-        if !status.is_success() {
-            return Err(Failure {
-                kind: "http_status",
-                detail: format!("HTTP {}", status.as_u16()),
-                status: Some(status.as_u16()),
-            });
-        }
-        self.read_bounded(response.into_body()).await
     }
 
-    async fn read_bounded(&self, mut body: Body) -> Result<Bytes, Failure> {
-        let max = self.max_response_bytes;
-        if body.size_hint().lower() as usize > max {
-            return Err(too_large(max));
-        }
-        let first = match body.data().await {
-            None => return Ok(Bytes::new()),
-            Some(chunk) => chunk.map_err(|e| Failure::new("transport", transport_detail(&e)))?,
-        };
-        if first.len() > max {
-            return Err(too_large(max));
-        }
-        // Most answers arrive in one chunk: hand that one on without copying.
-        let second = match body.data().await {
-            None => return Ok(first),
-            Some(chunk) => chunk.map_err(|e| Failure::new("transport", transport_detail(&e)))?,
-        };
-        let mut whole = Vec::with_capacity(first.len() + second.len());
-        whole.extend_from_slice(&first);
-        whole.extend_from_slice(&second);
-        while let Some(chunk) = body.data().await {
-            let chunk = chunk.map_err(|e| Failure::new("transport", transport_detail(&e)))?;
-            if whole.len() + chunk.len() > max {
-                return Err(too_large(max));
+    async fn connect(&self, origin: &Origin) -> Result<Connection, Failure> {
+        let dialling = TcpStream::connect((origin.host.as_str(), origin.port));
+        let tcp = match tokio::time::timeout(self.connect_timeout, dialling).await {
+            Ok(Ok(tcp)) => tcp,
+            Ok(Err(error)) => return Err(Failure::new("transport", error.to_string())),
+            Err(_) => {
+                return Err(Failure::new(
+                    "timeout",
+                    format!("no connection in {:.3} s", self.connect_timeout.as_secs_f64()),
+                ))
             }
-            whole.extend_from_slice(&chunk);
+        };
+        tcp.set_nodelay(true).map_err(|e| Failure::new("transport", e.to_string()))?;
+        if !origin.tls {
+            return Ok(Connection::Plain(tcp));
         }
-        if whole.len() > max {
-            return Err(too_large(max));
+        let name = rustls::ServerName::try_from(origin.host.as_str())
+            .map_err(|_| Failure::new("transport", "the node's host is not a valid TLS name"))?;
+        let handshake = self.tls.connect(name, tcp);
+        match tokio::time::timeout(self.connect_timeout, handshake).await {
+            Ok(Ok(tls)) => Ok(Connection::Tls(Box::new(tls))),
+            Ok(Err(error)) => Err(Failure::new("transport", format!("TLS: {error}"))),
+            Err(_) => Err(Failure::new("timeout", "no TLS handshake in time")),
         }
-        Ok(Bytes::from(whole))
+    }
+
+    /// The most recently used kept connection to `origin` that still looks open.
+    fn take_idle(&self, origin: &Origin) -> Option<Connection> {
+        let mut pool = lock(&self.pool);
+        let expired = Instant::now().checked_sub(pool.idle_timeout);
+        let kept = pool.idle.get_mut(origin)?;
+        while let Some(idle) = kept.pop() {
+            if expired.is_some_and(|before| idle.since <= before) {
+                kept.clear(); // the others were left even earlier
+                return None;
+            }
+            if idle.connection.looks_open() {
+                return Some(idle.connection);
+            }
+        }
+        None
+    }
+
+    fn keep(&self, origin: &Origin, connection: Connection) {
+        let mut pool = lock(&self.pool);
+        let kept = pool.idle.entry(origin.clone()).or_default();
+        if kept.len() >= MAX_IDLE_PER_ORIGIN {
+            return;
+        }
+        kept.push(Idle { connection, since: Instant::now() });
+        if !pool.sweeping {
+            pool.sweeping = true;
+            drop(tokio::spawn(sweep(Arc::downgrade(&self.pool))));
+        }
     }
 }
 
-fn too_large(max: usize) -> Failure {
-    Failure::new("too_large", format!("answer larger than {max} bytes"))
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// hyper's error with its causes: "connection error: Connection reset by peer", say.
-fn transport_detail(error: &hyper::Error) -> String {
-    let mut detail = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        detail.push_str(": ");
-        detail.push_str(&cause.to_string());
-        source = cause.source();
+/// Kept connections by origin, oldest first.
+struct Pool {
+    idle: HashMap<Origin, Vec<Idle>>,
+    idle_timeout: Duration,
+    /// Whether a sweep is scheduled; there is none while nothing is kept.
+    sweeping: bool,
+}
+
+struct Idle {
+    connection: Connection,
+    since: Instant,
+}
+
+/// Close connections idle longer than the time-out, every time-out, while any are kept: without
+/// it, every node ever called would hold a socket until its next call, and with thousands of
+/// nodes checked in slow rounds that is thousands of descriptors.
+async fn sweep(pool: Weak<Mutex<Pool>>) {
+    loop {
+        let Some(every) = pool.upgrade().map(|pool| lock(&pool).idle_timeout) else { return };
+        tokio::time::sleep(every.max(Duration::from_millis(10))).await;
+        let Some(pool) = pool.upgrade() else { return };
+        let mut pool = lock(&pool);
+        let expired = Instant::now().checked_sub(pool.idle_timeout);
+        pool.idle.retain(|_, kept| {
+            kept.retain(|idle| expired.is_none_or(|before| idle.since > before));
+            !kept.is_empty()
+        });
+        if pool.idle.is_empty() {
+            pool.sweeping = false;
+            return;
+        }
     }
-    detail
+}
+
+enum Connection {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Connection {
+    /// False when the node has closed the connection, reset it, or sent something unasked while
+    /// it sat idle (a late answer, or TLS's closing alert): it must not carry a request.
+    fn looks_open(&self) -> bool {
+        let socket = match self {
+            Connection::Plain(tcp) => tcp,
+            Connection::Tls(tls) => tls.get_ref().0,
+        };
+        let mut byte = 0u8;
+        // SAFETY: a one-byte peek into a local buffer on a descriptor this connection owns.
+        let peeked = unsafe {
+            libc::recv(
+                socket.as_raw_fd(),
+                (&mut byte as *mut u8).cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        peeked < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock
+    }
+}
+
+impl AsyncRead for Connection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Plain(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Connection::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Connection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Connection::Plain(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Connection::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Plain(tcp) => Pin::new(tcp).poll_flush(cx),
+            Connection::Tls(tls) => Pin::new(tls.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
+            Connection::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
+        }
+    }
 }

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from chainrouter.router.http1 import Http1Upstream, parse_target
 from chainrouter.router.native_io import NativeUpstream
+from chainrouter.router.native_server import load_native_module
 from chainrouter.router.process import raise_open_file_limit
 from chainrouter.router.upstream import FailureKind, UpstreamClient, UpstreamError, UpstreamReply
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -172,7 +173,7 @@ async def test_an_error_status_with_a_large_body_is_reported_as_the_status(
     assert (caught.value.kind, caught.value.status) == (FailureKind.HTTP_STATUS, 502)
 
 
-@pytest.mark.parametrize("path", ["/chunked", "/http10", "/close"])
+@pytest.mark.parametrize("path", ["/chunked", "/http10", "/close", "/interim"])
 async def test_answers_framed_every_legal_way_are_read_whole(
     client: UpstreamClient, upstream: FaultyUpstream, path: str
 ) -> None:
@@ -290,38 +291,104 @@ async def test_https_nodes_are_verified_against_the_configured_ca(
     assert caught.value.kind is FailureKind.TRANSPORT
 
 
-def test_a_node_url_becomes_a_request_head_with_its_path_query_and_credentials() -> None:
-    target = parse_target("https://user:p%40ss@node.example:8443/v3/abc?x=1#frag")
-    assert target.origin == ("node.example", 8443, True)
-    assert target.server_hostname == "node.example"
-    head = target.head.decode()
-    assert head.startswith("POST /v3/abc?x=1 HTTP/1.1\r\nHost: node.example:8443\r\n")
-    assert f"Authorization: Basic {base64.b64encode(b'user:p@ss').decode()}\r\n" in head
-    assert head.endswith("\r\nContent-Length: ")
-    plain = parse_target("http://[::1]/")
-    assert plain.origin == ("::1", 80, False)
-    assert plain.head.startswith(b"POST / HTTP/1.1\r\nHost: [::1]\r\n")
+class RefusedUrlError(Exception):
+    """A parser refused a node URL (the Python one as a transport failure, as a call would)."""
+
+
+NodeUrlParser = Callable[[str], tuple[tuple[str, int, bool], bytes]]
+
+
+def _python_parser(url: str) -> tuple[tuple[str, int, bool], bytes]:
+    try:
+        target = parse_target(url)
+    except UpstreamError as error:
+        if error.kind is not FailureKind.TRANSPORT:
+            raise
+        raise RefusedUrlError(url) from None
+    return target.origin, target.head
+
+
+def _native_parser(url: str) -> tuple[tuple[str, int, bool], bytes]:
+    try:
+        origin, head = load_native_module().parse_node_url(url, "chainrouter")
+    except ValueError:
+        raise RefusedUrlError(url) from None
+    return origin, head
+
+
+_PARSERS = {"python": _python_parser, "native": _native_parser}
+
+
+@pytest.fixture(params=list(_PARSERS))
+def parse_url(request: pytest.FixtureRequest) -> NodeUrlParser:
+    """How each client reads a node URL: its pool key and its request head."""
+    return _PARSERS[request.param]
+
+
+def test_a_node_url_becomes_a_request_head_with_its_path_query_and_credentials(
+    parse_url: NodeUrlParser,
+) -> None:
+    origin, head = parse_url("https://user:p%40ss@node.example:8443/v3/abc?x=1#frag")
+    assert origin == ("node.example", 8443, True)
+    text = head.decode()
+    assert text.startswith("POST /v3/abc?x=1 HTTP/1.1\r\nHost: node.example:8443\r\n")
+    assert f"Authorization: Basic {base64.b64encode(b'user:p@ss').decode()}\r\n" in text
+    assert text.endswith("\r\nContent-Length: ")
+    origin, head = parse_url("http://[::1]/")
+    assert origin == ("::1", 80, False)
+    assert head.startswith(b"POST / HTTP/1.1\r\nHost: [::1]\r\n")
+    origin, head = parse_url("HTTPS://Node.Example?key=1")
+    assert origin == ("node.example", 443, True)
+    assert head.startswith(b"POST /?key=1 HTTP/1.1\r\nHost: Node.Example\r\n")
 
 
 @pytest.mark.parametrize(
     "url",
-    ["ftp://node.example/", "http:///path", "http://node.example:99999/", "node.example"],
+    [
+        "ftp://node.example/",
+        "http:///path",
+        "http://node.example:99999/",
+        "http://node.example:8x/",
+        "node.example",
+        "http://node.example/a b",
+        "http://node.example/\r\nX-Injected: 1",
+        "http://[::1/",
+    ],
 )
-def test_an_unusable_node_url_is_a_transport_failure(url: str) -> None:
+def test_an_unusable_node_url_is_refused(parse_url: NodeUrlParser, url: str) -> None:
+    with pytest.raises(RefusedUrlError):
+        parse_url(url)
+
+
+async def test_an_unusable_node_url_is_a_transport_failure(client: UpstreamClient) -> None:
     with pytest.raises(UpstreamError) as caught:
-        parse_target(url)
+        await client.post("http://node.example/a b", BODY, timeout_s=5)
     assert caught.value.kind is FailureKind.TRANSPORT
 
 
-@given(st.text(max_size=60))
-def test_no_node_url_can_add_a_header_line(tail: str) -> None:
+@pytest.mark.parametrize("parser", list(_PARSERS))
+@given(tail=st.text(max_size=60))
+def test_no_node_url_can_add_a_header_line(parser: str, tail: str) -> None:
     try:
-        target = parse_target(f"http://node.example/{tail}")
-    except UpstreamError:
+        _, head = _PARSERS[parser](f"http://node.example/{tail}")
+    except RefusedUrlError:
         return
-    lines = target.head.split(b"\r\n")
+    lines = head.split(b"\r\n")
     assert len(lines) == 5  # request line, Host, User-Agent, Content-Type, Content-Length
     assert all(line.isascii() and b"\n" not in line for line in lines)
+
+
+async def test_credentials_in_a_node_url_go_as_basic_authorisation_never_in_host(
+    client: UpstreamClient, upstream: FaultyUpstream
+) -> None:
+    url = upstream.url("/ok/credentials?key=1").replace("http://", "http://user:p%40ss@")
+    reply = await client.post(url, BODY, timeout_s=5)
+    assert reply.body == OK_ANSWER
+    request_line, *lines = upstream.heads["/ok/credentials?key=1"].decode().splitlines()
+    assert request_line == "POST /ok/credentials?key=1 HTTP/1.1"
+    headers = {name.lower(): value.strip() for name, _, value in (h.partition(":") for h in lines)}
+    assert headers["host"] == f"127.0.0.1:{upstream.port}"
+    assert headers["authorization"] == f"Basic {base64.b64encode(b'user:p@ss').decode()}"
 
 
 async def test_idle_connections_are_closed_by_a_sweep_without_further_calls(

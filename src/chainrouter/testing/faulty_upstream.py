@@ -21,6 +21,7 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/truncated` | a head announcing more body than is sent, then the connection is closed |
 | `/not-http` | bytes that are not an HTTP answer at all |
 | `/once` | `/ok` on a connection's first request; a later one is dropped unanswered |
+| `/interim` | an interim `100 Continue` answer, then the `/ok` answer |
 
 Further segments are free: `/ok/a` and `/ok/b` behave alike but are two nodes with their own
 counts.
@@ -29,7 +30,8 @@ Every node of this server belongs to chain `CHAIN_ID` (31337, anvil's default): 
 answers with results, `eth_chainId` gets that chain's ID, so the router's health checks find the
 chain right and test only the fault the path names.
 
-`requests[path]` counts what each path received; `connections` counts accepted connections.
+`requests[path]` counts what each path received, and `heads[path]` is the head (request line and
+headers, as sent) of the last request it received; `connections` counts accepted connections.
 A path in `down` answers 503 whatever its behaviour, until it is taken out: a node that goes down
 and comes back at the same URL.
 """
@@ -132,6 +134,7 @@ class FaultyUpstream:
 
     def __init__(self) -> None:
         self.requests: Counter[str] = Counter()
+        self.heads: dict[str, bytes] = {}
         self.down: set[str] = set()
         self.connections = 0
         self.port = 0
@@ -220,13 +223,16 @@ class FaultyUpstream:
                 if not request_line:
                     break
                 length = 0
+                head = [request_line]
                 while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    head.append(line)
                     name, _, value = line.decode("latin-1").partition(":")
                     if name.strip().lower() == "content-length":
                         length = int(value.strip())
                 body = await reader.readexactly(length)
                 path = request_line.split(b" ")[1].decode()
                 self.requests[path] = self.requests[path] + 1
+                self.heads[path] = b"".join(head)
                 if path.startswith("/once") and served:
                     return  # dropped without an answer: see `/once`
                 if not await self._respond(path, body, writer):
@@ -280,6 +286,9 @@ class FaultyUpstream:
             for piece in (answer[:half], answer[half:]):
                 writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
             writer.write(b"0\r\n\r\n")
+        elif kind == "interim":
+            answer = _answer_ok(body)
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n" + _head(200, len(answer)) + answer)
         elif kind == "block":
             answer = _answer_ok(body, hex(int(parts[1])))
             writer.write(_head(200, len(answer)) + answer)
