@@ -115,13 +115,15 @@ def driver_on(
     *,
     max_response_bytes: int = 1 << 20,
     ca_file: str | None = None,
+    idle_s: float = 30.0,
 ) -> Any:
-    """A native driver (`chainrouter._native.Driver`) whose on-loop awaits go to `loop`."""
+    """A native driver (`chainrouter._native.Driver`) whose on-loop awaits go to `loop`; its
+    client closes kept connections after `idle_s` unused."""
     return load_native_module().Driver(
         functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
         max_response_bytes,
         2.0,  # connect time-out, s
-        30.0,  # kept connections close after this long idle, s
+        idle_s,
         ca_file,
         "chainrouter",
     )

@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrouter.router.http1 import Http1Upstream, parse_target
-from chainrouter.router.native_io import NativeUpstream
+from chainrouter.router.native_io import NativeUpstream, Sleep
 from chainrouter.router.native_server import load_native_module
 from chainrouter.router.process import raise_open_file_limit
 from chainrouter.router.upstream import FailureKind, UpstreamClient, UpstreamError, UpstreamReply
@@ -45,12 +45,29 @@ async def _awaiting(request: Awaitable[UpstreamReply]) -> UpstreamReply:
     return await request
 
 
+async def _paused(seconds: float) -> None:
+    await Sleep(seconds)
+
+
+async def _pass_time(client: UpstreamClient, seconds: float) -> None:
+    """Wait while `client` goes on with its own background work."""
+    if isinstance(client, DrivenNativeClient):
+        await client.drive_for(seconds)
+    else:
+        await asyncio.sleep(seconds)
+
+
 class DrivenNativeClient:
     """The native server's client to nodes, each call driven by its Rust driver on a thread."""
 
-    def __init__(self, *, max_response_bytes: int, ca_file: str | None = None) -> None:
+    def __init__(
+        self, *, max_response_bytes: int, ca_file: str | None = None, idle_s: float = 30.0
+    ) -> None:
         self._driver = driver_on(
-            asyncio.get_running_loop(), max_response_bytes=max_response_bytes, ca_file=ca_file
+            asyncio.get_running_loop(),
+            max_response_bytes=max_response_bytes,
+            ca_file=ca_file,
+            idle_s=idle_s,
         )
         self._client = NativeUpstream()
 
@@ -59,6 +76,11 @@ class DrivenNativeClient:
         call = _awaiting(self._client.post(url, body, timeout_s=timeout_s))
         reply: UpstreamReply = await asyncio.to_thread(self._driver.run, call)
         return reply
+
+    async def drive_for(self, seconds: float) -> None:
+        """Let the driver's runtime run for a while, as a server's always does: its own tasks
+        (the sweep of idle connections) only run while something drives it."""
+        await asyncio.to_thread(self._driver.run, _paused(seconds))
 
     async def close(self) -> None:
         # The driver's connections close with it; the nodes (servers of this test run) get a
@@ -72,17 +94,22 @@ ClientFactory = Callable[..., UpstreamClient]
 
 @pytest.fixture(params=["python", "native"])
 async def make_client(request: pytest.FixtureRequest) -> AsyncIterator[ClientFactory]:
-    """Clients of one kind: `make_client(max_response_bytes=..., ca_file=...)`."""
+    """Clients of one kind: `make_client(max_response_bytes=..., ca_file=..., idle_s=...)`."""
     made: list[UpstreamClient] = []
 
-    def make(*, max_response_bytes: int = 4096, ca_file: str | None = None) -> UpstreamClient:
+    def make(
+        *, max_response_bytes: int = 4096, ca_file: str | None = None, idle_s: float = 30.0
+    ) -> UpstreamClient:
         client: UpstreamClient
         if request.param == "native":
-            client = DrivenNativeClient(max_response_bytes=max_response_bytes, ca_file=ca_file)
+            client = DrivenNativeClient(
+                max_response_bytes=max_response_bytes, ca_file=ca_file, idle_s=idle_s
+            )
         else:
             client = Http1Upstream(
                 max_response_bytes=max_response_bytes,
                 connect_timeout_s=2,
+                idle_s=idle_s,
                 ca_file=Path(ca_file) if ca_file else None,
             )
         made.append(client)
@@ -240,17 +267,13 @@ async def test_a_kept_connection_closed_without_an_answer_is_retried_once_on_a_n
 
 
 async def test_a_fresh_connection_closed_without_an_answer_is_not_retried(
-    upstream: FaultyUpstream,
+    client: UpstreamClient, upstream: FaultyUpstream
 ) -> None:
-    fresh = Http1Upstream(max_response_bytes=4096)
     calls = upstream.requests["/reset/fresh"]
-    try:
-        with pytest.raises(UpstreamError) as caught:
-            await fresh.post(upstream.url("/reset/fresh"), BODY, timeout_s=5)
-        assert caught.value.kind is FailureKind.TRANSPORT
-        assert upstream.requests["/reset/fresh"] - calls == 1
-    finally:
-        await fresh.close()
+    with pytest.raises(UpstreamError) as caught:
+        await client.post(upstream.url("/reset/fresh"), BODY, timeout_s=5)
+    assert caught.value.kind is FailureKind.TRANSPORT
+    assert upstream.requests["/reset/fresh"] - calls == 1
 
 
 async def test_a_call_given_up_mid_answer_does_not_leave_its_connection_in_the_pool(
@@ -267,15 +290,14 @@ async def test_a_call_given_up_mid_answer_does_not_leave_its_connection_in_the_p
     assert upstream.connections - before == 1
 
 
-async def test_connections_idle_past_the_limit_are_not_reused(upstream: FaultyUpstream) -> None:
-    brief = Http1Upstream(max_response_bytes=4096, idle_s=0)
-    try:
-        before = upstream.connections
-        for _ in range(3):
-            await brief.post(upstream.url("/ok/idle"), BODY, timeout_s=5)
-        assert upstream.connections - before == 3
-    finally:
-        await brief.close()
+async def test_connections_idle_past_the_limit_are_not_reused(
+    make_client: ClientFactory, upstream: FaultyUpstream
+) -> None:
+    brief = make_client(idle_s=0)
+    before = upstream.connections
+    for _ in range(3):
+        await brief.post(upstream.url("/ok/idle"), BODY, timeout_s=5)
+    assert upstream.connections - before == 3
 
 
 async def test_https_nodes_are_verified_against_the_configured_ca(
@@ -392,16 +414,15 @@ async def test_credentials_in_a_node_url_go_as_basic_authorisation_never_in_host
 
 
 async def test_idle_connections_are_closed_by_a_sweep_without_further_calls(
-    upstream: FaultyUpstream,
+    make_client: ClientFactory,
 ) -> None:
-    brief = Http1Upstream(max_response_bytes=4096, idle_s=0.2)
-    try:
-        await brief.post(upstream.url("/ok/swept"), BODY, timeout_s=5)
-        assert brief.idle_connections == 1
-        await asyncio.sleep(0.6)
-        assert brief.idle_connections == 0
-    finally:
-        await brief.close()
+    brief = make_client(idle_s=0.2)
+    with FaultyUpstream() as own:  # a node of its own: no other test's connections on it
+        await brief.post(own.url("/ok/swept"), BODY, timeout_s=5)
+        assert own.open_connections == 1
+        await _pass_time(brief, 0.6)
+        await asyncio.sleep(0.05)  # the node sees the close
+        assert own.open_connections == 0
 
 
 def test_the_open_file_limit_is_raised_toward_the_hard_limit() -> None:

@@ -31,7 +31,8 @@ answers with results, `eth_chainId` gets that chain's ID, so the router's health
 chain right and test only the fault the path names.
 
 `requests[path]` counts what each path received, and `heads[path]` is the head (request line and
-headers, as sent) of the last request it received; `connections` counts accepted connections.
+headers, as sent) of the last request it received; `connections` counts accepted connections, and
+`open_connections` those not yet closed.
 A path in `down` answers 503 whatever its behaviour, until it is taken out: a node that goes down
 and comes back at the same URL.
 """
@@ -147,6 +148,10 @@ class FaultyUpstream:
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._writers)
 
     def __enter__(self) -> FaultyUpstream:
         self._thread = threading.Thread(target=self._run, name="faulty-upstream", daemon=True)
