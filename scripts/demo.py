@@ -6,6 +6,7 @@ run. Ctrl-C stops everything this script started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,6 +68,49 @@ def _stop_on_sigterm(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _start(
+    args: list[str], log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    # Each child leads a process group of its own, and is stopped as a group: anvil's npm
+    # launcher runs the anvil binary as its own child, which must stop with it even when the
+    # launcher itself has died.
+    return subprocess.Popen(
+        args, env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def _signal_group(child: subprocess.Popen[bytes], signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the whole group has already gone
+        os.killpg(child.pid, signum)
+
+
+def _stop(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to every child's group, the router first (it writes usage as it stops); SIGKILL to
+    a group still there 15 s later."""
+    for child in reversed(children):
+        _signal_group(child, signal.SIGTERM)
+    deadline = time.monotonic() + 15
+    for child in reversed(children):
+        try:
+            child.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal_group(child, signal.SIGKILL)
+            child.wait()
+    # A group can outlive its leader (the binary of a launcher that died): give it the same time.
+    while time.monotonic() < deadline and any(_group_alive(c) for c in children):
+        time.sleep(0.1)
+    for child in children:
+        _signal_group(child, signal.SIGKILL)
+
+
+def _group_alive(child: subprocess.Popen[bytes]) -> bool:
+    try:
+        os.killpg(child.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     anvil = ROOT / "node_modules" / ".bin" / "anvil"
@@ -98,12 +142,10 @@ def main() -> None:
     children: list[subprocess.Popen[bytes]] = []
     try:
         for port, chain_id in ANVILS:
-            log = (WORK / f"anvil-{port}.log").open("wb")
             children.append(
-                subprocess.Popen(
+                _start(
                     [str(anvil), "--port", port, "--chain-id", chain_id, "--block-time", "2"],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
+                    WORK / f"anvil-{port}.log",
                 )
             )
         for port, _ in ANVILS:
@@ -112,23 +154,14 @@ def main() -> None:
                 f"anvil on {port}",
                 {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"},
             )
-        server_log = (WORK / "chainrouter.log").open("wb")
-        children.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "all"],
-                env=env,
-                stdout=server_log,
-                stderr=subprocess.STDOUT,
-            )
-        )
+        serve = [sys.executable, "-m", "chainrouter.cli", "serve", "--role"]
+        children.append(_start([*serve, "all"], WORK / "chainrouter.log", env))
         # The backup router: the same program again, on the same database.
-        backup_log = (WORK / "chainrouter-backup.log").open("wb")
         children.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"],
-                env={**env, "CHAINROUTER_RPC_PORT": str(BACKUP_RPC_PORT)},
-                stdout=backup_log,
-                stderr=subprocess.STDOUT,
+            _start(
+                [*serve, "rpc"],
+                WORK / "chainrouter-backup.log",
+                {**env, "CHAINROUTER_RPC_PORT": str(BACKUP_RPC_PORT)},
             )
         )
         _wait_for(f"http://127.0.0.1:{RPC_PORT}/health", "the RPC router")
@@ -144,14 +177,7 @@ def main() -> None:
         # A second Ctrl-C must not cut the clean stop short (the router writes usage on exit).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for child in reversed(children):
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in reversed(children):
-            try:
-                child.wait(15)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        _stop(children)
 
 
 def _mcp_config(secrets: dict[str, str]) -> str:

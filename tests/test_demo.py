@@ -1,0 +1,157 @@
+"""`make demo` as a new user runs it: the key it prints works on both routers, and Ctrl-C, or the
+loss of any process it started, stops everything it started (anvil binaries under their npm
+launchers included), with the usage of the calls written on the way out."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PORTS = (18545, 18546, 18547, 18548, 8545, 8546, 8080)
+CHAIN_ID_CALL = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}
+
+
+@dataclass
+class RunningDemo:
+    process: subprocess.Popen[str]
+    key: str
+    started: set[int]  # every process below the demo's once it is serving
+
+
+def _port_taken(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """Every live process: its parent and its command line. Zombies count as gone."""
+    found: dict[int, tuple[int, str]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:  # it ended meanwhile
+            continue
+        state, parent = stat.rsplit(")", 1)[1].split()[:2]
+        if state != "Z":
+            found[int(entry.name)] = (int(parent), command)
+    return found
+
+
+def _descendants(pid: int) -> set[int]:
+    processes = _processes()
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {p for p, (parent, _) in processes.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _still_running(pids: set[int]) -> dict[int, str]:
+    processes = _processes()
+    return {pid: processes[pid][1] for pid in pids if pid in processes}
+
+
+def _wait_until_gone(pids: set[int], timeout_s: float) -> dict[int, str]:
+    deadline = time.monotonic() + timeout_s
+    while (left := _still_running(pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
+@pytest.fixture
+def demo() -> Iterator[RunningDemo]:
+    busy = [port for port in PORTS if _port_taken(port)]
+    if busy:
+        pytest.skip(f"the demo's ports {busy} are in use (a demo running?)")
+    # A session of its own, as a terminal gives the command it runs: Ctrl-C is then a SIGINT
+    # to this group.
+    process = subprocess.Popen(
+        [sys.executable, "scripts/demo.py"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    output = process.stdout
+    assert output is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in output:
+            lines.put(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    printed = ""
+    deadline = time.monotonic() + 120
+    started: set[int] = set()
+    try:
+        while "Stop with Ctrl-C" not in printed:
+            try:
+                printed += lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"the demo printed no guide within 120 s:\n{printed}")
+        key = re.search(r"economy\s+(crk_\S+)", printed)
+        assert key is not None, printed
+        started = _descendants(process.pid)
+        yield RunningDemo(process, key.group(1), started)
+    finally:
+        # Whatever a test left behind goes, and so does anything the demo failed to stop.
+        for pid in _still_running({process.pid} | started):
+            os.kill(pid, signal.SIGKILL)
+        process.wait()
+        reader.join(5)  # it ends at the end of the output
+        output.close()
+
+
+def test_the_demo_key_works_on_both_routers_and_ctrl_c_stops_everything_it_started(
+    demo: RunningDemo,
+) -> None:
+    assert len(demo.started) >= 7  # four anvils (and their binaries), two routers, the API
+    for port in (8545, 8546):  # the router and the backup router
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/rpc/31337/{demo.key}", json=CHAIN_ID_CALL, timeout=10
+        )
+        assert answer.status_code == 200
+        assert answer.json()["result"] == hex(31337)
+        assert answer.headers["x-batch-id"]
+    os.killpg(demo.process.pid, signal.SIGINT)  # Ctrl-C
+    assert demo.process.wait(60) == 0
+    assert _wait_until_gone(demo.started, 5) == {}
+    with sqlite3.connect(ROOT / "var" / "demo" / "demo.db") as database:
+        (calls,) = database.execute("SELECT sum(request_count) FROM usage_aggregates").fetchone()
+    assert calls >= 2  # written on the way out
+
+
+def test_when_one_of_its_processes_dies_the_demo_stops_all_the_others(demo: RunningDemo) -> None:
+    processes = _processes()
+    launcher = next(
+        pid
+        for pid in demo.started
+        if "18545" in processes[pid][1] and processes[pid][0] == demo.process.pid
+    )
+    binaries = {pid for pid in demo.started if processes[pid][0] == launcher}
+    assert binaries, "anvil's npm launcher runs the anvil binary as its child"
+    os.kill(launcher, signal.SIGKILL)  # the launcher alone, as a crash would: its binary lives on
+    assert demo.process.wait(60) != 0  # the demo says a process stopped unexpectedly
+    assert _wait_until_gone(demo.started, 5) == {}
