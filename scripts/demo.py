@@ -85,25 +85,23 @@ def _signal_group(child: subprocess.Popen[bytes], signum: signal.Signals) -> Non
 
 
 def _stop(children: list[subprocess.Popen[bytes]]) -> None:
-    """SIGTERM to every child's group, the router first (it writes usage as it stops); SIGKILL to
-    a group still there 15 s later."""
+    """SIGTERM to every child's group (the routers write usage as they stop); SIGKILL to any
+    group still there 15 s later. A group can outlive its leader: the anvil binary of a launcher
+    that died."""
     for child in reversed(children):
         _signal_group(child, signal.SIGTERM)
     deadline = time.monotonic() + 15
-    for child in reversed(children):
-        try:
-            child.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            _signal_group(child, signal.SIGKILL)
-            child.wait()
-    # A group can outlive its leader (the binary of a launcher that died): give it the same time.
-    while time.monotonic() < deadline and any(_group_alive(c) for c in children):
+    while time.monotonic() < deadline and any(_running(child) for child in children):
         time.sleep(0.1)
     for child in children:
         _signal_group(child, signal.SIGKILL)
+        child.wait()
 
 
-def _group_alive(child: subprocess.Popen[bytes]) -> bool:
+def _running(child: subprocess.Popen[bytes]) -> bool:
+    """Whether anything of `child`'s group still runs; reaps the leader once it has ended."""
+    if child.poll() is None:
+        return True
     try:
         os.killpg(child.pid, 0)
     except ProcessLookupError:
