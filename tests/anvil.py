@@ -54,10 +54,13 @@ def wait_until_answering(url: str) -> None:
     raise RuntimeError(f"anvil at {url} did not start")
 
 
-def start_anvil_nodes() -> Iterator[AnvilNodes]:
+def start_anvil_nodes(
+    names: tuple[tuple[str, int], ...] = (("a1", CHAIN_A), ("a2", CHAIN_A), ("b1", CHAIN_B)),
+) -> Iterator[AnvilNodes]:
+    """Anvil processes by name and chain ID, stopped when the iterator is closed."""
     nodes = AnvilNodes()
     binary = anvil_binary()
-    for name, chain_id in (("a1", CHAIN_A), ("a2", CHAIN_A), ("b1", CHAIN_B)):
+    for name, chain_id in names:
         port = free_port()
         process = subprocess.Popen(
             [binary, "--port", str(port), "--chain-id", str(chain_id), "--silent"],

@@ -128,14 +128,44 @@ def test_a_batch_over_the_limit_is_refused_whole() -> None:
     assert "batch of 101 requests exceeds the maximum of 100" in failure.message
 
 
-@pytest.mark.parametrize("big", [2**80 + 1, 2**64, -(2**63) - 1, -(10**19) + 1])
-def test_ids_beyond_64_bits_are_echoed_exactly(big: int) -> None:
+@pytest.mark.parametrize("edge", [2**63 - 1, -(2**63), 0, -1])
+def test_integer_ids_within_64_bits_are_echoed_exactly(edge: int) -> None:
     [call] = parse_payload(
-        b'{"jsonrpc":"2.0","method":"m","id":' + str(big).encode() + b"}", max_batch=1
+        b'{"jsonrpc":"2.0","method":"m","id":' + str(edge).encode() + b"}", max_batch=1
     ).calls
     assert isinstance(call, RpcCall)
-    assert call.id == big
-    assert call.id_json == str(big).encode()
+    assert call.id == edge
+    assert call.id_json == str(edge).encode()
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [b"1.5", b"1.0", b"1e2", b"-0.0", b"true", b"false", b"{}", b"[]", b'{"a":1}', b"[1]",
+     str(2**63).encode(), str(-(2**63) - 1).encode(), str(2**64 + 1).encode(),
+     str(2**80).encode()],
+)  # fmt: skip
+def test_an_id_no_node_reads_back_is_refused_with_id_null(request_id: bytes) -> None:
+    [call] = parse_payload(
+        b'{"jsonrpc":"2.0","method":"m","params":[],"id":' + request_id + b"}", max_batch=1
+    ).calls
+    assert isinstance(call, InvalidCall)
+    assert call.id_json == b"null"
+    assert call.failure.code is RpcCode.INVALID_REQUEST
+    assert "id must be a string, null, or an integer" in call.failure.message
+
+
+@pytest.mark.parametrize(("depth", "valid"), [(1, True), (64, True), (65, False), (300, False)])
+def test_params_nest_at_most_64_levels(depth: int, valid: bool) -> None:
+    nested = b"[" * depth + b"]" * depth
+    for params in (nested, b'{"a":' + nested[1:-1] + b"}" if depth > 1 else b"{}"):
+        [call] = parse_payload(
+            b'{"jsonrpc":"2.0","method":"m","params":' + params + b',"id":3}', max_batch=1
+        ).calls
+        assert isinstance(call, RpcCall) is valid
+        if not valid:
+            assert isinstance(call, InvalidCall)
+            assert call.id_json == b"3"
+            assert "params nest more than 64 levels" in call.failure.message
 
 
 def test_error_responses_carry_the_id_and_the_error_object() -> None:
@@ -152,10 +182,11 @@ def test_error_responses_carry_the_id_and_the_error_object() -> None:
     assert batch[1]["id"] is None
 
 
-json_ids = (
-    st.none()
-    | st.integers(min_value=-(2**100), max_value=2**100)
-    | st.text(max_size=20)
+json_ids = st.none() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.text(max_size=20)
+unusable_ids = (
+    st.booleans()
+    | st.integers(min_value=2**63, max_value=2**100)
+    | st.integers(min_value=-(2**100), max_value=-(2**63) - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.lists(st.integers(), max_size=2)
     | st.dictionaries(st.text(max_size=3), st.integers(), max_size=2)
@@ -180,6 +211,18 @@ def test_any_valid_request_is_accepted_and_its_id_comes_back_equal(
     assert call.params == request_params
     assert json.loads(call.id_json) == request_id
     assert json.loads(encode_json(request_id)) == request_id
+
+
+@given(unusable_ids, st.text(min_size=1, max_size=30), params)
+def test_any_unusable_id_makes_the_request_invalid(
+    request_id: Any, method: str, request_params: Any
+) -> None:
+    document: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": request_id}
+    if request_params is not None:
+        document["params"] = request_params
+    [call] = parse(document)
+    assert isinstance(call, InvalidCall)
+    assert call.id_json == b"null"
 
 
 def _outcome(body: bytes) -> RpcError | list[RpcCall | InvalidCall]:

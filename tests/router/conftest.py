@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, func, select
 
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.domain.routing import NodeInfo
@@ -196,6 +196,18 @@ class World:
                 select(t.customers.c.balance_nano).where(t.customers.c.id == wanted)
             ).scalar_one()
             return balance
+
+    def stored_usage_by_scenario(self) -> dict[str, tuple[int, int]]:
+        """Calls and nano-credits per scenario, as flushed to storage so far."""
+        with self.engine.connect() as connection:
+            rows = connection.execute(
+                select(
+                    t.usage_aggregates.c.scenario,
+                    func.sum(t.usage_aggregates.c.request_count),
+                    func.sum(t.usage_aggregates.c.credits_nano),
+                ).group_by(t.usage_aggregates.c.scenario)
+            ).all()
+        return {scenario: (int(count), int(credits)) for scenario, count, credits in rows}
 
 
 WorldFactory = Callable[..., Awaitable[World]]

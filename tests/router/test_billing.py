@@ -68,18 +68,6 @@ def _served_nano(upstream: FaultyUpstream, before: Counter[str]) -> int:
     return sum((upstream.requests[p] - before[p]) * price for p, price in PRICES_NANO.items())
 
 
-async def _usage_rows(world: World) -> dict[str, tuple[int, int]]:
-    with world.engine.connect() as connection:
-        rows = connection.execute(
-            select(
-                t.usage_aggregates.c.scenario,
-                func.sum(t.usage_aggregates.c.request_count),
-                func.sum(t.usage_aggregates.c.credits_nano),
-            ).group_by(t.usage_aggregates.c.scenario)
-        ).all()
-    return {scenario: (int(count), int(credits)) for scenario, count, credits in rows}
-
-
 async def test_mixed_calls_with_failovers_cost_exactly_the_prices_served(
     make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
 ) -> None:
@@ -107,7 +95,7 @@ async def test_mixed_calls_with_failovers_cost_exactly_the_prices_served(
     assert expected > 0
     assert await world.runtime.sync.flush()
     assert before_balance - world.stored_balance() == expected
-    usage = await _usage_rows(world)
+    usage = world.stored_usage_by_scenario()
     assert sum(credits for _, credits in usage.values()) == expected
     assert sum(count for count, _ in usage.values()) == calls
     assert usage["failover"][0] > 0  # eth_call fails over from the broken route
@@ -158,7 +146,7 @@ async def test_failures_and_refusals_cost_nothing(
     assert statuses == [424, 429, 422, 400]
     assert await world.runtime.sync.flush()
     assert world.stored_balance() == before
-    usage = await _usage_rows(world)
+    usage = world.stored_usage_by_scenario()
     assert usage == {
         "all_failed": (1, 0),
         "rate_limited": (1, 0),
@@ -248,7 +236,7 @@ async def test_a_flush_retried_after_it_was_written_is_not_charged_twice(
     write_usage(world.engine, rows, spend, reference="usage:test:1")
     balances = write_usage(world.engine, rows, spend, reference="usage:test:1")
     assert balances[world.customer_id] == before - 1_800
-    assert (await _usage_rows(world))["first_choice"] == (2, 1_800)
+    assert world.stored_usage_by_scenario()["first_choice"] == (2, 1_800)
 
 
 async def test_a_flush_of_free_calls_retried_after_it_was_written_counts_them_once(
@@ -260,7 +248,7 @@ async def test_a_flush_of_free_calls_retried_after_it_was_written_counts_them_on
     rows = {(world.customer_id, 1, CHAIN_A, "eth_chainId", "first_choice", hour): [3, 0]}
     write_usage(world.engine, rows, {}, reference="usage:test:free")
     write_usage(world.engine, rows, {}, reference="usage:test:free")
-    assert (await _usage_rows(world))["first_choice"] == (3, 0)
+    assert world.stored_usage_by_scenario()["first_choice"] == (3, 0)
     with world.engine.connect() as connection:
         daily = connection.execute(select(func.sum(t.usage_daily.c.request_count))).scalar()
         totals = connection.execute(
@@ -268,7 +256,7 @@ async def test_a_flush_of_free_calls_retried_after_it_was_written_counts_them_on
         ).scalar()
     assert (daily, totals) == (3, 3)
     write_usage(world.engine, rows, {}, reference="usage:test:free-next")
-    assert (await _usage_rows(world))["first_choice"] == (6, 0)
+    assert world.stored_usage_by_scenario()["first_choice"] == (6, 0)
 
 
 async def test_flush_marks_are_pruned_once_no_router_can_retry_them(
@@ -354,7 +342,7 @@ async def test_usage_that_can_never_be_written_holds_back_no_other_customer(
     assert await sync.flush()
     assert sync.unwritten_batches == 0
     assert world.stored_balance() == -1_700
-    assert (await _usage_rows(world))["first_choice"] == (3, 3 * 1_700)
+    assert world.stored_usage_by_scenario()["first_choice"] == (3, 3 * 1_700)
 
 
 async def test_usage_never_written_is_logged_at_exit(

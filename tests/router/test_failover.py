@@ -10,7 +10,14 @@ import pytest
 from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, Route
 from chainrouter.jsonrpc.errors import RpcCode
 from chainrouter.router.cooldown import MemoryCooldowns
-from chainrouter.router.forward import Forwarder, Served, Unserved, answers_call
+from chainrouter.router.forward import (
+    Forwarder,
+    Served,
+    Unserved,
+    Verdict,
+    answers_call,
+    judge_answer,
+)
 from chainrouter.router.http1 import Http1Upstream
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 
@@ -161,15 +168,33 @@ def test_only_a_json_rpc_answer_with_the_requests_id_counts(body: bytes, ok: boo
 @pytest.mark.parametrize(
     ("request_id", "answer_id", "ok"),
     [
-        (2**80 + 1, b"1208925819614629174706177", True),
-        (2**80 + 1, b"1208925819614629174706178", False),  # the same as a float, not as an integer
+        (2**63 - 1, b"9223372036854775807", True),
+        (2**63 - 1, b"9223372036854775806", False),
+        (-(2**63), b"-9223372036854775808", True),
         (-(2**63), b"-9223372036854775809", False),  # one past the 64-bit edge
         (7, b"1e300", False),
-        (2**64 - 1, b"18446744073709551615", True),
+        (7, b"7.0", False),
     ],
 )
-def test_ids_beyond_64_bits_are_compared_exactly(
+def test_ids_at_the_64_bit_edges_are_compared_exactly(
     request_id: int, answer_id: bytes, ok: bool
 ) -> None:
     body = b'{"jsonrpc":"2.0","id":' + answer_id + b',"result":"0x1"}'
     assert answers_call(body, request_id) is ok
+
+
+@pytest.mark.parametrize(
+    ("body", "verdict"),
+    [
+        (b'{"jsonrpc":"2.0","id":7,"result":null}', Verdict.ANSWER),
+        (b'{"jsonrpc":"2.0","id":7,"error":{"code":3,"message":"reverted"}}', Verdict.ANSWER),
+        (b'{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"x"}}', Verdict.CALLERS_FAULT),
+        (b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600}}', Verdict.CALLERS_FAULT),
+        (b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700}}', Verdict.CALLERS_FAULT),
+        (b'{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"x"}}', Verdict.REJECTED),
+        (b'{"jsonrpc":"2.0","id":8,"error":{"code":-32600,"message":"x"}}', Verdict.NOT_AN_ANSWER),
+        (b'{"jsonrpc":"2.0","id":null,"result":"0x1"}', Verdict.NOT_AN_ANSWER),
+    ],
+)  # fmt: skip
+def test_a_nodes_answer_is_judged_by_its_id_and_error_code(body: bytes, verdict: Verdict) -> None:
+    assert judge_answer(body, 7)[0] is verdict

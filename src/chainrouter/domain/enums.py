@@ -67,3 +67,4 @@ class Scenario(StrEnum):
     INSUFFICIENT_CREDITS = "insufficient_credits"  # refused before routing; -32601
     UNSUPPORTED_METHOD = "unsupported_method"  # no plan prices the method on the chain; -32002
     REFUSED = "refused"  # a router rule refused the call, e.g. the eth_getLogs range; -32005
+    REJECTED = "rejected"  # a node answered that the request is invalid (-32600 ...); unbilled

@@ -1,8 +1,17 @@
 """Strict parsing of a JSON-RPC 2.0 payload: one request or a batch (spec section 2).
 
-A request must have exactly the members `jsonrpc` ("2.0"), `method` (a string), `id` (required,
-any JSON value) and optionally `params` (an array or an object). Anything else makes that request
-invalid; in a batch, an invalid item gets its own error and the others go on.
+A request must have exactly the members `jsonrpc` ("2.0"), `method` (a string), `id` (required)
+and optionally `params` (an array or an object). Anything else makes that request invalid; in a
+batch, an invalid item gets its own error and the others go on.
+
+What nodes accept is narrower than what JSON allows, and a request a node cannot read comes back
+without its id, which looks like a faulty node. So the router refuses such requests itself, before
+any node sees them (docs/security.md):
+- `id` is a string, null, or an integer from -2**63 to 2**63 - 1 (the range every common node
+  reads; anvil refuses 2**63). Fractions, exponents, booleans, arrays and objects are refused, and
+  so is an integer out of range; the error then carries id null, as the id is not usable.
+- `params` nests at most `MAX_PARAMS_DEPTH` arrays and objects (anvil refuses a request from 127
+  levels: serde_json's recursion limit).
 
 The payload is parsed with orjson, except when it holds a run of 19 or more decimal digits: orjson
 reads integers outside the 64-bit ranges (below -2**63, which takes 19 digits, or above 2**64 - 1)
@@ -30,6 +39,10 @@ from chainrouter.jsonrpc.errors import (
 
 _ALLOWED_MEMBERS = frozenset({"jsonrpc", "method", "params", "id"})
 NULL_ID = b"null"
+MIN_ID = -(2**63)
+MAX_ID = 2**63 - 1
+MAX_PARAMS_DEPTH = 64  # `params` itself is level 1
+_ID_RULE = "id must be a string, null, or an integer from -2**63 to 2**63 - 1"
 
 
 # Built per call: under mypyc a generated __init__ would run interpreted, this one is compiled.
@@ -112,25 +125,54 @@ def load_json_exactly(body: bytes) -> Any:
 def parse_payload(body: bytes, *, max_batch: int) -> Payload:
     """Parse a request body; raise `RpcError` when the payload as a whole cannot be served."""
     document = load_json(body)
+    # Fewer brackets in the whole body than the depth bound: no params can be too deep, and
+    # no call needs walking (counting bytes runs at memory speed, walking values does not).
+    deep = body.count(b"[") + body.count(b"{") > MAX_PARAMS_DEPTH
     if isinstance(document, dict):
-        return Payload([_parse_call(document)], is_batch=False)
+        return Payload([_parse_call(document, deep)], is_batch=False)
     if isinstance(document, list):
         if not document:
             raise invalid_request("empty batch")
         if len(document) > max_batch:
             raise batch_too_large(len(document), max_batch)
-        return Payload([_parse_call(item) for item in document], is_batch=True)
+        return Payload([_parse_call(item, deep) for item in document], is_batch=True)
     raise invalid_request("the body must be a JSON object or an array of them")
 
 
-def _parse_call(item: Any) -> RpcCall | InvalidCall:
+def usable_id(value: Any) -> bool:
+    """Whether `value` is an id every node reads back as sent (see the module's docstring)."""
+    if value is None or isinstance(value, str):
+        return True
+    return type(value) is int and MIN_ID <= value <= MAX_ID
+
+
+def _parse_call(item: Any, deep: bool) -> RpcCall | InvalidCall:
     if not isinstance(item, dict):
         return InvalidCall(NULL_ID, invalid_request("a request must be a JSON object"))
+    if "id" in item and not usable_id(item["id"]):
+        return InvalidCall(NULL_ID, invalid_request(_ID_RULE))
     id_json = encode_json(item["id"]) if "id" in item else NULL_ID
     problem = _problem(item)
+    if problem is None and deep and _deeper_than(item.get("params"), MAX_PARAMS_DEPTH):
+        problem = f"params nest more than {MAX_PARAMS_DEPTH} levels of arrays and objects"
     if problem is not None:
         return InvalidCall(id_json, invalid_request(problem))
     return RpcCall(id=item["id"], id_json=id_json, method=item["method"], params=item.get("params"))
+
+
+def _deeper_than(value: Any, levels: int) -> bool:
+    """Whether `value` nests more than `levels` arrays and objects (iteratively: a recursive walk
+    would itself hit Python's recursion limit on the input it exists to refuse)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        current, depth = pending.pop()
+        if not isinstance(current, dict | list):
+            continue
+        if depth > levels:
+            return True
+        children = current.values() if isinstance(current, dict) else current
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return False
 
 
 def _problem(item: dict[str, Any]) -> str | None:

@@ -1,8 +1,15 @@
 """Forwarding one JSON-RPC body along an ordered list of routes until one answers.
 
-Failover happens on transport errors, timeouts, HTTP 5xx and 429, answers too large, and answers
-that are not the JSON-RPC answer to the request (not JSON, wrong id). A JSON-RPC error object in
-a well-formed answer is an answer: it is returned, and billed, like a result.
+Failover happens on transport errors, timeouts, HTTP 4xx and 5xx, 429, answers too large, and
+answers that are not the JSON-RPC answer to the request (not JSON, wrong id). A JSON-RPC error
+object in a well-formed answer is an answer: it is returned, and billed, like a result.
+
+What a caller sends must never cost a node its health (docs/security.md):
+- An answer saying the request itself is invalid (-32700, -32600, -32602, with the call's id or
+  null) is the caller's answer: returned at once, not billed, and no node is cooled down.
+- A rejection of the request (an HTTP 4xx other than 429, or a JSON-RPC error whose id is null)
+  sends the call on to the next route, but cools its node down only when another node did
+  better: when every node tried rejected the request the same way, the request is at fault.
 """
 
 from __future__ import annotations
@@ -10,12 +17,12 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import orjson
 
 from chainrouter.domain.routing import Route
-from chainrouter.jsonrpc.envelope import load_json_exactly
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.upstream import FailureKind, UpstreamClient, UpstreamError
@@ -35,6 +42,14 @@ class Served:
 
 
 @dataclass(frozen=True, slots=True)
+class CallersFault:
+    """A node answered that the request itself is invalid; `error` is its JSON-RPC error object,
+    returned to the caller under the call's own id."""
+
+    error: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Unserved:
     """No route answered; `error` is what the client is told."""
 
@@ -42,30 +57,51 @@ class Unserved:
     attempts: int
 
 
-def answers_call(body: bytes, request_id: Any) -> bool:
-    """Whether `body` is a JSON-RPC 2.0 response to the request with `request_id`.
+CALLERS_FAULT_CODES = frozenset({-32700, -32600, -32602})
 
-    orjson parses it (answers can be megabytes); only the id must compare exactly, and orjson
-    keeps every integer within 64 bits exact. An id it read as a float may be an integer beyond
-    64 bits, rounded: then the answer is parsed again by the exact parser.
+
+class Verdict(Enum):
+    ANSWER = "answer"  # the JSON-RPC answer to the call: returned and billed
+    CALLERS_FAULT = "callers_fault"  # the request is invalid, says the node: returned unbilled
+    REJECTED = "rejected"  # an error without an id: this node would not take the request
+    NOT_AN_ANSWER = "not_an_answer"  # anything else: the node failed
+
+
+def judge_answer(body: bytes, request_id: Any) -> tuple[Verdict, Any]:
+    """What a node's 2xx `body` is to the call with `request_id`, and its error object, if any.
+
+    orjson parses it (answers can be megabytes); only the id must compare exactly. The router's
+    ids are strings, null or 64-bit integers (envelope.py), which orjson reads exactly; an id it
+    reads as a float (a fraction, or an integer beyond 64 bits, rounded) echoes none of them.
     """
     try:
         answer = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return False
+        return Verdict.NOT_AN_ANSWER, None
     if not isinstance(answer, dict) or answer.get("jsonrpc") != "2.0" or "id" not in answer:
-        return False
-    if isinstance(answer["id"], float):
-        try:
-            answer = load_json_exactly(body)
-        except RpcError:
-            return False
-    return answer["id"] == request_id and (
-        "result" in answer or isinstance(answer.get("error"), dict)
-    )
+        return Verdict.NOT_AN_ANSWER, None
+    answer_id, error = answer["id"], answer.get("error")
+    if isinstance(answer_id, float):
+        return Verdict.NOT_AN_ANSWER, None
+    if not isinstance(error, dict):
+        if answer_id == request_id and "result" in answer:
+            return Verdict.ANSWER, None
+        return Verdict.NOT_AN_ANSWER, None
+    if answer_id == request_id or answer_id is None:
+        if error.get("code") in CALLERS_FAULT_CODES:
+            return Verdict.CALLERS_FAULT, error
+        if answer_id is None:
+            return Verdict.REJECTED, error
+        return Verdict.ANSWER, error
+    return Verdict.NOT_AN_ANSWER, None
 
 
-def failure_for(kinds: Sequence[FailureKind], skipped: int) -> RpcError:
+def answers_call(body: bytes, request_id: Any) -> bool:
+    """Whether `body` is a JSON-RPC 2.0 answer to the request with `request_id`."""
+    return judge_answer(body, request_id)[0] is not Verdict.NOT_AN_ANSWER
+
+
+def failure_for(kinds: Sequence[FailureKind], skipped: int, rejected_alike: str = "") -> RpcError:
     """What the client is told when nothing answered (spec section 7).
 
     `kinds` are the failures of the routes tried; `skipped` counts routes not tried because
@@ -79,6 +115,12 @@ def failure_for(kinds: Sequence[FailureKind], skipped: int) -> RpcError:
                 "all nodes are on cooldown or at their rate limits; retry shortly",
             )
         return RpcError(424, RpcCode.NO_PROVIDERS_AVAILABLE, "no providers available")
+    if rejected_alike:
+        return RpcError(
+            424,
+            RpcCode.ALL_NODES_FAILED,
+            f"every upstream provider tried rejected this request ({rejected_alike})",
+        )
     if all(k is FailureKind.RATE_LIMITED for k in kinds):
         return RpcError(
             429, RpcCode.ALL_NODES_ON_COOLDOWN, "all upstream providers are rate limited"
@@ -106,7 +148,6 @@ class Forwarder:
         cooldowns: MemoryCooldowns,
         admit: Callable[[Route], Awaitable[bool] | None] | None = None,
         on_latency: Callable[[int, float], None] | None = None,
-        validate: Callable[[bytes, Any], bool] = answers_call,
     ) -> None:
         self._client = client
         self._attempt_timeout_s = attempt_timeout_s
@@ -114,15 +155,16 @@ class Forwarder:
         self._cooldowns = cooldowns
         self._admit = admit
         self._on_latency = on_latency
-        self._validate = validate
 
     async def forward(
         self, routes: Sequence[Route], body: bytes, request_id: Any
-    ) -> Served | Unserved:
+    ) -> Served | CallersFault | Unserved:
         """Try `routes` in order; stop at the first valid answer."""
         cooldowns, admit = self._cooldowns, self._admit
         started = time.monotonic()
         failures: list[FailureKind] = []
+        # Nodes that rejected the request, and how: cooled down only if not all alike.
+        rejections: list[tuple[int, str]] = []
         skipped = 0
         for route in routes:
             node_id = route.node.node_id
@@ -143,14 +185,34 @@ class Forwarder:
                 )
             except UpstreamError as exc:
                 failures.append(exc.kind)
-                cooldowns.failed(node_id)
+                if exc.status is not None and 400 <= exc.status < 500 and exc.status != 429:
+                    rejections.append((node_id, f"HTTP {exc.status}"))
+                else:
+                    cooldowns.failed(node_id)
                 continue
-            if not self._validate(reply.body, request_id):
+            verdict, error = judge_answer(reply.body, request_id)
+            if verdict is Verdict.CALLERS_FAULT:
+                self._cool_down(rejections)  # this node read the request; they would not
+                return CallersFault(error)
+            if verdict is Verdict.REJECTED:
+                failures.append(FailureKind.INVALID_ANSWER)
+                rejections.append((node_id, f"JSON-RPC error {error.get('code')!r}"))
+                continue
+            if verdict is Verdict.NOT_AN_ANSWER:
                 failures.append(FailureKind.INVALID_ANSWER)
                 cooldowns.failed(node_id)
                 continue
             cooldowns.succeeded(node_id)
             if self._on_latency is not None:
                 self._on_latency(node_id, (time.monotonic() - sent) * 1000)
+            self._cool_down(rejections)
             return Served(route, reply.body, attempts=len(failures) + 1)
-        return Unserved(failure_for(failures, skipped), attempts=len(failures))
+        alike = len(rejections) == len(failures) and len({how for _, how in rejections}) == 1
+        if not alike:
+            self._cool_down(rejections)
+        rejected_alike = rejections[0][1] if alike else ""
+        return Unserved(failure_for(failures, skipped, rejected_alike), attempts=len(failures))
+
+    def _cool_down(self, rejections: list[tuple[int, str]]) -> None:
+        for node_id, _ in rejections:
+            self._cooldowns.failed(node_id)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from chainrouter.domain.access import KeyAccess
@@ -22,13 +23,13 @@ from chainrouter.domain.enums import RoutingStrategy, Scenario
 from chainrouter.domain.routing import Route, order_routes
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.encode import encode_call
-from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall, parse_payload
+from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall, encode_json, parse_payload
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
 from chainrouter.jsonrpc.responses import batch_response, error_response
 from chainrouter.net.correlation import BatchIds
 from chainrouter.ratelimit.gcra import Bucket, Limiter
 from chainrouter.router.cooldown import MemoryCooldowns
-from chainrouter.router.forward import Forwarder, Served
+from chainrouter.router.forward import CallersFault, Forwarder, Served
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.logs_range import LOGS_METHOD, logs_range_problem
 from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, CreditView, UsageMeter
@@ -384,6 +385,9 @@ class RpcService:
         finally:
             if customer is not None:
                 self._credits.settle(customer, price, cost)
+        if isinstance(outcome, CallersFault):
+            self._meter_call(caller, call.method, Scenario.REJECTED)
+            return _OK, _callers_fault_response(outcome.error, call.id_json)
         if isinstance(outcome, Served):
             first = outcome.route is ordered[0]
             scenario = Scenario.FIRST_CHOICE if first else Scenario.FAILOVER
@@ -417,6 +421,12 @@ class RpcService:
     @staticmethod
     def _fail(call: RpcCall, failure: RpcError) -> tuple[int, bytes]:
         return failure.http_status, error_response(failure, call.id_json)
+
+
+def _callers_fault_response(error: dict[str, Any], id_json: bytes) -> bytes:
+    """A node's verdict that the request is invalid, under the caller's id (the node may have
+    answered with id null); HTTP 200, as the node's own answer would be."""
+    return b'{"jsonrpc":"2.0","id":' + id_json + b',"error":' + encode_json(error) + b"}"
 
 
 def _invalid(call: InvalidCall) -> tuple[int, bytes]:

@@ -14,6 +14,9 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/wrong-id` | 200, a JSON-RPC result carrying another id |
 | `/reset` | the connection is reset without an answer |
 | `/rpc-error` | 200, a JSON-RPC error object (an answer, like an execution revert) |
+| `/invalid-request` | 200, error -32600 with id null, as a node answers a request it cannot read |
+| `/invalid-params` | 200, error -32602 under the request's id, as for a malformed parameter |
+| `/null-id-error/N` | 200, error code N with id null |
 | `/chunked` | the `/ok` answer in chunked transfer encoding, without a Content-Length |
 | `/block/N` | like `/ok`, but every result is the hex quantity N (a node whose head is block N) |
 | `/close` | the `/ok` answer, then the connection is closed without saying so in advance |
@@ -80,6 +83,13 @@ def _answer_rpc_error(body: bytes) -> bytes:
     payload = json.loads(body)
     request_id = payload.get("id") if isinstance(payload, dict) else None
     error = {"code": 3, "message": "execution reverted", "data": "0x"}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
+
+
+def _answer_error(body: bytes, code: int, keep_id: bool) -> bytes:
+    payload = json.loads(body)
+    request_id = payload.get("id") if keep_id and isinstance(payload, dict) else None
+    error = {"code": code, "message": "rejected by the faulty upstream"}
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
 
 
@@ -273,6 +283,10 @@ class FaultyUpstream:
             writer.write(_head(200, len(answer)) + answer)
         elif kind == "rpc-error":
             answer = _answer_rpc_error(body)
+            writer.write(_head(200, len(answer)) + answer)
+        elif kind in ("invalid-request", "invalid-params", "null-id-error"):
+            code = {"invalid-request": -32600, "invalid-params": -32602}.get(kind)
+            answer = _answer_error(body, code or int(parts[1]), keep_id=kind == "invalid-params")
             writer.write(_head(200, len(answer)) + answer)
         elif kind == "drip":
             answer = _answer_ok(body)
