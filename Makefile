@@ -15,9 +15,8 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: node_modules/.installed ## install Python dependencies (uv.lock), anvil and cast (package-lock.json); compile the hot path and the native server
+setup: node_modules/.installed ## install Python dependencies (uv.lock), anvil and cast (package-lock.json); build the native executor
 	$(UV) sync --locked
-	$(UV) run python scripts/compile_hot_path.py
 	scripts/native.sh .venv/bin/python
 
 # anvil and cast, real EVM node and client for the demo and the tests, from npm.
@@ -32,10 +31,10 @@ demo: setup ## run a demo: three anvil nodes, two providers, router and API (Ctr
 .PHONY: test
 test: setup ## run the whole test suite (starts local PostgreSQL and Redis if they are down)
 	scripts/services.sh
-	CHAINROUTER_TEST_EXPECT_COMPILED=1 $(UV) run pytest
+	$(UV) run pytest
 
 .PHONY: lint
-lint: setup ## ruff lint and format check; rustfmt and clippy on the native server
+lint: setup ## ruff lint and format check; rustfmt and clippy on the native executor
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
 	cd native && cargo fmt --check && cargo clippy --quiet --release -- -D warnings

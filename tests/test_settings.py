@@ -64,13 +64,6 @@ def test_a_mistyped_variable_is_an_error_not_silently_ignored(
         load_settings()
 
 
-def test_the_switch_to_the_hot_path_sources_is_not_taken_for_a_mistyped_setting(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("CHAINROUTER_INTERPRETED", "1")
-    assert load_settings().rpc_port == 8545
-
-
 def test_a_toml_file_supplies_values_and_the_environment_wins(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -1,16 +1,17 @@
-//! Running the Python pipeline's coroutines without an asyncio event loop.
+//! Running the router's programs (`chainrouter.router.contract`) without an asyncio event loop.
 //!
-//! A request's coroutine is stepped here, on the server's thread, and only ever awaits what this
-//! driver knows how to do:
-//! - `UpstreamPost`: a POST to a node, done by `Upstream` while Python waits;
-//! - `Gather`: several coroutines at once (the calls of a batch), each driven the same way;
-//! - `OnLoop`: an awaitable that needs asyncio (the Redis limiter), handed to the process's
-//!   event loop thread and resumed with its result;
-//! - `Sleep` and `Spawn`: a pause, and a coroutine started on its own (the health checker,
-//!   which runs here beside the requests rather than on the event loop's thread).
+//! A program is a Python coroutine that awaits only the contract's commands. It is stepped here,
+//! on the server's thread, and each command it yields is carried out:
+//! - `Forward`: a POST to a node, done by `Upstream` while Python waits; resumed with the answer's
+//!   bytes or a `Failure`;
+//! - `Gather`: several programs at once (the calls of a batch), each driven the same way;
+//! - `Acquire`: the rate limiter, which is Python: the host's function answers at once (the
+//!   in-process limiter) or with a `concurrent.futures.Future` (Redis, on the event loop's
+//!   thread), waited for here without the GIL;
+//! - `Wait` and `Spawn`: a pause, and a program started on its own (the health checker runs here
+//!   beside the requests).
 //!
-//! The types are defined in `chainrouter.router.native_io`; anything else a coroutine awaits is
-//! a bug in the pipeline, and is thrown back into it as a RuntimeError.
+//! Anything else a program awaits is a bug in it, and is thrown back into it as a RuntimeError.
 
 use std::future::Future;
 use std::os::raw::c_int;
@@ -22,9 +23,10 @@ use futures_util::future::join_all;
 use hyper::body::Bytes;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBytes, PyCFunction, PyDict, PyList, PyTuple, PyType};
-use pyo3::{ffi, intern, AsPyPointer};
+use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyCFunction, PyDict, PyList, PyTuple};
+use pyo3::{ffi, AsPyPointer};
 
+use crate::contract::Types;
 use crate::upstream::{Failure, Upstream, UpstreamSettings};
 
 extern "C" {
@@ -38,23 +40,18 @@ extern "C" {
 const PYGEN_RETURN: c_int = 0;
 const PYGEN_NEXT: c_int = 1;
 
-const AWAITABLES: &str = "chainrouter.router.native_io";
-const LOGGER: &str = "chainrouter.router.native_io";
+const LOGGER: &str = "chainrouter.router.executors.native";
 
-/// What every coroutine the driver runs needs.
+/// What every program the driver runs needs.
 pub struct Shared {
-    pub post_type: Py<PyType>,
-    pub gather_type: Py<PyType>,
-    pub on_loop_type: Py<PyType>,
-    pub sleep_type: Py<PyType>,
-    pub spawn_type: Py<PyType>,
-    /// `(awaitable) -> concurrent.futures.Future`, run on the asyncio loop's thread.
-    pub run_on_loop: PyObject,
+    pub types: Types,
+    /// `(Acquire) -> bool | concurrent.futures.Future[bool]`: the host's rate limiter.
+    pub acquire: PyObject,
     pub upstream: Upstream,
 }
 
 /// A tokio runtime on whichever thread calls in, with the client to nodes: `run` drives one
-/// coroutine to its end (the tests' way in); `NativeServer.serve` serves on it.
+/// program to its end (the tests' way in); `NativeServer.serve` serves on it.
 #[pyclass(module = "chainrouter._native")]
 pub struct Driver {
     pub shared: Arc<Shared>,
@@ -68,7 +65,7 @@ impl Driver {
     #[new]
     fn new(
         py: Python<'_>,
-        run_on_loop: PyObject,
+        acquire: PyObject,
         max_response_bytes: usize,
         connect_timeout_s: f64,
         idle_timeout_s: f64,
@@ -87,26 +84,14 @@ impl Driver {
             user_agent,
         })
         .map_err(PyValueError::new_err)?;
-        let awaitables = py.import(AWAITABLES)?;
-        let type_of = |name: &str| -> PyResult<Py<PyType>> {
-            Ok(awaitables.getattr(name)?.downcast::<PyType>()?.into())
-        };
         Ok(Driver {
-            shared: Arc::new(Shared {
-                post_type: type_of("UpstreamPost")?,
-                gather_type: type_of("Gather")?,
-                on_loop_type: type_of("OnLoop")?,
-                sleep_type: type_of("Sleep")?,
-                spawn_type: type_of("Spawn")?,
-                run_on_loop,
-                upstream,
-            }),
+            shared: Arc::new(Shared { types: Types::load(py)?, acquire, upstream }),
             runtime,
             busy: Mutex::new(()),
         })
     }
 
-    /// Drive `coroutine` to its end on this thread, without the GIL while it waits.
+    /// Drive the program `coroutine` to its end on this thread, without the GIL while it waits.
     fn run(&self, py: Python<'_>, coroutine: PyObject) -> PyResult<PyObject> {
         let shared = self.shared.clone();
         py.allow_threads(|| {
@@ -115,8 +100,8 @@ impl Driver {
         })
     }
 
-    /// Start `coroutine` on its own, from any thread; it runs whenever this driver's runtime is
-    /// being driven (by `run`, or by a server's `serve`). Its failure is logged.
+    /// Start the program `coroutine` on its own, from any thread; it runs whenever this driver's
+    /// runtime is being driven (by `run`, or by a server's `serve`). Its failure is logged.
     fn spawn(&self, coroutine: PyObject) {
         drop(self.runtime.spawn(in_background(self.shared.clone(), coroutine)));
     }
@@ -127,7 +112,7 @@ pub fn seconds(value: f64) -> PyResult<Duration> {
         .map_err(|_| PyValueError::new_err(format!("{value} is not a duration in seconds")))
 }
 
-/// What a coroutine is resumed with.
+/// What a program is resumed with.
 enum Resume {
     Start,
     Nothing,
@@ -137,18 +122,20 @@ enum Resume {
     Results(Vec<PyObject>),
 }
 
-/// What a coroutine asked for when it stopped.
+/// What a program asked for when it stopped.
 pub enum Step {
     Done(PyObject),
-    Post {
+    Forward {
         url: String,
         body: Bytes,
         timeout: Duration,
     },
-    /// The coroutines of a batch, each already started (under the GIL that found them).
+    /// The programs of a batch, each already started (under the GIL that found them).
     Gather(Vec<(PyObject, PyResult<Step>)>),
-    OnLoop(PyObject),
-    Sleep(Duration),
+    /// The host's answer to `Acquire`: its result, or a future of it.
+    Acquired(PyObject),
+    AcquireLater(PyObject),
+    Wait(Duration),
     Spawn(PyObject),
 }
 
@@ -196,7 +183,7 @@ where
                 let finish = finish.take().expect("finished once");
                 return Python::with_gil(|py| finish(py, Ok(value)));
             }
-            Step::Post { url, body, timeout } => {
+            Step::Forward { url, body, timeout } => {
                 Resume::Answer(shared.upstream.post(&url, body, timeout).await)
             }
             Step::Gather(children) => {
@@ -218,11 +205,12 @@ where
                     None => Resume::Results(results),
                 }
             }
-            Step::OnLoop(awaitable) => match on_loop(&shared, awaitable).await {
+            Step::Acquired(value) => Resume::Value(value),
+            Step::AcquireLater(future) => match wait_for(future).await {
                 Ok(value) => Resume::Value(value),
                 Err(error) => Resume::Error(error),
             },
-            Step::Sleep(pause) => {
+            Step::Wait(pause) => {
                 tokio::time::sleep(pause).await;
                 Resume::Nothing
             }
@@ -253,7 +241,10 @@ fn advance(py: Python<'_>, shared: &Shared, coroutine: &PyAny, resume: Resume) -
         Resume::Error(error) => return throw(py, shared, coroutine, error),
         Resume::Value(value) => value,
         Resume::Answer(Ok(body)) => PyBytes::new(py, &body).into(),
-        Resume::Answer(Err(failure)) => (failure.kind, failure.detail, failure.status).into_py(py),
+        Resume::Answer(Err(failure)) => {
+            let kind = shared.types.kind(py, failure.kind);
+            shared.types.failure.as_ref(py).call1((kind, failure.detail, failure.status))?.into()
+        }
         Resume::Results(values) => PyList::new(py, values).into(),
     };
     let mut result: *mut ffi::PyObject = std::ptr::null_mut();
@@ -280,42 +271,57 @@ fn throw(py: Python<'_>, shared: &Shared, coroutine: &PyAny, error: PyErr) -> Py
 
 fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny) -> PyResult<Step> {
     let kind = yielded.get_type();
-    if kind.is(shared.post_type.as_ref(py)) {
-        let body: &PyBytes = yielded.getattr(intern!(py, "body"))?.downcast()?;
-        let timeout_s: f64 = yielded.getattr(intern!(py, "timeout_s"))?.extract()?;
-        return Ok(Step::Post {
-            url: yielded.getattr(intern!(py, "url"))?.extract()?,
+    let types = &shared.types;
+    if kind.is(types.forward.as_ref(py)) {
+        let [url, body, timeout_s] = &types.forward_fields;
+        let body: &PyBytes = yielded.getattr(body.as_ref(py))?.downcast()?;
+        let timeout_s: f64 = yielded.getattr(timeout_s.as_ref(py))?.extract()?;
+        return Ok(Step::Forward {
+            url: yielded.getattr(url.as_ref(py))?.extract()?,
             body: Bytes::copy_from_slice(body.as_bytes()),
-            timeout: Duration::from_secs_f64(timeout_s.max(0.0)),
+            timeout: Duration::from_secs_f64(bounded_seconds(timeout_s)),
         });
     }
-    if kind.is(shared.gather_type.as_ref(py)) {
-        let awaitables: &PyList = yielded.getattr(intern!(py, "awaitables"))?.downcast()?;
-        let children = awaitables.iter().map(|child| (child.into(), start(py, shared, child)));
+    if kind.is(types.gather.as_ref(py)) {
+        let [programs] = &types.gather_fields;
+        let programs: &PyList = yielded.getattr(programs.as_ref(py))?.downcast()?;
+        let children = programs.iter().map(|child| (child.into(), start(py, shared, child)));
         return Ok(Step::Gather(children.collect()));
     }
-    if kind.is(shared.on_loop_type.as_ref(py)) {
-        return Ok(Step::OnLoop(yielded.getattr(intern!(py, "awaitable"))?.into()));
+    if kind.is(types.acquire.as_ref(py)) {
+        let answer = shared.acquire.call1(py, (yielded,))?;
+        return Ok(if answer.as_ref(py).is_instance_of::<PyBool>()? {
+            Step::Acquired(answer)
+        } else {
+            Step::AcquireLater(answer)
+        });
     }
-    if kind.is(shared.sleep_type.as_ref(py)) {
-        let seconds: f64 = yielded.getattr(intern!(py, "seconds"))?.extract()?;
-        // No value from Python may make the conversion panic: NaN, negative or endless.
-        let seconds = if seconds.is_nan() { 0.0 } else { seconds.clamp(0.0, 1e9) };
-        return Ok(Step::Sleep(Duration::from_secs_f64(seconds)));
+    if kind.is(types.wait.as_ref(py)) {
+        let [seconds] = &types.wait_fields;
+        let seconds: f64 = yielded.getattr(seconds.as_ref(py))?.extract()?;
+        return Ok(Step::Wait(Duration::from_secs_f64(bounded_seconds(seconds))));
     }
-    if kind.is(shared.spawn_type.as_ref(py)) {
-        return Ok(Step::Spawn(yielded.getattr(intern!(py, "coroutine"))?.into()));
+    if kind.is(types.spawn.as_ref(py)) {
+        let [program] = &types.spawn_fields;
+        return Ok(Step::Spawn(yielded.getattr(program.as_ref(py))?.into()));
     }
-    let message =
-        format!("the native server cannot await {}; wrap it in native_io.on_loop()", kind.name()?);
+    let message = format!("a program awaited {}, which is not a command", kind.name()?);
     throw(py, shared, coroutine, PyRuntimeError::new_err(message))
 }
 
-/// Run `awaitable` on the asyncio loop's thread, and wait here, without the GIL, for its end.
-async fn on_loop(shared: &Shared, awaitable: PyObject) -> PyResult<PyObject> {
+/// No value from Python may make a duration panic: NaN and negatives are 0, the rest capped.
+fn bounded_seconds(seconds: f64) -> f64 {
+    if seconds.is_nan() {
+        0.0
+    } else {
+        seconds.clamp(0.0, 1e9)
+    }
+}
+
+/// Wait here, without the GIL, for a `concurrent.futures.Future` of the host's to end.
+async fn wait_for(future: PyObject) -> PyResult<PyObject> {
     let (done, finished) = tokio::sync::oneshot::channel::<()>();
-    let future = Python::with_gil(|py| -> PyResult<PyObject> {
-        let future = shared.run_on_loop.call1(py, (awaitable,))?;
+    Python::with_gil(|py| -> PyResult<()> {
         let done = Mutex::new(Some(done));
         let callback = PyCFunction::new_closure(
             move |_: &PyTuple, _: Option<&PyDict>| {
@@ -326,7 +332,7 @@ async fn on_loop(shared: &Shared, awaitable: PyObject) -> PyResult<PyObject> {
             py,
         )?;
         future.call_method1(py, "add_done_callback", (callback,))?;
-        Ok(future)
+        Ok(())
     })?;
     // The sender is dropped unsent only if the callback is; the future's outcome then says why.
     let _ = finished.await;

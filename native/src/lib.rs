@@ -1,6 +1,8 @@
-//! `chainrouter._native`: the router's request path in Rust (see docs/decisions.md, "Native
-//! request path"). The pipeline stays in Python; this module does the I/O around it.
+//! `chainrouter._native`: the native executor (docs/architecture.md). The pipeline stays in
+//! Python and does no I/O; this module serves HTTP, steps the pipeline's programs and carries out
+//! the commands they await (`contract.rs`, mirroring `chainrouter.router.contract`).
 
+mod contract;
 mod driver;
 mod http1;
 mod server;
@@ -30,5 +32,6 @@ fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
     module.add_class::<driver::Driver>()?;
     module.add_class::<server::NativeServer>()?;
     module.add_function(wrap_pyfunction!(parse_node_url, module)?)?;
+    module.add_function(wrap_pyfunction!(contract::contract, module)?)?;
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! drives the coroutine the handler returns, and writes the answer it ends with.
 //!
 //! The server holds no routing or policy of its own: paths, statuses, headers and bodies are
-//! all the handler's (`chainrouter.router.http_face`), so both servers answer alike.
+//! all the handler's (`chainrouter.router.http_face`), so both executors answer alike. The
+//! handler takes the contract's `HttpRequest` and its program ends with an `HttpAnswer`.
 
 use std::convert::Infallible;
 use std::os::unix::io::FromRawFd;
@@ -141,18 +142,18 @@ async fn answer(
     // One GIL acquisition starts the handler and runs it up to its first wait; one more per
     // wait resumes it, and the last one also turns its answer into the response.
     let started = Python::with_gil(|py| {
-        let coroutine = state.handler.call1(
-            py,
-            (
-                method_name(py, &head.method),
-                head.uri.path(),
-                header("origin"),
-                header("referer"),
-                header("x-forwarded-for"),
-                &*peer,
-                body.as_ref().map(|b| PyBytes::new(py, b)),
-            ),
-        );
+        // The fields of `contract::REQUEST`, in its order.
+        let request = state.shared.types.request.as_ref(py).call1((
+            method_name(py, &head.method),
+            head.uri.path(),
+            header("origin"),
+            header("referer"),
+            header("x-forwarded-for"),
+            header("content-type"),
+            &*peer,
+            body.as_ref().map(|b| PyBytes::new(py, b)),
+        ));
+        let coroutine = request.and_then(|request| state.handler.call1(py, (request,)));
         let first = coroutine.and_then(|c| Ok((start(py, &state.shared, c.as_ref(py))?, c)));
         match first {
             Ok((Step::Done(answer), _)) => Started::Answered(response_or_error(py, Ok(answer))),
@@ -230,7 +231,7 @@ async fn read_within(mut body: Body, declared: Option<u64>, max: usize) -> Optio
     (whole.len() <= max).then(|| Bytes::from(whole))
 }
 
-/// The handler's answer, `(status, [(name, value), ...], body)`, as a hyper response.
+/// The handler's `HttpAnswer`, `(status, [(name, value), ...], body)`, as a hyper response.
 fn response_of(py: Python<'_>, answer: PyObject) -> PyResult<Response<Body>> {
     let (status, headers, body): (u16, &PyList, &PyBytes) = answer.extract(py)?;
     let mut response = Response::new(Body::from(Bytes::copy_from_slice(body.as_bytes())));

@@ -1,9 +1,8 @@
 //! POSTing one JSON-RPC body to a node: kept connections per origin, a time-out per attempt, a
 //! size bound.
 //!
-//! Every way a node can fail maps to one of the pipeline's failure kinds
-//! (`chainrouter.router.upstream.FailureKind`); the pipeline decides what each one means. The
-//! behaviour is the Python client's (`chainrouter.router.http1`), and the same tests check both.
+//! Every way a node can fail maps to one of the contract's failure kinds (`contract::Kind`); the
+//! pipeline decides what each one means.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,6 +19,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
+use crate::contract::Kind;
 use crate::http1::{self, Failed};
 use crate::target::{self, Origin, Target};
 
@@ -27,16 +27,16 @@ use crate::target::{self, Origin, Target};
 const MAX_TARGETS: usize = 65_536;
 const MAX_IDLE_PER_ORIGIN: usize = 256;
 
-/// Why a node gave no usable answer; the names are `FailureKind` values.
+/// Why a node gave no usable answer.
 #[derive(Debug)]
 pub struct Failure {
-    pub kind: &'static str,
+    pub kind: Kind,
     pub detail: String,
     pub status: Option<u16>,
 }
 
 impl Failure {
-    fn new(kind: &'static str, detail: impl Into<String>) -> Self {
+    fn new(kind: Kind, detail: impl Into<String>) -> Self {
         Failure { kind, detail: detail.into(), status: None }
     }
 }
@@ -108,7 +108,7 @@ impl Upstream {
         match tokio::time::timeout(timeout, self.exchange(&target, &body)).await {
             Ok(outcome) => outcome,
             Err(_) => Err(Failure::new(
-                "timeout",
+                Kind::Timeout,
                 format!("no complete answer within {:.3} s", timeout.as_secs_f64()),
             )),
         }
@@ -120,7 +120,7 @@ impl Upstream {
             return Ok(target.clone());
         }
         let target = Arc::new(
-            target::parse(url, &self.user_agent).map_err(|e| Failure::new("transport", e))?,
+            target::parse(url, &self.user_agent).map_err(|e| Failure::new(Kind::Transport, e))?,
         );
         if targets.len() >= MAX_TARGETS {
             targets.clear();
@@ -149,15 +149,15 @@ impl Upstream {
                     continue;
                 }
                 Err(Failed::Unanswered) => {
-                    return Err(Failure::new("transport", "connection closed without an answer"))
+                    return Err(Failure::new(Kind::Transport, "connection closed without an answer"))
                 }
                 Err(Failed::TooLarge) => {
                     return Err(Failure::new(
-                        "too_large",
+                        Kind::TooLarge,
                         format!("answer larger than {} bytes", self.max_response_bytes),
                     ))
                 }
-                Err(Failed::Broken(detail)) => return Err(Failure::new("transport", detail)),
+                Err(Failed::Broken(detail)) => return Err(Failure::new(Kind::Transport, detail)),
             };
             if answer.reusable {
                 self.keep(&target.origin, connection);
@@ -165,12 +165,12 @@ impl Upstream {
             return match answer.status {
                 200..=299 => Ok(answer.body),
                 429 => Err(Failure {
-                    kind: "rate_limited",
+                    kind: Kind::RateLimited,
                     detail: "HTTP 429".to_string(),
                     status: Some(429),
                 }),
                 status => Err(Failure {
-                    kind: "http_status",
+                    kind: Kind::HttpStatus,
                     detail: format!("HTTP {status}"),
                     status: Some(status),
                 }),
@@ -182,25 +182,25 @@ impl Upstream {
         let dialling = TcpStream::connect((origin.host.as_str(), origin.port));
         let tcp = match tokio::time::timeout(self.connect_timeout, dialling).await {
             Ok(Ok(tcp)) => tcp,
-            Ok(Err(error)) => return Err(Failure::new("transport", error.to_string())),
+            Ok(Err(error)) => return Err(Failure::new(Kind::Transport, error.to_string())),
             Err(_) => {
                 return Err(Failure::new(
-                    "timeout",
+                    Kind::Timeout,
                     format!("no connection in {:.3} s", self.connect_timeout.as_secs_f64()),
                 ))
             }
         };
-        tcp.set_nodelay(true).map_err(|e| Failure::new("transport", e.to_string()))?;
+        tcp.set_nodelay(true).map_err(|e| Failure::new(Kind::Transport, e.to_string()))?;
         if !origin.tls {
             return Ok(Connection::Plain(tcp));
         }
         let name = rustls::ServerName::try_from(origin.host.as_str())
-            .map_err(|_| Failure::new("transport", "the node's host is not a valid TLS name"))?;
+            .map_err(|_| Failure::new(Kind::Transport, "the node's host is not a valid TLS name"))?;
         let handshake = self.tls.connect(name, tcp);
         match tokio::time::timeout(self.connect_timeout, handshake).await {
             Ok(Ok(tls)) => Ok(Connection::Tls(Box::new(tls))),
-            Ok(Err(error)) => Err(Failure::new("transport", format!("TLS: {error}"))),
-            Err(_) => Err(Failure::new("timeout", "no TLS handshake in time")),
+            Ok(Err(error)) => Err(Failure::new(Kind::Transport, format!("TLS: {error}"))),
+            Err(_) => Err(Failure::new(Kind::Timeout, "no TLS handshake in time")),
         }
     }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -173,27 +174,34 @@ def _serve_rpc(settings: Settings) -> int:
     if settings.free_tier_enabled and not settings.trusted_proxies:
         log.info("free tier on: client IPs are taken from the socket (no trusted proxies)")
     if settings.rpc_server is RpcServer.NATIVE:
-        from chainrouter.router.native_server import serve_native
+        from chainrouter.router.executors.native import serve_native
 
         return serve_native(settings)
 
-    from granian.constants import Interfaces, Loops
-    from granian.log import LogLevels
-    from granian.server import Server
+    import uvicorn
 
-    Server(
-        "chainrouter.router.web:create_app",
+    # uvicorn stops gracefully on SIGTERM or SIGINT, then raises the signal again under the
+    # handlers it found: these make that a clean exit (status 0), the usage written.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
+    uvicorn.run(
+        "chainrouter.router.executors.asgi:create_app",
         factory=True,
-        address=settings.rpc_host,
+        host=settings.rpc_host,
         port=settings.rpc_port,
-        interface=Interfaces.RSGI,
-        workers=settings.rpc_workers,
-        runtime_threads=1,  # measured best for a proxy on one core per worker
-        loop=Loops.uvloop,
-        log_level=LogLevels(settings.log_level.value),
-        log_access=False,
+        workers=settings.rpc_workers if settings.rpc_workers > 1 else None,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        # The client's address is the router's to decide (trusted proxies), never uvicorn's.
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
+        access_log=False,
+        log_level=settings.log_level.value,
         backlog=2048,
-    ).serve()
+        timeout_graceful_shutdown=30,
+    )
     return 0
 
 

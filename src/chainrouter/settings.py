@@ -23,7 +23,6 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from chainrouter import hot_path
 from chainrouter.validation import error_message
 
 ENV_PREFIX = "CHAINROUTER_"
@@ -38,8 +37,10 @@ class LogLevel(StrEnum):
 
 
 class RpcServer(StrEnum):
-    GRANIAN = "granian"  # granian's RSGI, the pipeline on an asyncio event loop
-    NATIVE = "native"  # chainrouter._native: HTTP in Rust, the pipeline driven from there
+    """The router's executor (router/executors): its HTTP server and its client to nodes."""
+
+    NATIVE = "native"  # chainrouter._native: server and client in Rust, stepping the pipeline
+    PYTHON = "python"  # uvicorn and aiohttp, the pipeline on an asyncio event loop
 
 
 class ServeRole(StrEnum):
@@ -92,9 +93,9 @@ class Settings(BaseSettings):
     )
     rpc_server: RpcServer = Field(
         default=RpcServer.NATIVE,
-        description="The router's HTTP server: `native` (the server and the client to nodes in "
-        "Rust, the pipeline in Python; faster, see docs/benchmarks.md), or `granian` (all in "
-        "Python on an asyncio event loop).",
+        description="The router's executor: `native` (the HTTP server and the client to nodes in "
+        "Rust, the pipeline in Python; faster, see docs/benchmarks.md), or `python` (uvicorn and "
+        "aiohttp, all in Python on an asyncio event loop).",
     )
     max_body_bytes: int = Field(
         default=5 * 1024 * 1024,
@@ -290,9 +291,8 @@ class SettingsError(Exception):
     """Invalid settings; `str()` is the message for the operator, one line per problem."""
 
 
-# Variables with the prefix that are not settings: the file pointer, the switch to the hot path's
-# sources (read on import, before any settings) and the test suite's own.
-_NON_SETTING_VARIABLES = frozenset({CONFIG_FILE_ENV, hot_path.INTERPRETED_ENV})
+# Variables with the prefix that are not settings: the file pointer and the test suite's own.
+_NON_SETTING_VARIABLES = frozenset({CONFIG_FILE_ENV})
 _NON_SETTING_PREFIXES = ("CHAINROUTER_TEST_",)
 
 

@@ -7,8 +7,9 @@ create customers through the API itself.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,10 @@ from sqlalchemy import Engine
 from chainrouter.api.app import build_api_app
 from chainrouter.domain.enums import Role
 from chainrouter.management import admin
+from chainrouter.router.executors.python import PythonExecutor
+from chainrouter.router.metering import CreditView
+from chainrouter.router.pipeline import Reply
+from chainrouter.router.runtime import RouterRuntime, build_runtime
 from chainrouter.settings import Settings
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from chainrouter.testing.tls_front import TlsFront
@@ -95,12 +100,50 @@ class ApiHarness:
         assert linked.status_code == 200, linked.text
         return ProviderAccount(account.id, account.token, account.email, provider["id"], plan_ids)
 
+    @contextlib.asynccontextmanager
+    async def router(self) -> AsyncIterator[RouterBeside]:
+        """A router on this API's database, as `chainrouter serve --role rpc` builds one (on the
+        Python executor), to see what the API's changes do to it."""
+        settings = Settings(
+            database_url=self.settings.database_url, outbound_ca_file=self.settings.outbound_ca_file
+        )
+        runtime = build_runtime(settings, self.engine)
+        executor = PythonExecutor(
+            runtime.limiter,
+            max_response_bytes=settings.max_response_bytes,
+            connect_timeout_s=settings.upstream_connect_timeout_s,
+            ca_file=settings.outbound_ca_file,
+        )
+        try:
+            yield RouterBeside(runtime, executor)
+        finally:
+            await runtime.stop()
+            await executor.close()
+
     def create_key(self, customer: Customer, **fields: Any) -> dict[str, Any]:
         body = {"allowed_domains": ["*"], "routing_strategy": "economy", **fields}
         made = self.client.post("/api-keys", json=body, headers=customer.headers)
         assert made.status_code == 201, made.text
         result: dict[str, Any] = made.json()
         return result
+
+
+@dataclass(frozen=True)
+class RouterBeside:
+    runtime: RouterRuntime
+    executor: PythonExecutor
+
+    @property
+    def credits(self) -> CreditView:
+        return self.runtime.service.credits
+
+    async def refresh(self) -> bool:
+        """Load the configuration now if it changed (the sync does it every second)."""
+        return await self.runtime.sync.refresh()
+
+    async def call(self, chain: str, key: str, body: bytes, *, origin: str | None = None) -> Reply:
+        program = self.runtime.service.handle_keyed(chain, key, body, origin=origin)
+        return await self.executor.run(program)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,6 @@ from typing import Any
 
 import pytest
 
-from chainrouter.router.runtime import build_runtime
-from chainrouter.settings import Settings
 from tests.api.conftest import ApiHarness
 
 
@@ -125,18 +123,15 @@ def test_credits_for_an_unknown_customer_are_404(api: ApiHarness) -> None:
 @pytest.mark.anyio
 async def test_a_purchase_reaches_the_routers_credit_check(api: ApiHarness) -> None:
     customer = api.customer()
-    runtime = build_runtime(Settings(database_url=api.settings.database_url), api.engine)
-    try:
-        assert runtime.service.credits.available(customer.id) == 0
+    async with api.router() as router:
+        assert router.credits.available(customer.id) == 0
         api.client.post(
             f"/admin/customers/{customer.id}/credits",
             json={"kind": "purchase", "amount": "12.5"},
             headers=api.admin,
         )
-        assert await runtime.sync.refresh()
-        assert runtime.service.credits.available(customer.id) == 12_500_000_000
-    finally:
-        await runtime.stop()
+        assert await router.refresh()
+        assert router.credits.available(customer.id) == 12_500_000_000
 
 
 def test_providers_plans_and_customer_links(api: ApiHarness) -> None:

@@ -12,8 +12,6 @@ from hypothesis import strategies as st
 
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
-from chainrouter.router.runtime import build_runtime
-from chainrouter.settings import Settings
 from tests.api.conftest import ApiHarness
 
 KEY_FIELDS = {
@@ -220,20 +218,16 @@ async def test_new_and_changed_keys_reach_a_router_at_its_next_poll(
             }
         ),
     )
-    runtime = build_runtime(Settings(database_url=api.settings.database_url), api.engine)
-    try:
+    async with api.router() as router:
         customer = api.customer()
         key = api.create_key(customer, allowed_domains=["app.example.com"])
         call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber"}).encode()
 
         async def status(origin: str = "https://app.example.com") -> int:
-            reply = await runtime.service.handle_keyed(
-                "31337", key["api_key"], call, origin=origin, referer=None
-            )
-            return reply.status
+            return (await router.call("31337", key["api_key"], call, origin=origin)).status
 
         assert await status() == 401  # not loaded yet
-        assert await runtime.sync.refresh()
+        assert await router.refresh()
         assert await status() == 200
         assert await status("https://evil.example.net") == 403
         api.client.patch(
@@ -241,13 +235,11 @@ async def test_new_and_changed_keys_reach_a_router_at_its_next_poll(
             json={"allowed_domains": ["evil.example.net"]},
             headers=customer.headers,
         )
-        assert await runtime.sync.refresh()
+        assert await router.refresh()
         assert await status("https://evil.example.net") == 200
         api.client.patch(f"/api-keys/{key['id']}", json={"active": False}, headers=customer.headers)
-        assert await runtime.sync.refresh()
+        assert await router.refresh()
         assert await status("https://evil.example.net") == 401
-    finally:
-        await runtime.stop()
 
 
 _json = st.recursive(

@@ -13,8 +13,6 @@ import pytest
 
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.routing import HealthReport
-from chainrouter.router.runtime import build_runtime
-from chainrouter.settings import Settings
 from chainrouter.stores.sql.chains import upsert_chains
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.testing.tls_front import TlsFront
@@ -236,31 +234,27 @@ async def test_routers_stop_and_resume_using_a_node_as_its_status_changes(
     ids = {name: _put(api, mine, front.url).json()["node"]["id"] for name, front in fronts.items()}
     customer = api.customer("Caller")
     key = api.create_key(customer)
-    runtime = build_runtime(Settings(database_url=api.settings.database_url), api.engine)
     call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber"}).encode()
 
-    async def traffic(calls: int = 6) -> dict[str, int]:
-        before = {name: front.posts for name, front in fronts.items()}
-        for _ in range(calls):
-            reply = await runtime.service.handle_keyed(
-                "31337", key["api_key"], call, origin=None, referer=None
-            )
-            assert reply.status == 200, reply.body
-        return {name: fronts[name].posts - before[name] for name in fronts}
+    async with api.router() as router:
 
-    try:
-        await runtime.sync.refresh()
+        async def traffic(calls: int = 6) -> dict[str, int]:
+            before = {name: front.posts for name, front in fronts.items()}
+            for _ in range(calls):
+                reply = await router.call("31337", key["api_key"], call)
+                assert reply.status == 200, reply.body
+            return {name: fronts[name].posts - before[name] for name in fronts}
+
+        await router.refresh()
         served = await traffic()
         assert sum(served.values()) == 6
         _set(api, mine, ids["a1"], "disabled by provider")
-        assert await runtime.sync.refresh()
+        assert await router.refresh()
         assert await traffic() == {"a1": 0, "a2": 6}
         _set(api, mine, ids["a1"], "healthy")
         _set(api, mine, ids["a2"], "provider-deleted")
-        assert await runtime.sync.refresh()
+        assert await router.refresh()
         assert await traffic() == {"a1": 6, "a2": 0}
-    finally:
-        await runtime.stop()
 
 
 def test_new_prices_reach_the_public_price_list(api: ApiHarness, anvil: AnvilNodes) -> None:

@@ -17,8 +17,6 @@ from chainrouter.api.app import build_api_app
 from chainrouter.domain.routing import HealthReport
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
-from chainrouter.router.runtime import build_runtime
-from chainrouter.settings import Settings
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.node_health import write_node_health
@@ -188,25 +186,20 @@ async def test_what_is_billed_is_what_the_list_shows(
         for p in api.client.get("/prices").json()
         if p["method"] == "eth_call"
     }
-    runtime = build_runtime(Settings(database_url=api.settings.database_url), api.engine)
-    try:
+    async with api.router() as router:
         with api.engine.connect() as connection:
             customer_id = connection.execute(
                 select(t.customers.c.id).where(t.customers.c.email == "buyer@example.com")
             ).scalar_one()
-        before = runtime.service.credits.available(customer_id)
+        before = router.credits.available(customer_id)
         call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_call", "params": []}).encode()
         for chain in ("31337", "10"):
-            spent_before = runtime.service.credits.available(customer_id)
-            reply = await runtime.service.handle_keyed(
-                chain, "crk_" + "f" * 43, call, origin=None, referer=None
-            )
+            spent_before = router.credits.available(customer_id)
+            reply = await router.call(chain, "crk_" + "f" * 43, call)
             assert reply.status == 200
-            spent = spent_before - runtime.service.credits.available(customer_id)
+            spent = spent_before - router.credits.available(customer_id)
             assert Decimal(spent).scaleb(-9) == listed[(chain, "performance")]
-        assert before > runtime.service.credits.available(customer_id)
-    finally:
-        await runtime.stop()
+        assert before > router.credits.available(customer_id)
 
 
 def test_price_lists_are_limited_per_ip_with_retry_after(make_api: ApiFactory) -> None:

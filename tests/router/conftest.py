@@ -3,19 +3,19 @@ database from an operator file, exactly as `chainrouter serve` builds it.
 
 A test describes its world (providers with prices and nodes, keys, credits) with the helpers
 below, gets a `World`, and calls the router's pipeline directly or through a served router.
-Every world is made twice: with the pipeline on asyncio and its Python client (as granian runs
-it), and driven by the native server's Rust driver and client (as `CHAINROUTER_RPC_SERVER=native`
-runs it), so that every rule is checked on both.
+Every world is made twice, once on each executor: the Python one (asyncio and aiohttp, as
+`CHAINROUTER_RPC_SERVER=python` runs it) and the native one (the Rust driver and client, as
+`CHAINROUTER_RPC_SERVER=native` runs it), so that every rule is checked on both.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,9 +25,13 @@ from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.domain.routing import NodeInfo
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
-from chainrouter.router.native_server import load_native_module, new_driver
+from chainrouter.ratelimit.gcra import Limiter, MemoryLimiter
+from chainrouter.router.executors import Executor
+from chainrouter.router.executors.native import NativeExecutor, load_native_module, new_driver
+from chainrouter.router.executors.python import PythonExecutor
+from chainrouter.router.pipeline import Reply
 from chainrouter.router.runtime import RouterRuntime, build_runtime
-from chainrouter.router.service import Reply, RpcService
+from chainrouter.router.service import RpcService
 from chainrouter.settings import Settings
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
@@ -110,22 +114,35 @@ def world_config(
 # -- a running world ------------------------------------------------------------------------
 
 
-def driver_on(
-    loop: asyncio.AbstractEventLoop,
+def make_executor(
+    native: bool,
     *,
+    limiter: Limiter | None = None,
     max_response_bytes: int = 1 << 20,
     ca_file: str | None = None,
     idle_s: float = 30.0,
-) -> Any:
-    """A native driver (`chainrouter._native.Driver`) whose on-loop awaits go to `loop`; its
-    client closes kept connections after `idle_s` unused."""
-    return load_native_module().Driver(
-        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
-        max_response_bytes,
-        2.0,  # connect time-out, s
-        idle_s,
-        ca_file,
-        "chainrouter",
+) -> Executor:
+    """An executor of either kind, called from a running event loop (which, on the native one,
+    serves the Redis limiter's awaits); its client closes connections idle for `idle_s`."""
+    limiter = limiter or MemoryLimiter()
+    ca_path = Path(ca_file) if ca_file else None
+    if native:
+        driver = new_driver(
+            load_native_module(),
+            limiter,
+            asyncio.get_running_loop(),
+            max_response_bytes=max_response_bytes,
+            connect_timeout_s=2.0,
+            idle_s=idle_s,
+            ca_file=ca_path,
+        )
+        return NativeExecutor(driver)
+    return PythonExecutor(
+        limiter,
+        max_response_bytes=max_response_bytes,
+        connect_timeout_s=2.0,
+        idle_timeout_s=idle_s,
+        ca_file=ca_path,
     )
 
 
@@ -142,28 +159,18 @@ class World:
     runtime: RouterRuntime
     secrets: dict[str, str]  # key name -> secret
     customer_id: int
-    driver: Any  # the native server's driver, or None: the pipeline runs on this event loop
+    executor: Executor
 
     @property
     def service(self) -> RpcService:
         return self.runtime.service
 
     async def check_health(self, node: NodeInfo) -> None:
-        """One health check of `node`, run where this router runs its checks (on the native
-        server, through its driver and client)."""
-        check = self.runtime.health.check(node)
-        if self.driver is None:
-            await check
-        else:
-            await asyncio.to_thread(self.driver.run, check)
+        """One health check of `node`, on this world's executor."""
+        await self.executor.run(self.runtime.health.check(node))
 
     async def _run(self, pipeline: Coroutine[Any, Any, Reply]) -> Reply:
-        if self.driver is None:
-            return await pipeline
-        # On a thread of its own, as on the native server: this loop stays free for what the
-        # pipeline sends to it (the Redis limiter).
-        reply: Reply = await asyncio.to_thread(self.driver.run, pipeline)
-        return reply
+        return await self.executor.run(pipeline)
 
     async def call(
         self,
@@ -220,17 +227,16 @@ async def _make_world(
     migrate.upgrade(engine)
     apply_config(engine, validate_document(config))
     router_settings = Settings(database_url=database_url, **settings)
-    runtime = build_runtime(router_settings, engine, native=native)
-    driver = None
-    if native:
-        loop = asyncio.get_running_loop()
-        driver = new_driver(load_native_module(), router_settings, loop)
+    runtime = build_runtime(router_settings, engine)
+    executor = make_executor(
+        native, limiter=runtime.limiter, max_response_bytes=router_settings.max_response_bytes
+    )
     with engine.connect() as connection:
         customer_id = connection.execute(
             select(t.customers.c.id).where(t.customers.c.email == CUSTOMER_EMAIL)
         ).scalar_one()
     keys = config["customers"][0]["api_keys"]
-    return World(engine, runtime, {k["name"]: k["secret"] for k in keys}, customer_id, driver)
+    return World(engine, runtime, {k["name"]: k["secret"] for k in keys}, customer_id, executor)
 
 
 async def _factory(database_url: str, native: bool) -> AsyncIterator[WorldFactory]:
@@ -244,26 +250,27 @@ async def _factory(database_url: str, native: bool) -> AsyncIterator[WorldFactor
     yield make
     for world in worlds:
         await world.runtime.stop()
+        await world.executor.close()
         world.engine.dispose()  # the test may have used it after the router stopped
 
 
-@pytest.fixture(params=["asyncio", "native"])
-def native_driver(request: pytest.FixtureRequest) -> bool:
-    """Whether the pipeline runs under the native server's driver (else on asyncio)."""
+@pytest.fixture(params=["python", "native"])
+def on_native(request: pytest.FixtureRequest) -> bool:
+    """Whether the pipeline runs on the native executor (else on the Python one)."""
     return bool(request.param == "native")
 
 
 @pytest.fixture
-async def make_world(sqlite_database_url: str, native_driver: bool) -> AsyncIterator[WorldFactory]:
+async def make_world(sqlite_database_url: str, on_native: bool) -> AsyncIterator[WorldFactory]:
     """A router on SQLite: for rules that do not depend on the storage backend."""
-    async for factory in _factory(sqlite_database_url, native_driver):
+    async for factory in _factory(sqlite_database_url, on_native):
         yield factory
 
 
 @pytest.fixture
 async def make_world_on_each_backend(
-    database_url: str, native_driver: bool
+    database_url: str, on_native: bool
 ) -> AsyncIterator[WorldFactory]:
     """A router on SQLite, then on PostgreSQL: for billing and anything stored."""
-    async for factory in _factory(database_url, native_driver):
+    async for factory in _factory(database_url, on_native):
         yield factory

@@ -1,140 +1,154 @@
 """Failover (design notes, "Routing and billing"): routes are tried in order, a failing node is
-skipped for the next route, cooled down with backoff, and the client is told what failed."""
+passed over for the next route and cooled down with backoff, and the client is told what failed.
+
+These stories are told with scripted nodes (testing/scripted.py): the pipeline runs as in
+production, and only the nodes' answers are written down. The same rules against real sockets
+are in test_routing.py and test_rpc_statuses.py.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
 
 import pytest
 
-from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, Route
+from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.errors import RpcCode
+from chainrouter.router.answers import Verdict, answers_call, judge_answer
+from chainrouter.router.contract import FailureKind
 from chainrouter.router.cooldown import MemoryCooldowns
-from chainrouter.router.forward import (
-    Forwarder,
-    Served,
-    Unserved,
-    Verdict,
-    answers_call,
-    judge_answer,
-)
-from chainrouter.router.http1 import Http1Upstream
-from chainrouter.testing.faulty_upstream import FaultyUpstream
+from chainrouter.testing.scripted import answering, erroring, failing, raw
+from tests.router.scripted_world import rpc, scripted_world
 
-pytestmark = pytest.mark.anyio
-BODY = b'{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":7}'
-_next_node = iter(range(1, 10**6))
+A, B, C = "http://a.node", "http://b.node", "http://c.node"
+OK = answering("0x10d4f")
 
 
-def _routes(upstream: FaultyUpstream, *paths: str) -> list[Route]:
-    plan = PlanLimits(1, 1)
-    routes = []
-    for path in paths:
-        node_id = next(_next_node)
-        node = NodeInfo(node_id, 1, 1, upstream.url(path))
-        routes.append(Route(node, plan, MethodPrice(1, "eth_blockNumber", 100)))
-    return routes
+def _error(reply_body: bytes) -> tuple[int, str]:
+    error = json.loads(reply_body)["error"]
+    return error["code"], error["message"]
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[Http1Upstream]:
-    upstream_client = Http1Upstream(max_response_bytes=1 << 20)
-    yield upstream_client
-    await upstream_client.close()
-
-
-async def _forward(
-    client: Http1Upstream, routes: list[Route], cooldowns: MemoryCooldowns | None = None
-) -> Served | Unserved:
-    forwarder = Forwarder(
-        client, attempt_timeout_s=0.5, deadline_s=5, cooldowns=cooldowns or MemoryCooldowns()
+def test_the_first_choice_answers_when_it_can() -> None:
+    world = scripted_world([(A, 100, OK), (B, 200, OK)])
+    reply = world.call(rpc(request_id=7))
+    assert (reply.status, json.loads(reply.body)) == (
+        200,
+        {"jsonrpc": "2.0", "id": 7, "result": "0x10d4f"},
     )
-    return await forwarder.forward(routes, BODY, 7)
-
-
-async def test_the_first_choice_answers_when_it_can(
-    client: Http1Upstream, upstream: FaultyUpstream
-) -> None:
-    routes = _routes(upstream, "/ok", "/ok")
-    outcome = await _forward(client, routes)
-    assert isinstance(outcome, Served)
-    assert (outcome.route, outcome.attempts) == (routes[0], 1)
+    assert world.urls_called() == [A]
+    assert world.metered() == {Scenario.FIRST_CHOICE: (1, 100)}
 
 
 @pytest.mark.parametrize(
-    "failing",
-    ["/status/500", "/status/503", "/status/429", "/sleep/2000", "/drip/300", "/garbage",
-     "/wrong-id", "/reset"],
-)  # fmt: skip
-async def test_every_kind_of_failure_fails_over_to_the_next_route(
-    client: Http1Upstream, upstream: FaultyUpstream, failing: str
-) -> None:
-    routes = _routes(upstream, failing, "/ok")
-    outcome = await _forward(client, routes)
-    assert isinstance(outcome, Served)
-    assert (outcome.route, outcome.attempts) == (routes[1], 2)
-    assert b'"id": 7' in outcome.body
-
-
-async def test_a_json_rpc_error_is_an_answer_not_a_failure(
-    client: Http1Upstream, upstream: FaultyUpstream
-) -> None:
-    routes = _routes(upstream, "/rpc-error", "/ok")
-    outcome = await _forward(client, routes)
-    assert isinstance(outcome, Served)
-    assert outcome.route == routes[0]
-    assert b"execution reverted" in outcome.body
-
-
-@pytest.mark.parametrize(
-    ("paths", "status", "code"),
+    "failure",
     [
-        (("/status/502", "/garbage"), 424, RpcCode.ALL_NODES_FAILED),
-        (("/status/429", "/status/429"), 429, RpcCode.ALL_NODES_ON_COOLDOWN),
-        (("/sleep/2000", "/sleep/2000"), 504, RpcCode.ALL_NODES_FAILED),
-        ((), 424, RpcCode.NO_PROVIDERS_AVAILABLE),
+        failing(FailureKind.HTTP_STATUS, 500),
+        failing(FailureKind.HTTP_STATUS, 503),
+        failing(FailureKind.RATE_LIMITED, 429),
+        failing(FailureKind.TIMEOUT),
+        failing(FailureKind.TRANSPORT),
+        failing(FailureKind.TOO_LARGE),
+        raw(b"<html>definitely not json"),
+        raw(b'{"jsonrpc":"2.0","id":"not-7","result":"0x1"}'),
     ],
 )
-async def test_when_no_route_answers_the_client_is_told_why(
-    client: Http1Upstream,
-    upstream: FaultyUpstream,
-    paths: tuple[str, ...],
-    status: int,
-    code: RpcCode,
+def test_every_kind_of_failure_fails_over_to_the_next_route_and_bills_it(failure: object) -> None:
+    world = scripted_world([(A, 100, failure), (B, 200, OK)])  # type: ignore[list-item]
+    reply = world.call(rpc(request_id=7))
+    assert reply.status == 200
+    assert json.loads(reply.body)["id"] == 7
+    assert world.urls_called() == [A, B]
+    assert world.cooling() == [A]
+    assert world.metered() == {Scenario.FAILOVER: (1, 200)}
+
+
+def test_a_429_then_success_is_a_failover_billed_at_the_serving_route() -> None:
+    world = scripted_world([(A, 100, [failing(FailureKind.RATE_LIMITED, 429), OK]), (B, 300, OK)])
+    assert world.call(rpc()).status == 200
+    assert world.metered() == {Scenario.FAILOVER: (1, 300)}
+    assert world.balance() == 10**9 - 300
+
+
+def test_a_json_rpc_error_is_an_answer_not_a_failure() -> None:
+    world = scripted_world([(A, 100, erroring(3, "execution reverted")), (B, 200, OK)])
+    reply = world.call(rpc())
+    assert _error(reply.body) == (3, "execution reverted")
+    assert world.urls_called() == [A]
+    assert world.metered() == {Scenario.FIRST_CHOICE: (1, 100)}
+
+
+@pytest.mark.parametrize(
+    ("scripts", "status", "code", "scenario"),
+    [
+        (
+            [failing(FailureKind.HTTP_STATUS, 502), raw(b"garbage")],
+            424,
+            RpcCode.ALL_NODES_FAILED,
+            Scenario.ALL_FAILED,
+        ),
+        (
+            [failing(FailureKind.RATE_LIMITED, 429), failing(FailureKind.RATE_LIMITED, 429)],
+            429,
+            RpcCode.ALL_NODES_ON_COOLDOWN,
+            Scenario.RATE_LIMITED,
+        ),
+        (
+            [failing(FailureKind.TIMEOUT), failing(FailureKind.TIMEOUT)],
+            504,
+            RpcCode.ALL_NODES_FAILED,
+            Scenario.ALL_FAILED,
+        ),
+    ],
+)
+def test_when_no_route_answers_the_client_is_told_why_and_pays_nothing(
+    scripts: list[object], status: int, code: RpcCode, scenario: Scenario
 ) -> None:
-    outcome = await _forward(client, _routes(upstream, *paths))
-    assert isinstance(outcome, Unserved)
-    assert (outcome.error.http_status, outcome.error.code) == (status, code)
+    world = scripted_world([(A, 100, scripts[0]), (B, 200, scripts[1])])  # type: ignore[list-item]
+    reply = world.call(rpc())
+    assert reply.status == status
+    assert _error(reply.body)[0] == code
+    assert world.metered() == {scenario: (1, 0)}
+    assert world.balance() == 10**9
 
 
-async def test_a_failed_node_is_skipped_while_it_cools_down_then_tried_again(
-    client: Http1Upstream, upstream: FaultyUpstream
-) -> None:
-    now = [1000.0]
-    cooldowns = MemoryCooldowns(clock=lambda: now[0])
-    failing, healthy = _routes(upstream, "/status/503", "/ok")
-    first = await _forward(client, [failing, healthy], cooldowns)
-    assert isinstance(first, Served)
-    assert first.attempts == 2
-    hits = upstream.requests["/status/503"]
-    second = await _forward(client, [failing, healthy], cooldowns)
-    assert isinstance(second, Served)
-    assert second.attempts == 1  # the cooling node was not tried at all
-    assert upstream.requests["/status/503"] == hits
-    now[0] += 1.01
-    await _forward(client, [failing, healthy], cooldowns)
-    assert upstream.requests["/status/503"] == hits + 1
+def test_time_outs_share_the_calls_deadline() -> None:
+    timeout = failing(FailureKind.TIMEOUT)
+    world = scripted_world(
+        [(A, 1, timeout), (B, 1, timeout), (C, 1, OK)], attempt_timeout_s=10, deadline_s=15
+    )
+    reply = world.call(rpc())
+    # A takes its 10 s; B gets the 5 s left; C is not tried once the deadline has passed.
+    assert [command.timeout_s for command in world.executor.forwarded] == [10, 5]
+    assert reply.status == 504
 
 
-async def test_when_every_node_is_cooling_the_answer_is_429(
-    client: Http1Upstream, upstream: FaultyUpstream
-) -> None:
-    cooldowns = MemoryCooldowns(clock=lambda: 5.0)
-    routes = _routes(upstream, "/status/500")
-    await _forward(client, routes, cooldowns)
-    outcome = await _forward(client, routes, cooldowns)
-    assert isinstance(outcome, Unserved)
-    assert (outcome.error.http_status, outcome.error.code) == (429, RpcCode.ALL_NODES_ON_COOLDOWN)
+def test_a_failed_node_is_skipped_while_it_cools_down_then_tried_again() -> None:
+    world = scripted_world([(A, 100, failing(FailureKind.HTTP_STATUS, 503)), (B, 200, OK)])
+    world.call(rpc())
+    world.call(rpc())  # A cools down: not tried at all
+    assert world.urls_called() == [A, B, B]
+    world.clock.now += 1.01  # the first cooldown is 1 s
+    world.call(rpc())
+    assert world.urls_called() == [A, B, B, A, B]
+    assert world.metered() == {Scenario.FAILOVER: (3, 600)}
+
+
+def test_when_every_node_is_cooling_the_answer_is_429_and_no_node_is_called() -> None:
+    world = scripted_world([(A, 100, failing(FailureKind.HTTP_STATUS, 500))])
+    world.call(rpc())
+    reply = world.call(rpc())
+    assert (reply.status, _error(reply.body)[0]) == (429, RpcCode.ALL_NODES_ON_COOLDOWN)
+    assert world.urls_called() == [A]
+    assert world.metered() == {Scenario.ALL_FAILED: (1, 0), Scenario.RATE_LIMITED: (1, 0)}
+
+
+def test_a_node_at_its_rate_limit_is_skipped_not_called() -> None:
+    world = scripted_world([(A, 100, OK), (B, 200, OK)], node_rate_limit=1)
+    world.call(rpc())
+    world.call(rpc())
+    assert world.urls_called() == [A, B]  # A's one call per second is spent
+    assert world.metered() == {Scenario.FIRST_CHOICE: (1, 100), Scenario.FAILOVER: (1, 200)}
 
 
 def test_cooldown_backs_off_exponentially_up_to_the_cap_and_success_clears_it() -> None:
@@ -143,8 +157,12 @@ def test_cooldown_backs_off_exponentially_up_to_the_cap_and_success_clears_it() 
     assert not cooldowns.available(1)
     cooldowns.succeeded(1)
     assert cooldowns.available(1)
+
+
+def test_cooldowns_cannot_overflow_however_long_a_node_fails() -> None:
+    cooldowns = MemoryCooldowns(base_s=1, max_s=10, clock=lambda: 0.0)
     for _ in range(5000):
-        cooldowns.failed(2)  # no overflow however long a node keeps failing
+        cooldowns.failed(2)
     assert cooldowns.failed(2) == 10
 
 

@@ -4,8 +4,6 @@ load it puts on nodes is bounded."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 from collections.abc import AsyncIterator
 
@@ -14,13 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrouter.domain.routing import NodeInfo
+from chainrouter.router.contract import Wait
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.executors import Executor
 from chainrouter.router.health import HealthMonitor, parse_quantity
-from chainrouter.router.http1 import Http1Upstream
-from chainrouter.router.native_io import NATIVE, NativeUpstream
-from chainrouter.router.upstream import UpstreamClient, UpstreamReply
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.router.conftest import CHAIN_A, CHAIN_B, AnvilNodes, driver_on
+from chainrouter.testing.scripted import ScriptedExecutor, answering
+from tests.router.conftest import CHAIN_A, CHAIN_B, AnvilNodes, make_executor
 
 pytestmark = pytest.mark.anyio
 _ids = iter(range(10_000, 10**6))
@@ -30,39 +28,15 @@ def _node(url: str, chain_id: int = CHAIN_A) -> NodeInfo:
     return NodeInfo(next(_ids), 1, chain_id, url)
 
 
-@pytest.fixture
-async def client() -> AsyncIterator[Http1Upstream]:
-    upstream_client = Http1Upstream(max_response_bytes=1 << 16)
-    yield upstream_client
-    await upstream_client.close()
+@pytest.fixture(params=["python", "native"])
+async def executor(request: pytest.FixtureRequest) -> AsyncIterator[Executor]:
+    """The checker runs on each executor, as the router runs it there."""
+    made = make_executor(request.param == "native", max_response_bytes=1 << 16)
+    yield made
+    await made.close()
 
 
-@pytest.fixture(params=["asyncio", "native"])
-def server_client(
-    request: pytest.FixtureRequest, client: Http1Upstream
-) -> tuple[UpstreamClient, bool]:
-    """The checker's client on each server, and whether it is the native one (whose checks the
-    native driver must run)."""
-    native = request.param == "native"
-    return (NativeUpstream() if native else client), native
-
-
-class MethodLog:
-    """The real client, remembering the method of every call it sends."""
-
-    def __init__(self, client: Http1Upstream) -> None:
-        self._client = client
-        self.methods: list[str] = []
-
-    async def post(self, url: str, body: bytes, *, timeout_s: float) -> UpstreamReply:
-        self.methods.append(json.loads(body)["method"])
-        return await self._client.post(url, body, timeout_s=timeout_s)
-
-    async def close(self) -> None:
-        await self._client.close()
-
-
-def _monitor(client: UpstreamClient, **overrides: float) -> HealthMonitor:
+def _monitor(**overrides: float) -> HealthMonitor:
     options: dict[str, float] = {
         "interval_s": 10.0,
         "max_per_s": 1000.0,
@@ -71,16 +45,14 @@ def _monitor(client: UpstreamClient, **overrides: float) -> HealthMonitor:
         "max_block_lag": 10,
         **overrides,
     }
-    return HealthMonitor(client, MemoryCooldowns(), **options)  # type: ignore[arg-type]
+    return HealthMonitor(MemoryCooldowns(), **options)  # type: ignore[arg-type]
 
 
-async def test_real_nodes_report_heads_and_latency(
-    client: Http1Upstream, anvil: AnvilNodes
-) -> None:
-    monitor = _monitor(client)
+async def test_real_nodes_report_heads_and_latency(executor: Executor, anvil: AnvilNodes) -> None:
+    monitor = _monitor()
     nodes = [_node(anvil.urls["a1"]), _node(anvil.urls["a2"]), _node(anvil.urls["b1"], 31338)]
     for node in nodes:
-        await monitor.check(node)
+        await executor.run(monitor.check(node))
     for node in nodes:
         state = monitor.state(node.node_id)
         assert state is not None
@@ -94,16 +66,16 @@ async def test_real_nodes_report_heads_and_latency(
 
 
 async def test_a_node_behind_the_chain_head_is_out_of_sync(
-    client: Http1Upstream, upstream: FaultyUpstream
+    executor: Executor, upstream: FaultyUpstream
 ) -> None:
-    monitor = _monitor(client, max_block_lag=10)
+    monitor = _monitor(max_block_lag=10)
     behind, close, head = (
         _node(upstream.url("/block/100/lag")),
         _node(upstream.url("/block/195/lag")),
         _node(upstream.url("/block/200/lag")),
     )
     for node in (behind, close, head):
-        await monitor.check(node)
+        await executor.run(monitor.check(node))
     assert monitor.chain_head(CHAIN_A) == 200
     assert not monitor.health(behind.node_id).in_sync
     assert monitor.health(close.node_id).in_sync
@@ -111,13 +83,13 @@ async def test_a_node_behind_the_chain_head_is_out_of_sync(
 
 
 async def test_one_node_claiming_an_absurd_head_does_not_desync_the_others(
-    client: Http1Upstream, upstream: FaultyUpstream
+    executor: Executor, upstream: FaultyUpstream
 ) -> None:
-    monitor = _monitor(client)
+    monitor = _monitor()
     honest = [_node(upstream.url(f"/block/{n}/liar")) for n in (500, 501)]
     liar = _node(upstream.url("/block/999999999/liar"))
     for node in [*honest, liar]:
-        await monitor.check(node)
+        await executor.run(monitor.check(node))
     assert monitor.chain_head(CHAIN_A) == 501
     assert all(monitor.health(node.node_id).in_sync for node in honest)
     assert not monitor.health(liar.node_id).in_sync
@@ -127,30 +99,30 @@ async def test_one_node_claiming_an_absurd_head_does_not_desync_the_others(
     "path", ["/status/500/hc", "/garbage/hc", "/reset/hc", "/sleep/2000/hc", "/rpc-error/hc"]
 )
 async def test_a_failed_check_cools_the_node_down_and_a_passing_one_lifts_it(
-    client: Http1Upstream, upstream: FaultyUpstream, path: str
+    executor: Executor, upstream: FaultyUpstream, path: str
 ) -> None:
-    monitor = _monitor(client, timeout_s=0.2)
+    monitor = _monitor(timeout_s=0.2)
     cooldowns = monitor.cooldowns
     sick = _node(upstream.url(path))
-    await monitor.check(sick)
+    await executor.run(monitor.check(sick))
     assert not cooldowns.available(sick.node_id)
     state = monitor.state(sick.node_id)
     assert state is not None
     assert state.failures == 1
     assert state.last_error
     cured = NodeInfo(sick.node_id, 1, CHAIN_A, upstream.url("/ok/hc-cured"))
-    await monitor.check(cured)
+    await executor.run(monitor.check(cured))
     assert cooldowns.available(sick.node_id)
 
 
 async def test_a_node_answering_another_chains_id_gets_no_traffic_until_it_answers_right(
-    client: Http1Upstream, anvil: AnvilNodes
+    executor: Executor, anvil: AnvilNodes
 ) -> None:
-    monitor = _monitor(client)
+    monitor = _monitor()
     honest = _node(anvil.urls["b1"], CHAIN_B)
     astray = _node(anvil.urls["a1"], CHAIN_B)  # registered for chain B, serves chain A
     for node in (honest, astray, honest):
-        await monitor.check(node)
+        await executor.run(monitor.check(node))
     state = monitor.state(astray.node_id)
     assert state is not None
     assert state.failures == 1
@@ -164,30 +136,30 @@ async def test_a_node_answering_another_chains_id_gets_no_traffic_until_it_answe
     assert report.consecutive_failures == 1
 
     repointed = NodeInfo(astray.node_id, 1, CHAIN_B, anvil.urls["b1"])
-    await monitor.check(repointed)
+    await executor.run(monitor.check(repointed))
     assert astray.node_id not in monitor.out_of_sync
     assert monitor.cooldowns.available(astray.node_id)
 
 
-async def test_the_chain_id_is_asked_first_then_after_a_failure_a_new_url_or_20_checks(
-    client: Http1Upstream, upstream: FaultyUpstream
-) -> None:
-    log = MethodLog(client)
-    monitor = _monitor(log)
-    node = _node(upstream.url("/ok/chain-asked"))
+def test_the_chain_id_is_asked_first_then_after_a_failure_a_new_url_or_20_checks() -> None:
+    url, moved_url = "http://node.test/asked", "http://node.test/moved"
+    scripted = ScriptedExecutor({url: answering(hex(CHAIN_A)), moved_url: answering(hex(CHAIN_A))})
+    monitor = _monitor()
+    node = _node(url)
     for _ in range(21):
-        await monitor.check(node)
-    assert log.methods.count("eth_chainId") == 2  # the first check and the 21st
-    assert log.methods.count("eth_blockNumber") == 21
-    log.methods.clear()
-    upstream.down.add("/ok/chain-asked")
-    await monitor.check(node)
-    upstream.down.clear()
-    await monitor.check(node)
-    moved = NodeInfo(node.node_id, 1, CHAIN_A, upstream.url("/ok/chain-moved"))
-    await monitor.check(moved)
-    await monitor.check(moved)
-    assert log.methods == [
+        scripted.run(monitor.check(node))
+    methods = scripted.methods_sent
+    assert methods.count("eth_chainId") == 2  # the first check and the 21st
+    assert methods.count("eth_blockNumber") == 21
+    methods.clear()
+    scripted.down.add(url)
+    scripted.run(monitor.check(node))
+    scripted.down.clear()
+    scripted.run(monitor.check(node))
+    moved = NodeInfo(node.node_id, 1, CHAIN_A, moved_url)
+    scripted.run(monitor.check(moved))
+    scripted.run(monitor.check(moved))
+    assert methods == [
         "eth_blockNumber",  # fails: the node is down
         "eth_chainId",  # after a failure
         "eth_blockNumber",
@@ -197,61 +169,51 @@ async def test_the_chain_id_is_asked_first_then_after_a_failure_a_new_url_or_20_
     ]
 
 
+async def _wait(seconds: float) -> None:
+    await Wait(seconds)
+
+
 async def _run_for(
-    monitor: HealthMonitor, nodes: list[NodeInfo], seconds: float, native: bool
+    executor: Executor, monitor: HealthMonitor, nodes: list[NodeInfo], seconds: float
 ) -> float:
-    """Run `monitor` over `nodes` for about `seconds`, on asyncio or on the native driver (as
-    the native server runs it); how long it ran."""
+    """Run `monitor` over `nodes` for about `seconds` on `executor`, as the router runs it
+    (spawned); how long it ran. The executor is kept running meanwhile, as a server keeps it."""
     started = time.monotonic()
-    if native:
-        driver = driver_on(asyncio.get_running_loop(), max_response_bytes=1 << 16)
-        running = asyncio.create_task(
-            asyncio.to_thread(driver.run, monitor.run(lambda: nodes, NATIVE))
-        )
-        await asyncio.sleep(seconds)
-        monitor.stop()
-        await asyncio.wait_for(running, 5)  # it ends before the next start
-        return time.monotonic() - started
-    task = asyncio.create_task(monitor.run(lambda: nodes))
-    await asyncio.sleep(seconds)
-    task.cancel()
+    executor.spawn(monitor.run(lambda: nodes))
+    await executor.run(_wait(seconds))
+    monitor.stop()
     elapsed = time.monotonic() - started
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await executor.run(_wait(0.3))  # checks in flight end; the checker ends before its next
     return elapsed
 
 
-async def test_checks_are_paced_and_bounded(
-    server_client: tuple[UpstreamClient, bool], upstream: FaultyUpstream
-) -> None:
-    checking, native = server_client
-    monitor = _monitor(checking, interval_s=0.01, max_per_s=40, concurrency=3)
+async def test_checks_are_paced_and_bounded(executor: Executor, upstream: FaultyUpstream) -> None:
+    monitor = _monitor(interval_s=0.01, max_per_s=40, concurrency=3)
     nodes = [_node(upstream.url(f"/sleep/100/pace-{i}")) for i in range(200)]
     paths = [f"/sleep/100/pace-{i}" for i in range(200)]
-    elapsed = await _run_for(monitor, nodes, 1.0, native)
+    elapsed = await _run_for(executor, monitor, nodes, 1.0)
     checked = sum(1 for p in paths if upstream.requests[p])  # each node once a round at most
     # At most 40 starts a second, and with 3 in flight of 100 ms each, at most ~30 a second.
     assert 5 <= checked <= min(40, 30) * elapsed + 3
 
 
 async def test_a_round_over_few_nodes_lasts_the_interval(
-    server_client: tuple[UpstreamClient, bool], upstream: FaultyUpstream
+    executor: Executor, upstream: FaultyUpstream
 ) -> None:
-    checking, native = server_client
-    monitor = _monitor(checking, interval_s=1.0, max_per_s=1000, concurrency=8)
+    monitor = _monitor(interval_s=1.0, max_per_s=1000, concurrency=8)
     paths = [f"/block/{CHAIN_A}/round-{i}" for i in range(2)]
-    await _run_for(monitor, [_node(upstream.url(path)) for path in paths], 2.25, native)
+    await _run_for(executor, monitor, [_node(upstream.url(path)) for path in paths], 2.25)
     # Rounds start at 0, 1 and 2 s; the first node is checked at their starts, the second half
     # way through (0.5 and 1.5 s, not 2.5). Each is asked its chain ID too at its first check.
     assert [upstream.requests[path] for path in paths] == [3 + 1, 2 + 1]
 
 
-async def test_the_native_checker_updates_what_the_request_path_reads(
-    anvil: AnvilNodes, upstream: FaultyUpstream
+async def test_the_running_checker_updates_what_the_request_path_reads(
+    executor: Executor, anvil: AnvilNodes, upstream: FaultyUpstream
 ) -> None:
-    monitor = _monitor(NativeUpstream(), interval_s=0.05)
+    monitor = _monitor(interval_s=0.05)
     good, bad = _node(anvil.urls["a1"]), _node(upstream.url("/status/503"))
-    await _run_for(monitor, [good, bad], 0.5, native=True)
+    await _run_for(executor, monitor, [good, bad], 0.5)
     state = monitor.state(good.node_id)
     assert state is not None
     assert state.head is not None

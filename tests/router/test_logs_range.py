@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrouter.jsonrpc.envelope import RpcCall
-from chainrouter.router.logs_range import logs_range_problem
+from chainrouter.router.stages.logs_range import logs_range_problem
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import CHAIN_A, WorldFactory, provider, rpc, world_config
 

@@ -1,9 +1,11 @@
-"""The native server's own contract with its handler (`chainrouter._native.NativeServer`).
+"""The native executor's server and driver, with a handler of the test's own
+(`chainrouter._native.NativeServer`, `Driver`).
 
-The router's behaviour on this server is checked in `test_server.py` and through every pipeline
-test; this module checks what the Rust side does by itself: what it passes the handler, how it
-writes an answer given at once or after waits, and what a client gets when the handler fails,
-answers something malformed, or the body is over the limit.
+The router's behaviour on this executor is checked in `test_server.py` and through every pipeline
+test; this module checks what the Rust side does by itself: the `HttpRequest` it passes the
+handler, how it writes an `HttpAnswer` given at once or after commands, the commands it carries
+out, and what a client gets when the handler fails, answers something malformed, or the body is
+over the limit.
 """
 
 from __future__ import annotations
@@ -21,13 +23,23 @@ import httpx
 import orjson
 import pytest
 
-from chainrouter.router.native_io import NativeUpstream, Sleep, Spawn
-from chainrouter.router.native_server import load_native_module
+from chainrouter.ratelimit.gcra import Bucket, Limiter, MemoryLimiter
+from chainrouter.router.contract import Acquire, Failure, Forward, HttpRequest, Spawn, Wait
+from chainrouter.router.executors.native import NativeExecutor, load_native_module, new_driver
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.router.conftest import driver_on
 
-Handler = Callable[..., Coroutine[Any, Any, Any]]
+Handler = Callable[[HttpRequest], Coroutine[Any, Any, Any]]
 _CALL = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
+
+
+def _driver(loop: asyncio.AbstractEventLoop, limiter: Limiter | None = None) -> Any:
+    return new_driver(
+        load_native_module(),
+        limiter or MemoryLimiter(),
+        loop,
+        max_response_bytes=1 << 20,
+        connect_timeout_s=2.0,
+    )
 
 
 @contextmanager
@@ -37,7 +49,7 @@ def served(handler: Handler, *, max_body_bytes: int = 1024) -> Iterator[str]:
     loop = asyncio.new_event_loop()
     loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
     loop_thread.start()
-    driver = driver_on(loop)
+    driver = _driver(loop)
     server = native.NativeServer(handler, driver, max_body_bytes, 30.0)
     listener = socket.create_server(("127.0.0.1", 0))
     serving = threading.Thread(target=server.serve, args=(listener.fileno(),), daemon=True)
@@ -53,11 +65,11 @@ def served(handler: Handler, *, max_body_bytes: int = 1024) -> Iterator[str]:
         loop.close()
 
 
-def test_the_handler_gets_method_path_headers_peer_and_body() -> None:
-    seen: list[tuple[Any, ...]] = []
+def test_the_handler_gets_the_request_as_the_contracts_http_request() -> None:
+    seen: list[HttpRequest] = []
 
-    async def handler(*args: Any) -> tuple[int, list[tuple[str, str]], bytes]:
-        seen.append(args)
+    async def handler(request: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+        seen.append(request)
         return 200, [("content-type", "application/json")], b"{}"
 
     with served(handler) as url:
@@ -68,25 +80,27 @@ def test_the_handler_gets_method_path_headers_peer_and_body() -> None:
                 "Origin": "https://app.example.com",
                 "Referer": "https://app.example.com/page",
                 "X-Forwarded-For": "203.0.113.9",
+                "Content-Type": "application/json; charset=utf-8",
             },
         )
-        httpx.get(f"{url}/health")
+        httpx.get(f"{url}/health?x=1")
     assert seen == [
-        (
+        HttpRequest(
             "POST",
             "/rpc/1/key",
             "https://app.example.com",
             "https://app.example.com/page",
             "203.0.113.9",
+            "application/json; charset=utf-8",
             "127.0.0.1",
             _CALL,
         ),
-        ("GET", "/health", None, None, None, "127.0.0.1", b""),
+        HttpRequest("GET", "/health", None, None, None, None, "127.0.0.1", b""),
     ]
 
 
 def test_an_answer_given_without_waiting_is_written_as_given() -> None:
-    async def handler(*_: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
         headers = [
             ("content-type", "application/json"),
             ("x-batch-id", "b-1"),
@@ -106,18 +120,21 @@ def test_an_answer_given_without_waiting_is_written_as_given() -> None:
     assert response.headers.get_list("x-other") == ["a", "b"]
 
 
-def test_an_answer_given_after_waiting_on_a_node_is_written(upstream: FaultyUpstream) -> None:
-    client = NativeUpstream()
-
-    async def handler(*_: Any) -> tuple[int, list[tuple[str, str]], bytes]:
-        first = await client.post(upstream.url("/ok"), _CALL, timeout_s=5)
-        second = await client.post(upstream.url("/ok"), _CALL, timeout_s=5)
-        return 200, [("content-type", "application/json")], first.body + b"\n" + second.body
+def test_an_answer_given_after_forwarding_to_nodes_is_written(upstream: FaultyUpstream) -> None:
+    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+        first = await Forward(upstream.url("/ok"), _CALL, 5)
+        second = await Forward(upstream.url("/status/503"), _CALL, 5)
+        assert isinstance(first, bytes)
+        assert isinstance(second, Failure)
+        body = first + b"\n" + orjson.dumps([second.kind, second.status])
+        return 200, [("content-type", "application/json")], body
 
     with served(handler) as url:
         response = httpx.post(f"{url}/rpc/1/key", content=_CALL)
     assert response.status_code == 200
-    assert [orjson.loads(line)["id"] for line in response.content.splitlines()] == [1, 1]
+    first, second = response.content.splitlines()
+    assert orjson.loads(first)["id"] == 1
+    assert orjson.loads(second) == ["http_status", 503]
 
 
 def _assert_internal_error(response: httpx.Response) -> None:
@@ -133,7 +150,7 @@ def _assert_internal_error(response: httpx.Response) -> None:
 def test_a_handler_that_raises_before_waiting_gets_an_internal_error_and_is_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def handler(*_: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
         raise ValueError("a bug")
 
     with served(handler) as url:
@@ -148,10 +165,8 @@ def test_a_handler_that_raises_before_waiting_gets_an_internal_error_and_is_logg
 def test_a_handler_that_raises_after_waiting_gets_an_internal_error(
     upstream: FaultyUpstream,
 ) -> None:
-    client = NativeUpstream()
-
-    async def handler(*_: Any) -> tuple[int, list[tuple[str, str]], bytes]:
-        await client.post(upstream.url("/ok"), _CALL, timeout_s=5)
+    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+        await Forward(upstream.url("/ok"), _CALL, 5)
         raise ValueError("a bug")
 
     with served(handler) as url:
@@ -169,7 +184,7 @@ def test_a_malformed_answer_gets_an_internal_error_and_the_server_goes_on(
         "not a tuple",
     ]
 
-    async def handler(*_: Any) -> Any:
+    async def handler(_: HttpRequest) -> Any:
         return answers.pop(0) if answers else (200, [], b"fine")
 
     with served(handler) as url, httpx.Client() as client:
@@ -183,8 +198,8 @@ def test_a_malformed_answer_gets_an_internal_error_and_the_server_goes_on(
 def test_an_over_size_body_reaches_the_handler_as_none_and_the_connection_closes() -> None:
     bodies: list[bytes | None] = []
 
-    async def handler(*args: Any) -> tuple[int, list[tuple[str, str]], bytes]:
-        bodies.append(args[-1])
+    async def handler(request: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+        bodies.append(request.body)
         return 413, [("content-type", "application/json")], b"{}"
 
     with served(handler, max_body_bytes=1024) as url:
@@ -196,8 +211,8 @@ def test_an_over_size_body_reaches_the_handler_as_none_and_the_connection_closes
     assert bodies == [None, b"x" * 1024]
 
 
-def test_awaiting_what_the_driver_cannot_do_fails_loudly() -> None:
-    async def handler(*_: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+def test_awaiting_what_is_not_a_command_fails_loudly() -> None:
+    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
         try:
             await asyncio.sleep(0)  # a bare yield, which only an event loop understands
         except RuntimeError as exc:
@@ -206,25 +221,25 @@ def test_awaiting_what_the_driver_cannot_do_fails_loudly() -> None:
 
     with served(handler) as url:
         response = httpx.post(f"{url}/rpc/1/key", content=_CALL)
-    assert b"cannot await" in response.content
+    assert response.content == b"a program awaited NoneType, which is not a command"
 
 
-def test_a_handler_can_sleep_and_spawn_coroutines_whose_failures_are_logged(
+def test_a_handler_can_wait_and_spawn_programs_whose_failures_are_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     ran = threading.Event()
 
     async def beside() -> None:
-        await Sleep(0.05)
+        await Wait(0.05)
         ran.set()
 
     async def failing() -> None:
-        await Sleep(0)
+        await Wait(0)
         raise ValueError("a background bug")
 
-    async def handler(*_: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
         started = time.monotonic()
-        await Sleep(0.05)
+        await Wait(0.05)
         slept = time.monotonic() - started
         await Spawn(beside())
         await Spawn(failing())
@@ -238,24 +253,24 @@ def test_a_handler_can_sleep_and_spawn_coroutines_whose_failures_are_logged(
             time.sleep(0.01)
     assert float(slept) >= 0.05
     assert ran_before_answer == "False"  # the answer did not wait for it
-    [record] = [r for r in caplog.records if r.name == "chainrouter.router.native_io"]
+    [record] = [r for r in caplog.records if r.name == "chainrouter.router.executors.native"]
     assert record.levelno == logging.ERROR
     assert record.exc_info is not None
     assert isinstance(record.exc_info[1], ValueError)
 
 
-def test_a_coroutine_spawned_from_another_thread_runs_while_the_driver_is_driven() -> None:
+def test_a_program_spawned_from_another_thread_runs_while_the_driver_is_driven() -> None:
     loop = asyncio.new_event_loop()
     try:
-        driver = driver_on(loop)
+        driver = _driver(loop)
         ran = threading.Event()
 
         async def job() -> None:
-            await Sleep(0.01)
+            await Wait(0.01)
             ran.set()
 
         async def pause() -> None:
-            await Sleep(0.2)
+            await Wait(0.2)
 
         driver.spawn(job())
         time.sleep(0.05)
@@ -264,3 +279,48 @@ def test_a_coroutine_spawned_from_another_thread_runs_while_the_driver_is_driven
         assert ran.is_set()
     finally:
         loop.close()
+
+
+def test_acquire_is_answered_by_the_hosts_limiter_at_once_or_through_the_event_loop() -> None:
+    """The in-process limiter answers on the server's thread; the Redis one's await goes to the
+    event loop (here a limiter whose `acquire` must run there), and the driver waits for it."""
+    bucket = Bucket("test", 2, 60.0)
+
+    async def three_times() -> list[bool]:
+        return [await Acquire([bucket]) for _ in range(3)]
+
+    loop = asyncio.new_event_loop()
+    loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
+    loop_thread.start()
+    try:
+        assert _driver(loop).run(three_times()) == [True, True, False]
+
+        class OnTheLoop:  # a limiter whose awaits need the event loop, as Redis's do
+            def __init__(self) -> None:
+                self.inner = MemoryLimiter()
+                self.loops: list[asyncio.AbstractEventLoop] = []
+
+            async def acquire(self, buckets: Any) -> bool:
+                self.loops.append(asyncio.get_running_loop())
+                return self.inner.try_acquire(buckets)
+
+        on_loop = OnTheLoop()
+        assert _driver(loop, on_loop).run(three_times()) == [True, True, False]  # type: ignore[arg-type]
+        assert on_loop.loops == [loop] * 3
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        loop_thread.join(10)
+        loop.close()
+
+
+def test_the_native_executor_runs_programs_from_asyncio_code() -> None:
+    async def main() -> list[Any]:
+        executor = NativeExecutor(_driver(asyncio.get_running_loop()))
+
+        async def program() -> str:
+            await Wait(0.01)
+            return "done"
+
+        return [await executor.run(program())]
+
+    assert asyncio.run(main()) == ["done"]

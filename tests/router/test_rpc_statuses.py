@@ -8,7 +8,10 @@ import json
 import orjson
 import pytest
 
-from chainrouter.router import service as service_module
+from chainrouter.router.service import RpcService
+from chainrouter.router.stages import memo
+from chainrouter.router.stages.domain import AllowedDomain
+from chainrouter.router.stages.key import ApiKey
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import (
     CHAIN_A,
@@ -164,19 +167,25 @@ async def test_a_key_admitted_from_one_origin_is_still_refused_from_another(worl
 async def test_admissions_are_remembered_within_bounds(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(service_module, "_ADMITTED_CACHE_SIZE", 8)
-    service = world.service
+    monkeypatch.setattr(memo, "MEMO_SIZE", 8)
+    service = RpcService(world.service.snapshot, world.service.deps)  # stages with the new bound
+    world.runtime.service = service
+    [keys] = [s for s in service.keyed.request_stages if isinstance(s, ApiKey)]
+    [domains] = [s for s in service.keyed.request_stages if isinstance(s, AllowedDomain)]
     for n in range(20):
         reply = await world.call(rpc("eth_chainId"), origin=f"https://site{n}.example")
         assert reply.status == 200
-        assert service.admissions_remembered <= 8
-    remembered = service.admissions_remembered
+        assert len(domains.remembered) <= 8
+    assert len(keys.remembered) == 1
+    remembered = len(domains.remembered)
     long_origin = "https://" + "a" * 600 + ".example"
     assert (await world.call(rpc("eth_chainId"), origin=long_origin)).status == 200
-    assert service.admissions_remembered == remembered  # checked, not remembered
+    assert len(domains.remembered) == remembered  # checked, not remembered
     refused = await world.call(rpc("eth_chainId"), key="site", origin="https://evil.com")
     assert refused.status == 403
-    assert service.admissions_remembered == remembered  # refusals are never remembered
+    assert len(domains.remembered) == remembered  # refusals are never remembered
+    assert (await world.call(rpc("eth_chainId"), key="crk_" + "x" * 43)).status == 401
+    assert len(keys.remembered) == 2  # the "site" key, found; never the unknown one
 
 
 @pytest.mark.parametrize("chain", ["1", "abc", "0x7a69", "-5", "0", "99999999999999999999999"])

@@ -1,7 +1,7 @@
-"""The router as users run it: `chainrouter serve --role rpc`, on each of its servers (granian and
-the native one), real anvil nodes behind it, real clients in front (`cast`, viem, ethers, web3.py
-and plain HTTP). Every response carries X-Batch-Id; browsers get CORS; a stop by SIGTERM writes
-the usage metered so far."""
+"""The router as users run it: `chainrouter serve --role rpc`, on each of its executors (the
+Python one, uvicorn and aiohttp, and the native one), real anvil nodes behind it, real clients in
+front (`cast`, viem, ethers, web3.py and plain HTTP). Every response carries X-Batch-Id; browsers
+get CORS; a stop by SIGTERM writes the usage metered so far."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from chainrouter import hot_path
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.stores.sql import migrate
@@ -49,6 +48,7 @@ class Served:
     restricted_key: str  # allows app.example.com only
     database_url: str
     process: subprocess.Popen[bytes]
+    executor: str
 
     def url(self, chain: int = CHAIN_A) -> str:
         return f"{self.base}/rpc/{chain}/{self.key}"
@@ -100,14 +100,16 @@ def _start(
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return Served(base, open_key["secret"], key["secret"], database_url, process)
+                return Served(
+                    base, open_key["secret"], key["secret"], database_url, process, server
+                )
         except httpx.TransportError:
             time.sleep(0.1)
     process.kill()
     raise RuntimeError("the router did not start")
 
 
-@pytest.fixture(scope="module", params=["granian", "native"])
+@pytest.fixture(scope="module", params=["python", "native"])
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes
 ) -> Iterator[Served]:
@@ -189,7 +191,7 @@ def test_each_response_has_its_own_batch_id_under_the_workers_prefix(served: Ser
     assert counters == sorted(counters)
 
 
-@pytest.mark.parametrize("server", ["granian", "native"])
+@pytest.mark.parametrize("server", ["python", "native"])
 def test_the_health_checker_runs_and_reports_every_node_to_storage(
     server: str, tmp_path: Path, anvil: AnvilNodes
 ) -> None:
@@ -220,10 +222,9 @@ def test_the_health_checker_runs_and_reports_every_node_to_storage(
     assert all(row.latency_ms is not None and row.latency_ms > 0 for row in rows)
 
 
-def test_health_tells_which_hot_path_runs_and_how_much_usage_is_unwritten(served: Served) -> None:
+def test_health_tells_which_executor_runs_and_how_much_usage_is_unwritten(served: Served) -> None:
     health = httpx.get(served.base + "/health").json()
-    # The served router decides as this process did: same sources, same build on disk.
-    assert health["hot_path"] == hot_path.state.value
+    assert health["executor"] == served.executor
     assert health["status"] == "ok"
     assert health["unwritten_usage_batches"] == 0
 
@@ -326,7 +327,7 @@ def test_sigterm_writes_the_usage_metered_so_far(served: Served) -> None:
     assert sum(count for _, count in rows) >= 3
 
 
-@pytest.mark.parametrize("server", ["granian", "native"])
+@pytest.mark.parametrize("server", ["python", "native"])
 def test_the_router_listens_on_an_ipv6_address(
     tmp_path: Path, anvil: AnvilNodes, server: str
 ) -> None:

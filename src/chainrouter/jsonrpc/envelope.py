@@ -45,8 +45,7 @@ MAX_PARAMS_DEPTH = 64  # `params` itself is level 1
 _ID_RULE = "id must be a string, null, or an integer from -2**63 to 2**63 - 1"
 
 
-# Built per call: under mypyc a generated __init__ would run interpreted, this one is compiled.
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class RpcCall:
     """A valid request. `id_json` is the id encoded for the response."""
 
@@ -54,14 +53,6 @@ class RpcCall:
     id_json: bytes
     method: str
     params: list[Any] | dict[str, Any] | None
-
-    def __init__(
-        self, id: Any, id_json: bytes, method: str, params: list[Any] | dict[str, Any] | None
-    ) -> None:
-        self.id = id
-        self.id_json = id_json
-        self.method = method
-        self.params = params
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,15 +63,10 @@ class InvalidCall:
     failure: RpcError
 
 
-# Built per call: under mypyc a generated __init__ would run interpreted, this one is compiled.
-@dataclass(slots=True, init=False)
+@dataclass(slots=True)
 class Payload:
     calls: list[RpcCall | InvalidCall]
     is_batch: bool
-
-    def __init__(self, calls: list[RpcCall | InvalidCall], is_batch: bool) -> None:
-        self.calls = calls
-        self.is_batch = is_batch
 
 
 def encode_json(value: Any) -> bytes:

@@ -27,11 +27,6 @@ class Bucket:
 
 
 class Limiter(Protocol):
-    @property
-    def needs_event_loop(self) -> bool:
-        """Whether its awaits need the asyncio event loop (network I/O), or complete at once."""
-        ...
-
     async def acquire(self, buckets: Sequence[Bucket]) -> bool:
         """Take `amount` from every bucket, or from none; True when all had room."""
         ...
@@ -56,10 +51,6 @@ class MemoryLimiter:
     clock: Callable[[], float] = time.monotonic
     _tat: dict[str, float] = field(default_factory=dict)
     _sweeps: int = 0
-
-    @property
-    def needs_event_loop(self) -> bool:
-        return False
 
     def try_acquire(self, buckets: Sequence[Bucket]) -> bool:
         now = self.clock()

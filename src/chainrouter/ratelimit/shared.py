@@ -73,10 +73,6 @@ class RedisLimiter:
         self._fallback = MemoryLimiter()
         self._warned_at = float("-inf")
 
-    @property
-    def needs_event_loop(self) -> bool:
-        return True
-
     async def acquire(self, buckets: Sequence[Bucket]) -> bool:
         keys = [_PREFIX + bucket.key for bucket in buckets]
         args: list[float] = []

@@ -10,6 +10,10 @@ all the honest ones out of sync. A node more than `max_block_lag` blocks behind 
 sync. Latency is smoothed from health checks and from the answers to real calls.
 A failed check puts the node on cooldown (as a failed call does); a passing one lifts it.
 
+The checker is a program (contract.py) like a request: it sends its probes with `Forward`, paces
+itself with `Wait` and starts each check with `Spawn`, so that the executor that serves requests
+runs it too (on the native one, on the server's thread, with no lock changing hands).
+
 A check also asks `eth_chainId` when the node is new, has a new URL, failed its last check, or
 has not been asked for `_CHAIN_RECHECK_EVERY` checks. Screening asked it once at registration,
 but a node can be re-pointed later, and nodes from the operator's file are never screened. A node
@@ -29,9 +33,8 @@ from datetime import UTC, datetime
 import orjson
 
 from chainrouter.domain.routing import HealthReport, NodeHealth, NodeInfo
+from chainrouter.router.contract import Failure, Forward, Spawn, Wait
 from chainrouter.router.cooldown import MemoryCooldowns
-from chainrouter.router.native_io import ASYNCIO, Background, Concurrency
-from chainrouter.router.upstream import UpstreamClient, UpstreamError
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,18 @@ class WrongChainError(ValueError):
     """The node answers `eth_chainId` with another chain than the one it is registered for."""
 
 
+class ProbeError(ValueError):
+    """The node gave no usable answer to a probe."""
+
+
+async def probe(url: str, body: bytes, timeout_s: float) -> bytes:
+    """A 2xx answer of the node at `url` to `body`; `ProbeError` otherwise."""
+    answer = await Forward(url, body, timeout_s)
+    if isinstance(answer, Failure):
+        raise ProbeError(f"{answer.kind}: {answer.detail}")
+    return answer
+
+
 def parse_quantity(body: bytes, what: str = "a block number") -> int:
     """The quantity in a JSON-RPC answer (`eth_blockNumber`, `eth_chainId`); ValueError when
     there is none."""
@@ -75,7 +90,6 @@ def parse_quantity(body: bytes, what: str = "a block number") -> int:
 class HealthMonitor:
     def __init__(
         self,
-        client: UpstreamClient,
         cooldowns: MemoryCooldowns,
         *,
         interval_s: float,
@@ -84,7 +98,6 @@ class HealthMonitor:
         timeout_s: float,
         max_block_lag: int,
     ) -> None:
-        self._client = client
         self.cooldowns = cooldowns
         self._interval_s = interval_s
         self._max_per_s = max_per_s
@@ -145,9 +158,8 @@ class HealthMonitor:
             if self._chain_check_due(node, state):
                 await self._verify_chain(node, state)
                 started = time.monotonic()  # the latency sample is the block-number call's
-            reply = await self._client.post(node.url, _PROBE, timeout_s=self._timeout_s)
-            head = parse_quantity(reply.body)
-        except (UpstreamError, ValueError) as exc:
+            head = parse_quantity(await probe(node.url, _PROBE, self._timeout_s))
+        except ValueError as exc:
             state.failures += 1
             state.last_error = str(exc)
             state.checked_at = time.monotonic()
@@ -183,8 +195,9 @@ class HealthMonitor:
         )
 
     async def _verify_chain(self, node: NodeInfo, state: NodeState) -> None:
-        reply = await self._client.post(node.url, _CHAIN_PROBE, timeout_s=self._timeout_s)
-        answered = parse_quantity(reply.body, "a chain ID")
+        answered = parse_quantity(
+            await probe(node.url, _CHAIN_PROBE, self._timeout_s), "a chain ID"
+        )
         if answered != node.chain_id:
             raise WrongChainError(
                 f"answers chain ID {answered}, but is registered for chain {node.chain_id}"
@@ -251,35 +264,22 @@ class HealthMonitor:
         if chain_id is not None:
             self._members.get(chain_id, set()).discard(node_id)
 
-    async def run(
-        self,
-        current_nodes: Callable[[], Sequence[NodeInfo]],
-        concurrency: Concurrency = ASYNCIO,
-    ) -> None:
-        """Check every node, round after round, until cancelled or `stop`ped.
-
-        On `NATIVE` this runs on the native server's thread (`Driver.spawn`), beside the
-        requests, with its client; on `ASYNCIO`, on the event loop.
-        """
-        checks = concurrency.background()
-        try:
-            while not self._stopping:
-                nodes = current_nodes()
-                self.forget_except({node.node_id for node in nodes})
-                if not nodes:
-                    await concurrency.sleep(self._interval_s)
-                    continue
-                await self._round(nodes, concurrency, checks)
-        finally:
-            checks.cancel()
+    async def run(self, current_nodes: Callable[[], Sequence[NodeInfo]]) -> None:
+        """Check every node, round after round, until `stop`ped (a program: run it with an
+        executor's `spawn`)."""
+        while not self._stopping:
+            nodes = current_nodes()
+            self.forget_except({node.node_id for node in nodes})
+            if not nodes:
+                await Wait(self._interval_s)
+                continue
+            await self._round(nodes)
 
     def stop(self) -> None:
         """End `run` before its next check starts (from any thread); checks in flight finish."""
         self._stopping = True
 
-    async def _round(
-        self, nodes: Sequence[NodeInfo], concurrency: Concurrency, checks: Background
-    ) -> None:
+    async def _round(self, nodes: Sequence[NodeInfo]) -> None:
         started = time.monotonic()
         gap_s = max(self._interval_s, len(nodes) / self._max_per_s) / len(nodes)
         for index, node in enumerate(nodes):
@@ -292,12 +292,12 @@ class HealthMonitor:
                 wait_s = started + index * gap_s - time.monotonic()
                 if wait_s <= 0 and self._in_flight < self._concurrency:
                     break
-                await concurrency.sleep(wait_s if wait_s > 0 else gap_s)
+                await Wait(wait_s if wait_s > 0 else gap_s)
             self._in_flight += 1
-            await checks.start(self._guarded_check(node))
+            await Spawn(self._guarded_check(node))
         rest_s = started + len(nodes) * gap_s - time.monotonic()
         if rest_s > 0:
-            await concurrency.sleep(rest_s)
+            await Wait(rest_s)
 
     async def _guarded_check(self, node: NodeInfo) -> None:
         try:

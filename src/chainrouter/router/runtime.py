@@ -1,4 +1,4 @@
-"""Assembling a router process from settings: storage, snapshot, clients, limits, background."""
+"""Assembling a router process from settings: storage, snapshot, state, pipelines, background."""
 
 from __future__ import annotations
 
@@ -10,16 +10,18 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 
 from chainrouter.domain.routing import NodeInfo
+from chainrouter.net.client_ip import IpNetwork
 from chainrouter.ratelimit import create_limiter
 from chainrouter.ratelimit.gcra import Limiter
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.executors import Executor
 from chainrouter.router.health import HealthMonitor
-from chainrouter.router.http1 import Http1Upstream
+from chainrouter.router.http_face import RouterFace
 from chainrouter.router.metering import CreditView, UsageMeter
-from chainrouter.router.native_io import ASYNCIO, NATIVE, NativeUpstream
-from chainrouter.router.service import FreeTierLimits, RouterLimits, RpcService
+from chainrouter.router.service import RpcService
+from chainrouter.router.stages import RouterLimits, StageDeps
+from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
-from chainrouter.router.upstream import UpstreamClient
 from chainrouter.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -32,21 +34,22 @@ class RouterRuntime:
     health: HealthMonitor
     limiter: Limiter
     cooldowns: MemoryCooldowns
-    client: UpstreamClient
     engine: Engine
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
-    def start_background(self, *, health_checks: bool = True) -> None:
-        """Start the storage sync (and the health checker) on the running event loop. The native
-        server runs the checker on its own thread instead (`native_server.run_worker`)."""
-        self._tasks.append(asyncio.create_task(self.sync.run(), name="storage-sync"))
+    def face(self, trusted: list[IpNetwork], executor: Executor) -> RouterFace:
+        """The HTTP behaviour over this router, for a server of `executor`'s."""
+        return RouterFace(self.service, self.sync, trusted, executor.name)
+
+    def start_background(self, executor: Executor, *, health_checks: bool = True) -> None:
+        """Start the storage sync on the running event loop, and the health checker on
+        `executor` (on the native one, the server's thread, beside the requests)."""
+        task = asyncio.create_task(self.sync.run(), name="storage-sync")
+        task.add_done_callback(_report_end)
+        self._tasks.append(task)
         if health_checks:
-            self._tasks.append(
-                asyncio.create_task(self.health.run(self.current_nodes), name="health-checks")
-            )
-        for task in self._tasks:
-            task.add_done_callback(_report_end)
+            executor.spawn(self.health.run(self.current_nodes))
 
     def current_nodes(self) -> list[NodeInfo]:
         routes = self.service.snapshot.routes
@@ -66,36 +69,16 @@ class RouterRuntime:
         self._tasks.clear()
         if not await self.sync.flush():
             self.sync.log_unwritten()
-        await self.client.close()
         await self.limiter.close()
         self.engine.dispose()
 
 
-def build_runtime(
-    settings: Settings,
-    engine: Engine,
-    *,
-    client: UpstreamClient | None = None,
-    native: bool = False,
-) -> RouterRuntime:
-    """Everything a router process needs; the snapshot is loaded before this returns.
-
-    `client` replaces the HTTP client to the nodes (the pipeline benchmark uses one that answers
-    at once, to time the pipeline without any I/O). `native`: the pipeline and the health checker
-    are run by the native server, so calls go out through its Rust client.
-    """
+def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
+    """Everything a router process needs but an executor; the snapshot is loaded before this
+    returns."""
     snapshot = load_snapshot(engine)
-    if client is None and native:
-        client = NativeUpstream()
-    elif client is None:
-        client = Http1Upstream(
-            max_response_bytes=settings.max_response_bytes,
-            connect_timeout_s=settings.upstream_connect_timeout_s,
-            ca_file=settings.outbound_ca_file,
-        )
     cooldowns = MemoryCooldowns()
     health = HealthMonitor(
-        client,
         cooldowns,
         interval_s=settings.health_check_interval_s,
         max_per_s=settings.health_check_max_per_s,
@@ -107,14 +90,7 @@ def build_runtime(
     meter = UsageMeter()
     credits = CreditView()
     credits.replace_stored(dict(snapshot.balances_nano))
-    service = RpcService(
-        snapshot,
-        client=client,
-        limiter=limiter,
-        cooldowns=cooldowns,
-        health=health,
-        meter=meter,
-        credits=credits,
+    deps = StageDeps(
         limits=RouterLimits(
             max_body_bytes=settings.max_body_bytes,
             max_batch_size=settings.max_batch_size,
@@ -129,8 +105,12 @@ def build_runtime(
             capacity_per_s=settings.free_tier_capacity_per_s,
             signup_url=settings.signup_url,
         ),
-        concurrency=NATIVE if native else ASYNCIO,
+        health=health,
+        cooldowns=cooldowns,
+        credits=credits,
+        meter=meter,
     )
+    service = RpcService(snapshot, deps)
     sync = StorageSync(
         engine,
         meter,
@@ -141,7 +121,7 @@ def build_runtime(
         flush_interval_s=settings.usage_flush_interval_s,
         health_reports=health.take_reports,
     )
-    return RouterRuntime(service, sync, health, limiter, cooldowns, client, engine)
+    return RouterRuntime(service, sync, health, limiter, cooldowns, engine)
 
 
 def _report_end(task: asyncio.Task[None]) -> None:

@@ -1,20 +1,25 @@
-"""The router on the native server (`chainrouter._native`): workers, their threads, their stop.
+"""The native executor (`chainrouter._native`, Rust): its Python side, workers and their stop.
 
-A worker has two threads. The server's thread runs the Rust HTTP server and client and steps
-the pipeline's coroutines (`native_io`), and the health checker's beside them; the main thread
-runs an asyncio event loop for the storage sync (its database calls in worker threads) and for
-the awaits that need it (Redis). Signals reach the main thread: SIGTERM or SIGINT stops the
-server, lets the requests in flight finish, then writes the metered usage, as under granian.
+The Rust HTTP server hands each request to the router as a program (contract.py) and steps it on
+the server's thread, carrying out `Forward`, `Gather`, `Wait` and `Spawn` itself. `Acquire` needs
+the rate limiter, which is Python: the driver calls `host_acquirer`'s function for it, which
+answers at once from the in-process limiter, or hands the Redis limiter's await to the worker's
+event loop and gives the driver its future to wait on.
+
+A worker has two threads. The server's thread runs the Rust server and client, the requests and
+the health checker; the main thread runs an asyncio event loop for the storage sync (its database
+calls in worker threads) and for Redis. Signals reach the main thread: SIGTERM or SIGINT stops the
+server, lets the requests in flight finish, then writes the metered usage.
 
 With several workers, this process binds the socket and starts each worker as a child process
-sharing it (`python -m chainrouter.router.native_server FD`).
+sharing it (`python -m chainrouter.router.executors.native FD`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
-import functools
 import logging
 import signal
 import socket
@@ -22,14 +27,17 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
 
-from chainrouter.router.http_face import RouterFace
-from chainrouter.router.native_io import NATIVE
-from chainrouter.router.process import assemble_worker, settle_heap
+from chainrouter.ratelimit.gcra import Limiter, MemoryLimiter
+from chainrouter.router.contract import Acquire, Program
+from chainrouter.router.executors.process import assemble_worker, settle_heap
 from chainrouter.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _BACKLOG = 2048
 _STOP_GRACE_S = 30.0  # requests in flight get this long to finish at a stop
@@ -43,23 +51,60 @@ def load_native_module() -> Any:
         from chainrouter import _native  # type: ignore[attr-defined]
     except ImportError as exc:
         raise SystemExit(
-            "the native server is not built (CHAINROUTER_RPC_SERVER=native): run `make setup`, "
+            "the native executor is not built (CHAINROUTER_RPC_SERVER=native): run `make setup`, "
             f"which builds it with cargo from Debian's Rust packages ({exc})"
         ) from exc
     return _native
 
 
-def new_driver(native: Any, settings: Settings, loop: asyncio.AbstractEventLoop) -> Any:
-    """The Rust driver of the pipeline's coroutines, with its client to nodes; `loop` runs
-    what they await that needs asyncio."""
+def host_acquirer(
+    limiter: Limiter, loop: asyncio.AbstractEventLoop
+) -> Callable[[Acquire], bool | concurrent.futures.Future[bool]]:
+    """How the driver carries out `Acquire`: the result at once, or a future to wait on."""
+    if isinstance(limiter, MemoryLimiter):
+        return lambda command: limiter.try_acquire(command.buckets)
+    return lambda command: asyncio.run_coroutine_threadsafe(limiter.acquire(command.buckets), loop)
+
+
+def new_driver(
+    native: Any,
+    limiter: Limiter,
+    loop: asyncio.AbstractEventLoop,
+    *,
+    max_response_bytes: int,
+    connect_timeout_s: float,
+    idle_s: float = _IDLE_UPSTREAM_S,
+    ca_file: Path | None = None,
+) -> Any:
+    """The Rust driver of programs, with its client to nodes; `loop` serves the Redis limiter."""
     return native.Driver(
-        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
-        settings.max_response_bytes,
-        settings.upstream_connect_timeout_s,
-        _IDLE_UPSTREAM_S,
-        str(settings.outbound_ca_file) if settings.outbound_ca_file else None,
+        host_acquirer(limiter, loop),
+        max_response_bytes,
+        connect_timeout_s,
+        idle_s,
+        str(ca_file) if ca_file else None,
         _USER_AGENT,
     )
+
+
+class NativeExecutor:
+    """The native driver, as asyncio code (the tests) hands programs to it: each `run` steps its
+    program on a thread of its own, as the server's thread would."""
+
+    name = "native"
+
+    def __init__(self, driver: Any) -> None:
+        self.driver = driver
+
+    async def run(self, program: Coroutine[Any, Any, T]) -> T:
+        result: T = await asyncio.to_thread(self.driver.run, program)
+        return result
+
+    def spawn(self, program: Program) -> None:
+        self.driver.spawn(program)
+
+    async def close(self) -> None:
+        return None  # connections and spawned programs end with the driver's runtime
 
 
 def serve_native(settings: Settings) -> int:
@@ -75,11 +120,21 @@ def serve_native(settings: Settings) -> int:
 
 
 def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
-    runtime, trusted = assemble_worker(settings, native=True)
-    face = RouterFace(runtime, trusted)
+    runtime, trusted = assemble_worker(settings)
     loop = _new_event_loop()
-    driver = new_driver(native, settings, loop)
-    server = native.NativeServer(face.respond, driver, settings.max_body_bytes, _HEADER_TIMEOUT_S)
+    driver = new_driver(
+        native,
+        runtime.limiter,
+        loop,
+        max_response_bytes=settings.max_response_bytes,
+        connect_timeout_s=settings.upstream_connect_timeout_s,
+        ca_file=settings.outbound_ca_file,
+    )
+    executor = NativeExecutor(driver)
+    face = runtime.face(trusted, executor)
+    server = native.NativeServer(
+        face.respond, executor.driver, settings.max_body_bytes, _HEADER_TIMEOUT_S
+    )
     settle_heap()
     stopping = asyncio.Event()
     failures: list[BaseException] = []
@@ -95,10 +150,9 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
                 loop.call_soon_threadsafe(stopping.set)
 
     async def start() -> None:
-        runtime.start_background(health_checks=False)
-        # Checks on the server's thread, beside the requests (they begin as it starts serving):
-        # on the event loop's thread they took the interpreter's lock from them.
-        driver.spawn(runtime.health.run(runtime.current_nodes, NATIVE))
+        # The checker runs on the server's thread, beside the requests, from when it serves: on
+        # the event loop's thread its checks took the interpreter's lock from them.
+        runtime.start_background(executor)
         for signum in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(signum, stopping.set)
 
@@ -136,7 +190,7 @@ def _supervise(workers: int, listener: socket.socket) -> int:
     """Run `workers` child processes on the shared socket until a signal, or one of them dies."""
     fd = listener.fileno()
     # This interpreter and module, with a descriptor number: nothing from outside.
-    command = [sys.executable, "-m", "chainrouter.router.native_server", str(fd)]
+    command = [sys.executable, "-m", "chainrouter.router.executors.native", str(fd)]
     children = [subprocess.Popen(command, pass_fds=[fd]) for _ in range(workers)]  # noqa: S603
     listener.close()  # the children hold it now
     stop = threading.Event()

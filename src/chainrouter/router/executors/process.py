@@ -1,4 +1,4 @@
-"""Setting up a router worker process, for either server: limits, assembly, heap."""
+"""Setting up a router worker process, for either executor: limits, assembly, heap."""
 
 from __future__ import annotations
 
@@ -24,9 +24,7 @@ def raise_open_file_limit(wanted: int = 65_536) -> None:
         log.info("open file limit raised from %d to %d", soft, target)
 
 
-def assemble_worker(
-    settings: Settings, *, native: bool = False
-) -> tuple[RouterRuntime, list[IpNetwork]]:
+def assemble_worker(settings: Settings) -> tuple[RouterRuntime, list[IpNetwork]]:
     """A worker's router from settings, and the proxies whose X-Forwarded-For it trusts."""
     from chainrouter.logs import configure_logging
     from chainrouter.stores.sql.engine import create_database_engine
@@ -37,7 +35,7 @@ def assemble_worker(
     engine = create_database_engine(settings.database_url)
     require_current_schema(engine)
     trusted = parse_networks(settings.trusted_proxies)
-    return build_runtime(settings, engine, native=native), trusted
+    return build_runtime(settings, engine), trusted
 
 
 def settle_heap() -> None:

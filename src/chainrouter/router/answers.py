@@ -1,0 +1,63 @@
+"""What a node's 2xx answer is to the call it was sent: an answer, the caller's fault, a rejection
+of the request, or the node's failure (docs/security.md).
+
+- the call's id, with `result`: `ANSWER`, returned and billed;
+- the call's id, with an error other than the three below (a revert, a node's own -32005):
+  `ANSWER`, returned and billed;
+- the call's id or null, with error -32700, -32600 or -32602: `CALLERS_FAULT`, the error is
+  returned under the caller's id, nothing is billed, no node is cooled down;
+- id null, with any other error: `REJECTED`, the next node is tried, and this one is cooled down
+  only if another does better;
+- anything else (not JSON, not JSON-RPC 2.0, another id, an id read as a float):
+  `NOT_AN_ANSWER`, the next node is tried and this one is cooled down.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+import orjson
+
+CALLERS_FAULT_CODES = frozenset({-32700, -32600, -32602})
+
+
+class Verdict(Enum):
+    ANSWER = "answer"
+    CALLERS_FAULT = "callers_fault"
+    REJECTED = "rejected"
+    NOT_AN_ANSWER = "not_an_answer"
+
+
+def judge_answer(body: bytes, request_id: Any) -> tuple[Verdict, Any]:
+    """What `body` is to the call with `request_id`, and its error object, if any.
+
+    orjson parses it (answers can be megabytes); only the id must compare exactly. The router's
+    ids are strings, null or 64-bit integers (envelope.py), which orjson reads exactly; an id it
+    reads as a float (a fraction, or an integer beyond 64 bits, rounded) echoes none of them.
+    """
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return Verdict.NOT_AN_ANSWER, None
+    if not isinstance(answer, dict) or answer.get("jsonrpc") != "2.0" or "id" not in answer:
+        return Verdict.NOT_AN_ANSWER, None
+    answer_id, error = answer["id"], answer.get("error")
+    if isinstance(answer_id, float):
+        return Verdict.NOT_AN_ANSWER, None
+    if not isinstance(error, dict):
+        if answer_id == request_id and "result" in answer:
+            return Verdict.ANSWER, None
+        return Verdict.NOT_AN_ANSWER, None
+    if answer_id == request_id or answer_id is None:
+        if error.get("code") in CALLERS_FAULT_CODES:
+            return Verdict.CALLERS_FAULT, error
+        if answer_id is None:
+            return Verdict.REJECTED, error
+        return Verdict.ANSWER, error
+    return Verdict.NOT_AN_ANSWER, None
+
+
+def answers_call(body: bytes, request_id: Any) -> bool:
+    """Whether `body` is a JSON-RPC 2.0 answer to the request with `request_id`."""
+    return judge_answer(body, request_id)[0] is not Verdict.NOT_AN_ANSWER

@@ -1,0 +1,66 @@
+"""What the stages of the pipeline read and write: one request, and each call in it.
+
+A `RequestContext` is made when a request reaches the router and holds everything known about it
+so far; the request stages fill it in (who it is for, which chain, its calls) or refuse it. Each
+call of the request then gets a `CallContext`, which the call stages fill in (its routes, the
+credits held, the outcome) until one of them ends the call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.enums import RoutingStrategy, Scenario
+from chainrouter.domain.routing import Route
+from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
+from chainrouter.jsonrpc.errors import RpcError
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """One HTTP request to `/rpc/...`."""
+
+    snapshot: RouterSnapshot  # the configuration the whole request is served from
+    batch_id: str
+    body: bytes
+    chain_segment: str  # the chain ID as the path spells it
+    api_key: str | None  # the path's key; None on the free tier
+    page: str | None  # the Origin header, else Referer: the page a browser sent it from
+    client_ip: str | None  # set on the free tier, which limits per IP
+    access: KeyAccess | None = None  # the key, once found; None on the free tier
+    chain_id: int = 0
+    strategy: RoutingStrategy = RoutingStrategy.ECONOMY
+    calls: list[RpcCall | InvalidCall] = field(default_factory=list)
+    is_batch: bool = False
+    refusal: RpcError | None = None  # set by the stage that refuses the request as a whole
+
+
+@dataclass(slots=True)
+class CallContext:
+    """One JSON-RPC call: the only one of a request, or one item of a batch."""
+
+    request: RequestContext
+    call: RpcCall
+    body: bytes  # the call as a node receives it
+    routes: tuple[Route, ...] = ()  # every route that prices the method on the chain
+    ordered: list[Route] = field(default_factory=list)  # the ones to try, in order
+    held_nano: int = 0  # credits held while the call is in flight
+    # The outcome, set by the stage that ends the call:
+    status: int = 200
+    answer: bytes = b""
+    scenario: Scenario | None = None  # None while the call goes on
+    served_by: Route | None = None  # the route whose node answered, and is paid
+
+    @property
+    def cost_nano(self) -> int:
+        """What the call costs its customer: the price of the route that served it, if any."""
+        served_by = self.served_by
+        return 0 if served_by is None else served_by.price.cost_nano
+
+    def end(self, scenario: Scenario, status: int, answer: bytes) -> None:
+        """End the call with this outcome; no later call stage runs."""
+        self.scenario = scenario
+        self.status = status
+        self.answer = answer

@@ -1,0 +1,152 @@
+"""The contract between the request pipeline and the executors that run it.
+
+The pipeline does no I/O. Where it needs the network or time it awaits one of the commands below
+and is resumed with the command's result; an executor carries the commands out. There are two
+executors: the native one in Rust (`native/`, the default) and the Python one
+(`router/executors/python.py`). Both read this module, and only this module:
+
+- the HTTP request a server hands to the router (`HttpRequest`) and the answer it writes back
+  (`HttpAnswer`);
+- the commands (`Forward`, `Gather`, `Acquire`, `Wait`, `Spawn`) and what each is resumed with;
+- the ways a node can fail (`FailureKind`, inside a `Failure`).
+
+The Rust side declares what it expects of each (`chainrouter._native.contract()`), and
+`tests/router/test_contract.py` checks that declaration against `describe()`: a change on one side
+only fails there, and a native build of another contract version refuses to start. Changing
+anything here means raising `VERSION` and changing `native/src/contract.rs` to match.
+
+A command is awaited directly (`answer = await Forward(url, body, timeout_s)`): its `__await__`
+hands the command itself to whoever steps the coroutine, and returns what it is resumed with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Generator
+from dataclasses import dataclass, fields
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+from chainrouter.ratelimit.gcra import Bucket
+
+VERSION = 1
+
+Program = Coroutine[Any, Any, Any]
+"""A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    """One HTTP request as a server hands it to the router, built by the executor's server."""
+
+    method: str
+    path: str  # without the query
+    origin: str | None
+    referer: str | None
+    forwarded_for: str | None
+    content_type: str | None
+    peer: str  # the socket peer's IP address
+    body: bytes | None  # None: larger than the server's body limit, and not read
+
+
+class HttpAnswer(NamedTuple):
+    """What the server writes back. A tuple, so that Rust reads it without attribute look-ups."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+
+
+class FailureKind(StrEnum):
+    """Why a node gave no usable answer to a `Forward`."""
+
+    TRANSPORT = "transport"  # refused, reset, DNS, TLS, not HTTP: nothing usable came back
+    TIMEOUT = "timeout"  # no complete answer within the command's time-out
+    RATE_LIMITED = "rate_limited"  # HTTP 429
+    HTTP_STATUS = "http_status"  # any other status outside 2xx
+    TOO_LARGE = "too_large"  # the answer is larger than the executor's size bound
+
+
+@dataclass(slots=True)
+class Failure:
+    """The result of a `Forward` that got no 2xx answer. `status` is the HTTP status, if any."""
+
+    kind: FailureKind
+    detail: str
+    status: int | None
+
+
+@dataclass(slots=True)
+class Forward:
+    """POST `body` (JSON) to the node at `url`. Resumed with the 2xx answer's body (bytes) or a
+    `Failure`, within `timeout_s` seconds from the start."""
+
+    url: str
+    body: bytes
+    timeout_s: float
+
+    def __await__(self) -> Generator[Forward, bytes | Failure, bytes | Failure]:
+        return (yield self)
+
+
+@dataclass(slots=True)
+class Gather:
+    """Run `programs` at once. Resumed with their results, in order; if one raises, the first
+    exception is raised here once all have ended."""
+
+    programs: list[Program]
+
+    def __await__(self) -> Generator[Gather, list[Any], list[Any]]:
+        return (yield self)
+
+
+@dataclass(slots=True)
+class Acquire:
+    """Take every bucket's amount from the rate limiter, or none. Resumed with True when all had
+    room. Carried out by the executor's Python side (the limiter may be in Redis)."""
+
+    buckets: list[Bucket]
+
+    def __await__(self) -> Generator[Acquire, bool, bool]:
+        return (yield self)
+
+
+@dataclass(slots=True)
+class Wait:
+    """Resumed with None, `seconds` later (negative or NaN: at once)."""
+
+    seconds: float
+
+    def __await__(self) -> Generator[Wait, None, None]:
+        return (yield self)
+
+
+@dataclass(slots=True)
+class Spawn:
+    """Start `program` on its own and resume at once with None. Its failure is logged; it ends
+    with the executor at the latest."""
+
+    program: Program
+
+    def __await__(self) -> Generator[Spawn, None, None]:
+        return (yield self)
+
+
+COMMANDS = (Forward, Gather, Acquire, Wait, Spawn)
+Command = Forward | Gather | Acquire | Wait | Spawn
+
+
+def describe() -> dict[str, Any]:
+    """The contract as data, in the shape `chainrouter._native.contract()` declares it."""
+
+    def field_names(kind: type) -> list[str]:
+        return [field.name for field in fields(kind)]
+
+    return {
+        "version": VERSION,
+        "module": __name__,
+        "request": field_names(HttpRequest),
+        "answer": list(HttpAnswer._fields),
+        "failure": field_names(Failure),
+        "failure_kinds": [kind.value for kind in FailureKind],
+        "commands": {kind.__name__: field_names(kind) for kind in COMMANDS},
+    }

@@ -1,0 +1,180 @@
+"""The Python executor: programs on the asyncio event loop, with aiohttp as the client to nodes.
+
+aiohttp was chosen by measurement (docs/decisions.md, "The executors"): it is the well-kept
+asyncio client with the least cost per call here after pyreqwest, whose every call crosses into
+its own runtime's thread; and the screening of submitted URLs uses it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiohttp
+
+from chainrouter.ratelimit.gcra import Limiter
+from chainrouter.router.contract import (
+    Acquire,
+    Failure,
+    FailureKind,
+    Forward,
+    Gather,
+    Program,
+    Spawn,
+    Wait,
+)
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+_HEADERS = {"Content-Type": "application/json"}
+
+
+def ssl_context(ca_file: Path | None) -> ssl.SSLContext:
+    """The system's CAs, plus `ca_file` when given (a private CA of the operator's nodes)."""
+    context = ssl.create_default_context()
+    if ca_file is not None:
+        context.load_verify_locations(cafile=str(ca_file))
+    return context
+
+
+class PythonExecutor:
+    name = "python"
+
+    def __init__(
+        self,
+        limiter: Limiter,
+        *,
+        max_response_bytes: int,
+        connect_timeout_s: float,
+        idle_timeout_s: float = 30.0,
+        ca_file: Path | None = None,
+        user_agent: str = "chainrouter",
+    ) -> None:
+        self._limiter = limiter
+        self._max_response_bytes = max_response_bytes
+        self._connect_timeout_s = connect_timeout_s
+        self._idle_timeout_s = idle_timeout_s
+        self._ssl = ssl_context(ca_file)
+        self._user_agent = user_agent
+        self._session: aiohttp.ClientSession | None = None
+        self._spawned: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references
+
+    def _client(self) -> aiohttp.ClientSession:
+        # Made on first use, inside the event loop that serves (aiohttp binds to it).
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=0, ssl=self._ssl, keepalive_timeout=self._idle_timeout_s
+                ),
+                headers={"User-Agent": self._user_agent},
+                # No Accept-Encoding: nodes then answer uncompressed, as to the native client.
+                skip_auto_headers=("Accept-Encoding",),
+                trust_env=False,
+                auto_decompress=False,
+            )
+        return self._session
+
+    async def run(self, program: Coroutine[Any, Any, T]) -> T:
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    command = program.send(value) if error is None else program.throw(error)
+                except StopIteration as done:
+                    result: T = done.value
+                    return result
+                value, error = None, None
+                try:
+                    value = await self._carry_out(command)
+                except Exception as exc:  # thrown into the program, which decides
+                    error = exc
+        finally:
+            program.close()  # cut short (cancelled): the program's own `finally` blocks run
+
+    async def _carry_out(self, command: object) -> Any:
+        if isinstance(command, Forward):
+            return await self._forward(command)
+        if isinstance(command, Gather):
+            return await self._gather(command.programs)
+        if isinstance(command, Acquire):
+            return await self._limiter.acquire(command.buckets)
+        if isinstance(command, Wait):
+            seconds = command.seconds
+            await asyncio.sleep(seconds if seconds > 0 else 0)  # NaN and negatives: at once
+            return None
+        if isinstance(command, Spawn):
+            self.spawn(command.program)
+            return None
+        raise RuntimeError(f"a program awaited {type(command).__name__}, which is not a command")
+
+    async def _gather(self, programs: list[Program]) -> list[Any]:
+        outcomes = await asyncio.gather(*(self.run(p) for p in programs), return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return outcomes
+
+    async def _forward(self, command: Forward) -> bytes | Failure:
+        timeout = aiohttp.ClientTimeout(
+            total=command.timeout_s, sock_connect=self._connect_timeout_s
+        )
+        try:
+            async with self._client().post(
+                command.url,
+                data=command.body,
+                headers=_HEADERS,
+                timeout=timeout,
+                allow_redirects=False,
+            ) as response:
+                status = response.status
+                if status == 429:
+                    return Failure(FailureKind.RATE_LIMITED, "HTTP 429", 429)
+                if not 200 <= status < 300:
+                    return Failure(FailureKind.HTTP_STATUS, f"HTTP {status}", status)
+                return await self._read_within(response)
+        except TimeoutError:
+            detail = f"no complete answer within {command.timeout_s:.3f} s"
+            return Failure(FailureKind.TIMEOUT, detail, None)
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            return Failure(FailureKind.TRANSPORT, str(exc) or type(exc).__name__, None)
+
+    async def _read_within(self, response: aiohttp.ClientResponse) -> bytes | Failure:
+        limit = self._max_response_bytes
+        declared = response.content_length
+        if declared is not None and declared > limit:
+            return _too_large(limit)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in response.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                return _too_large(limit)
+            chunks.append(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def spawn(self, program: Program) -> None:
+        task = asyncio.get_running_loop().create_task(self.run(program))
+        self._spawned.add(task)
+        task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        self._spawned.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a background program failed", exc_info=task.exception())
+
+    async def close(self) -> None:
+        for task in list(self._spawned):
+            task.cancel()
+        await asyncio.gather(*self._spawned, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+def _too_large(limit: int) -> Failure:
+    return Failure(FailureKind.TOO_LARGE, f"answer larger than {limit} bytes", None)

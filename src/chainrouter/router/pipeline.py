@@ -1,0 +1,92 @@
+"""Running the stages: the request stages in order, then each call through the call stages.
+
+The pipeline is a program (contract.py): it does no I/O itself, and awaits only what its stages
+await, plus `Gather` to serve the calls of a batch at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from chainrouter.jsonrpc.encode import encode_call
+from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
+from chainrouter.jsonrpc.responses import batch_response, error_response
+from chainrouter.router.context import CallContext, RequestContext
+from chainrouter.router.contract import Gather
+from chainrouter.router.stages import CallStage, RequestStage
+
+_OK = 200
+
+
+@dataclass(slots=True)
+class Reply:
+    status: int
+    body: bytes
+    batch_id: str
+
+
+def combined_status(statuses: Sequence[int]) -> int:
+    """HTTP status of a batch: 200, unless every item failed in the same way (then that status).
+
+    Clients such as viem and ethers fail a whole batch on a non-2xx status, so a batch with any
+    answered item stays 200 and each item carries its own error.
+    """
+    first = statuses[0]
+    if first != _OK and all(status == first for status in statuses):
+        return first
+    return _OK
+
+
+class Pipeline:
+    def __init__(
+        self,
+        request_stages: Sequence[RequestStage],
+        call_stages: Sequence[CallStage],
+        closing_stages: Sequence[CallStage],
+    ) -> None:
+        self.request_stages = tuple(request_stages)
+        self.call_stages = tuple(call_stages)
+        self.closing_stages = tuple(closing_stages)
+
+    async def serve(self, request: RequestContext) -> Reply:
+        for stage in self.request_stages:
+            pending = stage.run(request)
+            if pending is not None:
+                await pending
+            refusal = request.refusal
+            if refusal is not None:
+                return Reply(refusal.http_status, error_response(refusal), request.batch_id)
+        if not request.is_batch:
+            status, answer = await self._call(request, request.calls[0], request.body)
+            return Reply(status, answer, request.batch_id)
+        results: list[tuple[int, bytes]] = await Gather(
+            [self._call(request, call, None) for call in request.calls]
+        )
+        return Reply(
+            combined_status([status for status, _ in results]),
+            batch_response([answer for _, answer in results]),
+            request.batch_id,
+        )
+
+    async def _call(
+        self, request: RequestContext, call: RpcCall | InvalidCall, body: bytes | None
+    ) -> tuple[int, bytes]:
+        """One call's HTTP status and answer. `body` is the call as sent (a single request goes
+        to its node byte for byte); None for a batch item, encoded on its own."""
+        if isinstance(call, InvalidCall):
+            return call.failure.http_status, error_response(call.failure, call.id_json)
+        context = CallContext(request, call, encode_call(call) if body is None else body)
+        try:
+            for stage in self.call_stages:
+                pending = stage.run(context)
+                if pending is not None:
+                    await pending
+                if context.scenario is not None:
+                    break
+            else:
+                raise RuntimeError("no call stage ended the call")
+        finally:
+            for closing in self.closing_stages:
+                closing.run(context)
+        return context.status, context.answer

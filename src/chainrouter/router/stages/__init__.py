@@ -1,0 +1,112 @@
+"""The stages of the request pipeline, and their order: the one place that says what a request
+goes through (docs/architecture.md).
+
+A stage is a small class with one job and a `run` method that reads and writes the context:
+- a request stage (`RequestStage`) refuses the request by setting `request.refusal`;
+- a call stage (`CallStage`) ends the call by calling `call.end(...)`;
+- a closing stage runs after every call, whatever ended it: credits are settled and usage is
+  metered there, and only there.
+`run` does no I/O. A stage that needs the network or time is an `async def` that awaits the
+commands of `router/contract.py` and nothing else; the executor carries them out.
+
+To add a stage: write its module here, build it in `keyed`, `public` or `calls` below.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from chainrouter.router.context import CallContext, RequestContext
+from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.health import HealthMonitor
+from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.stages.attempt import Attempt, AttemptLimits
+from chainrouter.router.stages.body import BodyWithinLimit
+from chainrouter.router.stages.chain import SupportedChain
+from chainrouter.router.stages.credit import CreditHold, SettleCredits
+from chainrouter.router.stages.domain import AllowedDomain
+from chainrouter.router.stages.free_tier import FreeTierLimits, FreeTierOpen, FreeTierRoom
+from chainrouter.router.stages.key import ApiKey
+from chainrouter.router.stages.logs_range import LogsRange
+from chainrouter.router.stages.meter import Meter
+from chainrouter.router.stages.method import MethodPriced
+from chainrouter.router.stages.payload import ParsePayload
+from chainrouter.router.stages.routes import PlanRoutes
+
+
+class RequestStage(Protocol):
+    def run(self, request: RequestContext) -> Awaitable[None] | None: ...
+
+
+class CallStage(Protocol):
+    def run(self, call: CallContext) -> Awaitable[None] | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RouterLimits:
+    max_body_bytes: int
+    max_batch_size: int
+    attempt_timeout_s: float
+    deadline_s: float
+    max_logs_block_range: int
+
+
+@dataclass(frozen=True, slots=True)
+class StageDeps:
+    """The router's state the stages read and change (all in memory)."""
+
+    limits: RouterLimits
+    free_tier: FreeTierLimits
+    health: HealthMonitor
+    cooldowns: MemoryCooldowns
+    credits: CreditView
+    meter: UsageMeter
+    clock: Callable[[], float] = time.monotonic  # for deadlines; tests pass a fake one
+
+
+def keyed(deps: StageDeps) -> list[RequestStage]:
+    """`/rpc/{chainId}/{apiKey}`. An unauthenticated request costs a digest and a look-up, never
+    a JSON parse; a key is never revealed to be valid to a domain it is not allowed from."""
+    return [
+        BodyWithinLimit(deps.limits.max_body_bytes),
+        ApiKey(),
+        AllowedDomain(),
+        SupportedChain(),
+        ParsePayload(deps.limits.max_batch_size),
+    ]
+
+
+def public(deps: StageDeps) -> list[RequestStage]:
+    """`/rpc/evm/{chainId}`: no key; limited per IP and in total; routed as `economy`."""
+    return [
+        FreeTierOpen(deps.free_tier),
+        SupportedChain(),
+        BodyWithinLimit(deps.limits.max_body_bytes),
+        ParsePayload(deps.limits.max_batch_size),
+        FreeTierRoom(deps.free_tier),
+    ]
+
+
+def calls(deps: StageDeps) -> list[CallStage]:
+    """Each call on its own (the items of a batch concurrently), until one stage ends it."""
+    limits = deps.limits
+    return [
+        MethodPriced(),
+        LogsRange(limits.max_logs_block_range, deps.health),
+        PlanRoutes(deps.health),
+        CreditHold(deps.credits),
+        Attempt(
+            deps.cooldowns,
+            deps.health,
+            AttemptLimits(limits.attempt_timeout_s, limits.deadline_s),
+            deps.clock,
+        ),
+    ]
+
+
+def closing(deps: StageDeps) -> list[CallStage]:
+    """After every call, whatever ended it."""
+    return [SettleCredits(deps.credits), Meter(deps.meter)]

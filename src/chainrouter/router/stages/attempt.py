@@ -1,0 +1,202 @@
+"""Stage: forward the call along its routes, in order, until a node answers (failover).
+
+A route is skipped, not tried, while its node cools down or when its node, plan (requests or
+credits) or priced method is at a rate limit. A tried route fails on anything that is not the
+answer to the call (`Failure` from the executor, or an answer judged by `answers.py`); the call
+then goes on to the next route. A node that failed is cooled down, except when the request was
+at fault (docs/security.md). When no route answers, the client is told why (spec section 7):
+every route tried rate limited, or every route skipped: HTTP 429, -32003; every route tried timed
+out: HTTP 504, -32009; otherwise HTTP 424, -32009.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chainrouter.domain.enums import Scenario
+from chainrouter.domain.routing import Route
+from chainrouter.jsonrpc.envelope import encode_json
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.jsonrpc.responses import error_response
+from chainrouter.ratelimit.gcra import Bucket
+from chainrouter.router.answers import Verdict, judge_answer
+from chainrouter.router.context import CallContext
+from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward
+from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.health import HealthMonitor
+from chainrouter.router.stages.memo import PerSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptLimits:
+    attempt_timeout_s: float  # one node, one call
+    deadline_s: float  # one call, across all its attempts
+
+
+@dataclass(slots=True)
+class _Tally:
+    """What happened to the routes of one call that did not answer."""
+
+    tried: int = 0
+    timed_out: int = 0
+    rate_limited: int = 0
+    skipped: int = 0  # cooling down or at a rate limit: not tried
+    # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
+    rejections: list[tuple[int, str]] = field(default_factory=list)
+
+    def rejected_alike(self) -> str | None:
+        """How every route tried rejected the request, when they all did so in the same way."""
+        ways = {how for _, how in self.rejections}
+        if len(self.rejections) == self.tried and len(ways) == 1:
+            return ways.pop()
+        return None
+
+
+class Attempt:
+    def __init__(
+        self,
+        cooldowns: MemoryCooldowns,
+        health: HealthMonitor,
+        limits: AttemptLimits,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cooldowns = cooldowns
+        self._observe_latency = health.observe_latency
+        self._limits = limits
+        self._clock = clock
+        self._buckets: PerSnapshot[int, list[Bucket]] = PerSnapshot(size=1 << 20)
+
+    async def run(self, call: CallContext) -> None:
+        cooldowns, clock = self._cooldowns, self._clock
+        ordered = call.ordered
+        started = clock()
+        tally = _Tally()
+        for route in ordered:
+            node_id = route.node.node_id
+            if not cooldowns.available(node_id):
+                tally.skipped += 1
+                continue
+            buckets = self._route_buckets(call, route)
+            if buckets and not await Acquire(buckets):
+                tally.skipped += 1
+                continue
+            sent = clock()
+            remaining = self._limits.deadline_s - (sent - started)
+            if remaining <= 0:
+                tally.tried += 1
+                tally.timed_out += 1
+                break
+            timeout_s = min(self._limits.attempt_timeout_s, remaining)
+            answer = await Forward(route.node.url, call.body, timeout_s)
+            tally.tried += 1
+            if isinstance(answer, Failure):
+                self._failed(node_id, answer, tally)
+                continue
+            verdict, error = judge_answer(answer, call.call.id)
+            if verdict is Verdict.NOT_AN_ANSWER:
+                cooldowns.failed(node_id)
+                continue
+            if verdict is Verdict.REJECTED:
+                tally.rejections.append((node_id, f"JSON-RPC error {error.get('code')!r}"))
+                continue
+            self._cool_down(tally)  # this node read the request; the rejecting ones would not
+            if verdict is Verdict.CALLERS_FAULT:
+                call.end(Scenario.REJECTED, 200, _under_callers_id(error, call.call.id_json))
+                return
+            cooldowns.succeeded(node_id)
+            self._observe_latency(node_id, (clock() - sent) * 1000)
+            call.served_by = route
+            first = route is ordered[0]
+            call.end(Scenario.FIRST_CHOICE if first else Scenario.FAILOVER, 200, answer)
+            return
+        rejected_alike = tally.rejected_alike()
+        if rejected_alike is None:
+            self._cool_down(tally)
+        failure = _failure_for(tally, rejected_alike)
+        scenario = Scenario.RATE_LIMITED if failure.http_status == 429 else Scenario.ALL_FAILED
+        call.end(scenario, failure.http_status, error_response(failure, call.call.id_json))
+
+    def _failed(self, node_id: int, failure: Failure, tally: _Tally) -> None:
+        status = failure.status
+        if failure.kind == FailureKind.TIMEOUT:
+            tally.timed_out += 1
+        elif failure.kind == FailureKind.RATE_LIMITED:
+            tally.rate_limited += 1
+        elif status is not None and 400 <= status < 500:
+            tally.rejections.append((node_id, f"HTTP {status}"))
+            return
+        self._cooldowns.failed(node_id)
+
+    def _cool_down(self, tally: _Tally) -> None:
+        for node_id, _ in tally.rejections:
+            self._cooldowns.failed(node_id)
+        tally.rejections.clear()
+
+    def _route_buckets(self, call: CallContext, route: Route) -> list[Bucket]:
+        snapshot = call.request.snapshot
+        buckets = self._buckets.get(snapshot, id(route))  # routes live as long as their snapshot
+        if buckets is None:
+            buckets = route_buckets(route)
+            self._buckets.put(snapshot, id(route), buckets)
+        return buckets
+
+
+def _failure_for(tally: _Tally, rejected_alike: str | None) -> RpcError:
+    if tally.tried == 0:
+        if tally.skipped:
+            return RpcError(
+                429,
+                RpcCode.ALL_NODES_ON_COOLDOWN,
+                "all nodes are on cooldown or at their rate limits; retry shortly",
+            )
+        return RpcError(424, RpcCode.NO_PROVIDERS_AVAILABLE, "no providers available")
+    if rejected_alike is not None:
+        return RpcError(
+            424,
+            RpcCode.ALL_NODES_FAILED,
+            f"every upstream provider tried rejected this request ({rejected_alike})",
+        )
+    if tally.rate_limited == tally.tried:
+        return RpcError(
+            429, RpcCode.ALL_NODES_ON_COOLDOWN, "all upstream providers are rate limited"
+        )
+    if tally.timed_out == tally.tried:
+        return RpcError(504, RpcCode.ALL_NODES_FAILED, "upstream providers timed out")
+    return RpcError(424, RpcCode.ALL_NODES_FAILED, f"all {tally.tried} upstream providers failed")
+
+
+def _under_callers_id(error: object, id_json: bytes) -> bytes:
+    """A node's verdict that the request is invalid, under the caller's id (the node may have
+    answered with id null)."""
+    return b'{"jsonrpc":"2.0","id":' + id_json + b',"error":' + encode_json(error) + b"}"
+
+
+def route_buckets(route: Route) -> list[Bucket]:
+    """The limits one call on `route` counts against: node, plan requests, plan credits, method."""
+    buckets = []
+    node, plan, price = route.node, route.plan, route.price
+    if node.rate_limit > 0:
+        buckets.append(Bucket(f"node:{node.node_id}", node.rate_limit, node.rate_limit_interval_s))
+    if plan.requests and plan.requests_interval_s:
+        buckets.append(Bucket(f"plan:{plan.plan_id}", plan.requests, plan.requests_interval_s))
+    if plan.credits_nano and plan.credits_interval_s and price.cost_nano:
+        buckets.append(
+            Bucket(
+                f"plan-credits:{plan.plan_id}",
+                plan.credits_nano,
+                plan.credits_interval_s,
+                price.cost_nano,
+            )
+        )
+    if price.rate_limit and price.rate_limit_interval_s:
+        chain = "*" if price.chain_id is None else price.chain_id
+        buckets.append(
+            Bucket(
+                f"method:{price.plan_id}:{price.node_target_type}:{chain}:{price.method}",
+                price.rate_limit,
+                price.rate_limit_interval_s,
+            )
+        )
+    return buckets

@@ -1,0 +1,48 @@
+"""Stages of the credit check (design notes, "Money"): hold the price before routing, and
+settle it when the call ends."""
+
+from __future__ import annotations
+
+from chainrouter.domain.enums import Scenario
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.jsonrpc.responses import error_response
+from chainrouter.router.context import CallContext
+from chainrouter.router.metering import CreditView
+
+
+class CreditHold:
+    """The first route's price is held against the customer's balance while the call is in
+    flight, so that concurrent calls cannot spend the same credits. Unless the key bypasses the
+    check, a balance that cannot cover it ends the call: HTTP 402, -32601. The free tier pays
+    nothing and holds nothing."""
+
+    def __init__(self, credits: CreditView) -> None:
+        self._credits = credits
+
+    def run(self, call: CallContext) -> None:
+        access = call.request.access
+        if access is None:
+            return
+        price = call.ordered[0].price.cost_nano
+        if self._credits.hold(access.customer_id, price, check=not access.bypass_credit_check):
+            call.held_nano = price
+            return
+        failure = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
+        call.end(
+            Scenario.INSUFFICIENT_CREDITS,
+            failure.http_status,
+            error_response(failure, call.call.id_json),
+        )
+
+
+class SettleCredits:
+    """Closing: release what was held and charge the price of the route that served the call
+    (nothing when no node answered), in one step."""
+
+    def __init__(self, credits: CreditView) -> None:
+        self._credits = credits
+
+    def run(self, call: CallContext) -> None:
+        access = call.request.access
+        if access is not None:
+            self._credits.settle(access.customer_id, call.held_nano, call.cost_nano)

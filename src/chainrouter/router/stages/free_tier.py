@@ -1,0 +1,71 @@
+"""Stages of the public free tier: it is open, and the caller's IP and the tier have room."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chainrouter.jsonrpc.envelope import RpcCall
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.ratelimit.gcra import Bucket
+from chainrouter.router.context import RequestContext
+from chainrouter.router.contract import Acquire
+
+
+@dataclass(frozen=True, slots=True)
+class FreeTierLimits:
+    enabled: bool
+    ip_requests: int
+    ip_interval_s: float
+    capacity_per_s: int
+    signup_url: str | None
+
+    @property
+    def signup_hint(self) -> str:
+        signup = f" at {self.signup_url}" if self.signup_url else ""
+        return f"sign up for an API key{signup} for higher limits"
+
+
+class FreeTierOpen:
+    """HTTP 503, -32030 when the operator has turned the free tier off."""
+
+    def __init__(self, limits: FreeTierLimits) -> None:
+        self._limits = limits
+
+    def run(self, request: RequestContext) -> None:
+        if not self._limits.enabled:
+            request.refusal = RpcError(
+                503,
+                RpcCode.PUBLIC_CAPACITY_EXHAUSTED,
+                f"the public free tier is not available here; {self._limits.signup_hint}",
+            )
+
+
+class FreeTierRoom:
+    """Each valid call counts against the client IP's limit (HTTP 429, -32029), then against the
+    tier's total capacity (HTTP 429, -32030). A refusal by the first spends nothing of the
+    second."""
+
+    def __init__(self, limits: FreeTierLimits) -> None:
+        self._limits = limits
+
+    async def run(self, request: RequestContext) -> None:
+        limits = self._limits
+        calls = sum(isinstance(call, RpcCall) for call in request.calls)
+        if calls == 0:
+            return
+        ip = request.client_ip
+        if not await Acquire(
+            [Bucket(f"free:ip:{ip}", limits.ip_requests, limits.ip_interval_s, calls)]
+        ):
+            request.refusal = RpcError(
+                429,
+                RpcCode.PUBLIC_RATE_LIMITED,
+                f"public free tier: at most {limits.ip_requests} calls per "
+                f"{limits.ip_interval_s:g} s per IP; {limits.signup_hint}",
+            )
+        elif not await Acquire([Bucket("free:capacity", limits.capacity_per_s, 1.0, calls)]):
+            request.refusal = RpcError(
+                429,
+                RpcCode.PUBLIC_CAPACITY_EXHAUSTED,
+                f"the public free tier is at capacity; {limits.signup_hint}",
+            )

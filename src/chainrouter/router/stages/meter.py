@@ -1,0 +1,29 @@
+"""Stage: every call of a key is metered here, and only here, whatever ended it."""
+
+from __future__ import annotations
+
+from chainrouter.domain.enums import Scenario
+from chainrouter.router.context import CallContext
+from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, UsageMeter
+
+
+class Meter:
+    """Closing: count the call under (customer, key, chain, method, scenario) with what it cost.
+    Method names no plan prices are counted as `(unsupported)`: clients choose them. The free
+    tier is not metered."""
+
+    def __init__(self, meter: UsageMeter) -> None:
+        self._meter = meter
+
+    def run(self, call: CallContext) -> None:
+        request = call.request
+        access = request.access
+        scenario = call.scenario
+        if access is None or scenario is None:  # free tier, or a call cut short by a bug
+            return
+        method = (
+            UNSUPPORTED_METHOD_NAME if scenario is Scenario.UNSUPPORTED_METHOD else call.call.method
+        )
+        self._meter.record(
+            access.customer_id, access.key_id, request.chain_id, method, scenario, call.cost_nano
+        )

@@ -1,0 +1,138 @@
+"""A router built from plain domain objects and run by the scripted executor: no database, no
+socket, no event loop. For tests of the pipeline's rules, told as stories of what nodes answer."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret
+from chainrouter.domain.enums import RoutingStrategy
+from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteTable
+from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.health import HealthMonitor
+from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.pipeline import Reply
+from chainrouter.router.service import RpcService
+from chainrouter.router.stages import RouterLimits, StageDeps
+from chainrouter.router.stages.free_tier import FreeTierLimits
+from chainrouter.testing.scripted import FakeClock, Script, ScriptedExecutor
+
+CHAIN = 1
+CUSTOMER = 1
+METHOD = "eth_blockNumber"
+
+
+@dataclass
+class ScriptedNode:
+    url: str
+    price_nano: int
+    script: Script
+    node_id: int = 0
+
+
+@dataclass
+class ScriptedWorld:
+    service: RpcService
+    executor: ScriptedExecutor
+    key: str
+    nodes: list[ScriptedNode]
+    deps: StageDeps = field(repr=False)
+
+    @property
+    def clock(self) -> FakeClock:
+        return self.executor.clock
+
+    def call(self, payload: Any, *, key: str | None = None) -> Reply:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        program = self.service.handle_keyed(str(CHAIN), key or self.key, body)
+        return self.executor.run(program)
+
+    def public(self, payload: Any, ip: str = "198.51.100.1") -> Reply:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return self.executor.run(self.service.handle_public(str(CHAIN), ip, body))
+
+    def urls_called(self) -> list[str]:
+        return [command.url for command in self.executor.forwarded]
+
+    def cooling(self) -> list[str]:
+        cooldowns = self.deps.cooldowns
+        return [n.url for n in self.nodes if not cooldowns.available(n.node_id)]
+
+    def metered(self) -> dict[str, tuple[int, int]]:
+        """Calls and nano-credits per scenario, as the meter holds them now."""
+        usage: dict[str, tuple[int, int]] = {}
+        for key, (count, credits) in self.deps.meter.take().rows.items():
+            calls, spent = usage.get(key[4], (0, 0))
+            usage[key[4]] = (calls + count, spent + credits)
+        return usage
+
+    def balance(self) -> int:
+        return self.deps.credits.available(CUSTOMER)
+
+
+def scripted_world(
+    nodes: list[tuple[str, int, Script]],
+    *,
+    balance_nano: int = 10**9,
+    strategy: RoutingStrategy = RoutingStrategy.ECONOMY,
+    bypass_credit_check: bool = False,
+    attempt_timeout_s: float = 10.0,
+    deadline_s: float = 30.0,
+    node_rate_limit: int = 0,
+    methods: tuple[str, ...] = (METHOD,),
+) -> ScriptedWorld:
+    """One plan per node, in the order given, each pricing `methods` at the node's price."""
+    scripted = [ScriptedNode(url, price, script) for url, price, script in nodes]
+    infos, plans, prices = [], [], []
+    for index, node in enumerate(scripted, start=1):
+        node.node_id = index
+        infos.append(NodeInfo(index, index, CHAIN, node.url, rate_limit=node_rate_limit))
+        plans.append(PlanLimits(index, index))
+        prices += [MethodPrice(index, method, node.price_nano) for method in methods]
+    key = generate_secret(SecretKind.API_KEY)
+    access = KeyAccess(1, CUSTOMER, ("*",), strategy, bypass_credit_check)
+    snapshot = RouterSnapshot(
+        version=1,
+        keys_by_hash={hash_secret(key): access},
+        routes=RouteTable.build(infos, plans, prices),
+        balances_nano={CUSTOMER: balance_nano},
+    )
+    executor = ScriptedExecutor({node.url: node.script for node in scripted})
+    cooldowns = MemoryCooldowns(clock=executor.clock)
+    credits = CreditView()
+    credits.replace_stored(dict(snapshot.balances_nano))
+    deps = StageDeps(
+        limits=RouterLimits(
+            max_body_bytes=1 << 20,
+            max_batch_size=100,
+            attempt_timeout_s=attempt_timeout_s,
+            deadline_s=deadline_s,
+            max_logs_block_range=10_000,
+        ),
+        free_tier=FreeTierLimits(True, 100, 60.0, 1000, None),
+        health=HealthMonitor(
+            cooldowns,
+            interval_s=15,
+            max_per_s=100,
+            concurrency=8,
+            timeout_s=5,
+            max_block_lag=10,
+        ),
+        cooldowns=cooldowns,
+        credits=credits,
+        meter=UsageMeter(),
+        clock=executor.clock,
+    )
+    service = RpcService(snapshot, deps)
+    return ScriptedWorld(service, executor, key, scripted, deps)
+
+
+def rpc(method: str = METHOD, params: Any = None, request_id: Any = 1) -> dict[str, Any]:
+    call: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        call["params"] = params
+    return call

@@ -1,0 +1,104 @@
+"""The one contract between the pipeline and its executors (router/contract.py): the Rust side's
+declaration of it matches the Python module, a build of another version refuses to start, and
+every executor carries out every command."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from chainrouter.ratelimit.gcra import Bucket
+from chainrouter.router import contract
+from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward, Gather, Spawn, Wait
+from chainrouter.router.executors import Executor
+from chainrouter.router.executors.native import load_native_module
+from chainrouter.testing.faulty_upstream import FaultyUpstream
+from chainrouter.testing.scripted import ScriptedExecutor, answering
+from tests.router.conftest import make_executor
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_native_executor_declares_the_contract_the_python_module_defines() -> None:
+    assert load_native_module().contract() == contract.describe()
+
+
+def test_the_description_follows_the_python_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the comparison above sees when only the Python side changes."""
+    native = load_native_module().contract()
+    monkeypatch.setattr(contract, "VERSION", contract.VERSION + 1)
+    assert native != contract.describe()
+    monkeypatch.undo()
+
+    @dataclass(slots=True)
+    class Forward:  # a field renamed on the Python side alone
+        address: str
+        body: bytes
+        timeout_s: float
+
+    monkeypatch.setattr(contract, "COMMANDS", (Forward, *contract.COMMANDS[1:]))
+    assert native["commands"]["Forward"] != contract.describe()["commands"]["Forward"]
+
+
+def test_a_native_build_of_another_contract_version_refuses_to_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(contract, "VERSION", contract.VERSION + 1)
+    with pytest.raises(RuntimeError, match="contract version"):
+        load_native_module().Driver(lambda _: True, 1024, 1.0, 1.0, None, "test")
+
+
+async def _every_command(url: str) -> list[Any]:
+    done: list[str] = []
+
+    async def beside() -> None:
+        done.append("spawned")
+
+    answer = await Forward(url, b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}', 5)
+    failure = await Forward(url.replace("/ok", "/status/503"), b"{}", 5)
+    both = await Gather([_value(1), _value(2)])
+    allowed = [await Acquire([Bucket("contract", 1, 60.0)]) for _ in range(2)]
+    await Spawn(beside())
+    await Wait(0.05)
+    assert isinstance(failure, Failure)
+    return [answer, (failure.kind, failure.status), both, allowed, done]
+
+
+async def _value(value: int) -> int:
+    await Wait(0)
+    return value
+
+
+@pytest.fixture(params=["python", "native"])
+async def executor(request: pytest.FixtureRequest) -> AsyncIterator[Executor]:
+    made = make_executor(request.param == "native")
+    yield made
+    await made.close()
+
+
+async def test_every_executor_carries_out_every_command(
+    executor: Executor, upstream: FaultyUpstream
+) -> None:
+    url = upstream.url("/ok/contract")
+    answer, failure, both, allowed, done = await executor.run(_every_command(url))
+    assert b'"result": "0x7a69"' in answer
+    assert failure == (FailureKind.HTTP_STATUS, 503)
+    assert both == [1, 2]
+    assert allowed == [True, False]
+    assert done == ["spawned"]
+
+
+def test_the_scripted_executor_carries_out_every_command_too() -> None:
+    url = "http://node.test/ok"
+    scripted = ScriptedExecutor({url: answering("0x7a69")})
+    scripted.down.add("http://node.test/status/503")
+    answer, failure, both, allowed, done = scripted.run(_every_command(url))
+    assert b'"result":"0x7a69"' in answer
+    assert failure == (FailureKind.HTTP_STATUS, 503)
+    assert (both, allowed) == ([1, 2], [True, False])
+    assert done == []  # spawned, not run: a test runs `scripted.spawned` when it wants them
+    scripted.run(scripted.spawned.pop())
+    assert done == ["spawned"]
