@@ -29,7 +29,8 @@ demo: setup ## run a demo: three anvil nodes, two providers, router and API (Ctr
 	$(UV) run python scripts/demo.py
 
 .PHONY: test
-test: setup ## run the whole test suite (starts local PostgreSQL and Redis if they are down)
+test: setup ## run the whole test suite: the native crate's own tests, then pytest (starts local PostgreSQL and Redis if they are down)
+	scripts/native.sh .venv/bin/python test
 	scripts/services.sh
 	$(UV) run pytest
 
@@ -37,7 +38,7 @@ test: setup ## run the whole test suite (starts local PostgreSQL and Redis if th
 lint: setup ## ruff lint and format check; rustfmt and clippy on the native executor
 	$(UV) run ruff check .
 	$(UV) run ruff format --check .
-	cd native && cargo fmt --check && cargo clippy --quiet --release -- -D warnings
+	cd native && cargo fmt --check && cargo clippy --quiet --release --all-targets -- -D warnings
 
 .PHONY: typecheck
 typecheck: setup ## mypy --strict

@@ -1,9 +1,9 @@
-"""Minimal forwarding apps, one per HTTP client, to choose the router's server and client.
+"""Minimal forwarding apps, one per HTTP client, to choose the Python executor's server and
+client.
 
 Each is the smallest honest forwarder: read the request body, POST it to the upstream, answer with
 the upstream's body. Configured by environment so that any ASGI server can import `app`:
-BENCH_CLIENT (http1, pyreqwest, aiohttp, httpx, echo) and BENCH_UPSTREAM (URL). `http1` is the
-router's own client (`chainrouter.router.http1`).
+BENCH_CLIENT (aiohttp, pyreqwest, httpx, echo) and BENCH_UPSTREAM (URL).
 """
 
 from __future__ import annotations
@@ -16,17 +16,6 @@ Forward = Callable[[bytes], Awaitable[bytes]]
 UPSTREAM = os.environ.get("BENCH_UPSTREAM", "http://127.0.0.1:9001/")
 CLIENT = os.environ.get("BENCH_CLIENT", "pyreqwest")
 _HEADERS = {"content-type": "application/json"}
-
-
-def _http1() -> Forward:
-    from chainrouter.router.http1 import Http1Upstream
-
-    client = Http1Upstream(max_response_bytes=1 << 20)
-
-    async def forward(body: bytes) -> bytes:
-        return (await client.post(UPSTREAM, body, timeout_s=10)).body
-
-    return forward
 
 
 def _pyreqwest() -> Forward:
@@ -45,7 +34,12 @@ def _pyreqwest() -> Forward:
 def _aiohttp() -> Forward:
     import aiohttp
 
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+    # As the Python executor sets it up (executors/python.py).
+    session = aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0),
+        skip_auto_headers=("Accept-Encoding",),
+        auto_decompress=False,
+    )
 
     async def forward(body: bytes) -> bytes:
         async with session.post(UPSTREAM, data=body, headers=_HEADERS) as response:
@@ -77,7 +71,6 @@ def _echo() -> Forward:
 
 
 _FACTORIES = {
-    "http1": _http1,
     "pyreqwest": _pyreqwest,
     "aiohttp": _aiohttp,
     "httpx": _httpx,
@@ -113,12 +106,3 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         }
     )
     await send({"type": "http.response.body", "body": answer})
-
-
-async def rsgi_app(scope: Any, protocol: Any) -> None:
-    """The same forwarder on granian's RSGI interface, which skips ASGI's message dictionaries."""
-    global _forward
-    if _forward is None:
-        _forward = _FACTORIES[CLIENT]()
-    body = await protocol()
-    protocol.response_bytes(200, [("content-type", "application/json")], await _forward(body))

@@ -1,25 +1,24 @@
-"""The smallest forwarder on the router's native server: its floor, without the pipeline.
+"""The smallest forwarder on the native executor: its floor, without the pipeline.
 
-`python -m bench.native_forwarder PORT` serves on the same Rust HTTP server and client as the
-router (`chainrouter._native`, the default server), driving a one-line Python handler: read the
-body, POST it to BENCH_UPSTREAM, answer with the upstream's body. BENCH_CLIENT=echo answers at
-once instead, without any upstream: the server's own ceiling. What the router costs beyond this is
-its pipeline (key, domain, credits, validation, routing, billing) and the glue around it.
+`python -m bench.native_forwarder PORT` serves on the same Rust HTTP server, driver and client as
+the router (`chainrouter._native`, the default executor), running a one-line Python handler: read
+the body, `Forward` it to BENCH_UPSTREAM, answer with the upstream's body. BENCH_CLIENT=echo
+answers at once instead, without any upstream: the server's own ceiling. What the router costs
+beyond this is its pipeline (key, domain, credits, validation, routing, billing) and its glue.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import signal
 import socket
 import sys
 import threading
 
-from chainrouter.router.http_face import Answer
-from chainrouter.router.native_io import UpstreamPost
-from chainrouter.router.native_server import load_native_module
+from chainrouter.ratelimit.gcra import MemoryLimiter
+from chainrouter.router.contract import Failure, Forward, HttpAnswer, HttpRequest
+from chainrouter.router.executors.native import load_native_module, new_driver
 
 _UPSTREAM = os.environ.get("BENCH_UPSTREAM", "http://127.0.0.1:9001/")
 _ECHO = os.environ.get("BENCH_CLIENT", "native") == "echo"
@@ -28,34 +27,22 @@ _ECHO_ANSWER = b'{"jsonrpc":"2.0","id":1,"result":"0x10d4f"}'
 _MAX_BYTES = 1 << 20
 
 
-# The native server's handler contract, as `RouterFace.respond` keeps it.
-async def forward(
-    method: str,
-    path: str,
-    origin: str | None,
-    referer: str | None,
-    forwarded_for: str | None,
-    peer: str,
-    body: bytes | None,
-) -> Answer:
-    if body is None:
-        return 413, _HEADERS, b""
+async def forward(request: HttpRequest) -> HttpAnswer:
+    if request.body is None:
+        return HttpAnswer(413, _HEADERS, b"")
     if _ECHO:
-        return 200, _HEADERS, _ECHO_ANSWER
-    reply = await UpstreamPost(_UPSTREAM, body, 10.0)
-    return 200, _HEADERS, reply.body
+        return HttpAnswer(200, _HEADERS, _ECHO_ANSWER)
+    answer = await Forward(_UPSTREAM, request.body, 10.0)
+    if isinstance(answer, Failure):
+        return HttpAnswer(502, _HEADERS, b"")
+    return HttpAnswer(200, _HEADERS, answer)
 
 
 def main() -> None:
     native = load_native_module()
-    loop = asyncio.new_event_loop()  # never run: the handler awaits only the upstream POST
-    driver = native.Driver(
-        functools.partial(asyncio.run_coroutine_threadsafe, loop=loop),
-        _MAX_BYTES,
-        5.0,  # connect timeout, s
-        30.0,  # idle kept connections close after this, s
-        None,  # no extra CA file
-        "chainrouter-bench",
+    loop = asyncio.new_event_loop()  # never run: the handler acquires nothing
+    driver = new_driver(
+        native, MemoryLimiter(), loop, max_response_bytes=_MAX_BYTES, connect_timeout_s=5.0
     )
     server = native.NativeServer(forward, driver, _MAX_BYTES, 30.0)
     listener = socket.create_server(("127.0.0.1", int(sys.argv[1])), backlog=2048)

@@ -1,8 +1,9 @@
 """The router's full pipeline under load, against nginx, with the whole registry loaded.
 
 One go, on one machine: a static JSON-RPC upstream (nginx) hit directly, the same through nginx
-`proxy_pass` (the baseline), and through `chainrouter serve --role rpc` with one and with two
-worker processes, on each of its servers (the native one in Rust, the default, and granian). The
+`proxy_pass` (the baseline), and through `chainrouter serve --role rpc` on each of its executors:
+the native one (Rust, the default) with one and with two worker processes, and the Python one
+(uvicorn and aiohttp) with one. The
 router runs with 1,940 chains x 3 nodes (5,820 nodes, all pointing at the static upstream) and
 serves a key restricted to one domain, with credits to check and bill: every request goes through
 key, domain, credit check, routing, forwarding and metering. The targets are loaded in interleaved
@@ -54,7 +55,6 @@ from bench.rounds import (
 from bench.transport import forwarder, free_port
 from bench.upstreams import nginx, require_tools, wait_until_serving
 from bench.wrk import WrkResult, run_wrk
-from chainrouter import hot_path
 from chainrouter.catalog.importer import import_catalog
 from chainrouter.catalog.parse import parse_catalog
 from chainrouter.domain.credentials import SecretKind, generate_secret
@@ -72,15 +72,14 @@ HALF_LOAD_DELAY_MS = 10
 HALF_LOAD_ROUNDS = max(ROUNDS, 5)
 CHAIN = 1
 ORIGIN = {"Origin": "https://app.example.com"}
-BARE = "bare forwarder (granian + http1, no pipeline), 1 worker"
+BARE = "bare Python forwarder (uvicorn + aiohttp, no pipeline), 1 worker"
 BARE_NATIVE = "bare native forwarder (Rust server and client, no pipeline), 1 worker"
-GRANIAN_ONE_WORKER = "chainrouter granian, 1 worker(s)"
+PYTHON_ONE_WORKER = "chainrouter python, 1 worker(s)"
 NATIVE_ONE_WORKER = "chainrouter native, 1 worker(s)"
-INTERPRETED = "chainrouter native, 1 worker(s), interpreted"
 UPSTREAM = "static upstream, direct"
-ECHO = "granian echo server (answers itself, no upstream), 1 worker"
+ECHO = "uvicorn echo server (answers itself, no upstream), 1 worker"
 NATIVE_HALF = "chainrouter native, 1 worker"
-GRANIAN_HALF = "chainrouter granian, 1 worker"
+PYTHON_HALF = "chainrouter python, 1 worker"
 # For the pinned half-load runs: the target alone on the last CPU, the rest of the machine on
 # the others.
 ALL_CPUS = os.sched_getaffinity(0)
@@ -161,11 +160,8 @@ def _rss_mb(pid: int) -> float:
 
 
 @contextmanager
-def router(
-    setup: Setup, workers: int, *, interpreted: bool = False, server: str = "native"
-) -> Iterator[tuple[str, list[int]]]:
-    """A served router on `server`; compiled unless `interpreted` (then the hot path's Python
-    sources)."""
+def router(setup: Setup, workers: int, executor: str) -> Iterator[tuple[str, list[int]]]:
+    """A served router on `executor` (native or python) with `workers` worker processes."""
     port = free_port()
     env = {
         **os.environ,
@@ -173,18 +169,14 @@ def router(
         "CHAINROUTER_RPC_PORT": str(port),
         "CHAINROUTER_RPC_WORKERS": str(workers),
         "CHAINROUTER_LOG_LEVEL": "warning",
-        "CHAINROUTER_RPC_SERVER": server,
+        "CHAINROUTER_RPC_SERVER": executor,
     }
-    env.pop(hot_path.INTERPRETED_ENV, None)
-    if interpreted:
-        env[hot_path.INTERPRETED_ENV] = "1"
     process = subprocess.Popen(
         [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"], env=env
     )
     url = f"http://127.0.0.1:{port}/rpc/{CHAIN}/{setup.key}"
-    # Granian always serves from child processes; the native server's single worker is the
-    # process itself.
-    in_process = server == "native" and workers == 1
+    # A single worker is the process itself; more are its children.
+    in_process = workers == 1
     try:
         deadline = time.monotonic() + 60
         while (
@@ -195,10 +187,9 @@ def router(
         probe = httpx.post(url, content=BODY, headers=ORIGIN, timeout=5)
         if probe.status_code != 200:
             raise RuntimeError(f"router answered {probe.status_code}: {probe.text}")
-        build = httpx.get(f"http://127.0.0.1:{port}/health").json()["hot_path"]
-        wanted = hot_path.BuildState.INTERPRETED if interpreted else hot_path.BuildState.COMPILED
-        if build != wanted:
-            raise RuntimeError(f"the router runs its hot path {build}, not {wanted}: make setup")
+        running = httpx.get(f"http://127.0.0.1:{port}/health").json()["executor"]
+        if running != executor:
+            raise RuntimeError(f"the router runs the {running} executor, not {executor}")
         yield url, [process.pid] if in_process else _children(process.pid)
     finally:
         process.terminate()
@@ -259,23 +250,17 @@ def main() -> None:
     ):
         setup = big_world(Path(directory), static_root)
         snapshot_s = _snapshot_load_s(setup.database_url)
-        # The least any Python forwarder on this server and client does: read, POST, answer.
-        bare = running.enter_context(forwarder("granian rsgi", "http1", static))
-        # The same on the native server: its Rust server and client, a one-line Python handler.
+        # The least any forwarder on the Python executor's server and client does: read, POST,
+        # answer.
+        bare = running.enter_context(forwarder("uvicorn asgi", "aiohttp", static))
+        # The same on the native executor: its Rust server and client, a one-line handler.
         bare_native = running.enter_context(forwarder("native", "native", static))
-        routers = {
-            workers: running.enter_context(router(setup, workers, server="granian"))
-            for workers in (1, 2)
-        }
+        python = running.enter_context(router(setup, 1, "python"))
         natives = {
-            workers: running.enter_context(router(setup, workers, server="native"))
-            for workers in (1, 2)
+            workers: running.enter_context(router(setup, workers, "native")) for workers in (1, 2)
         }
-        # The same router on the hot path's Python sources: what the mypyc build is worth.
-        interpreted = running.enter_context(router(setup, 1, interpreted=True))
         time.sleep(1)  # let the snapshots settle and the first health checks go out
-        for workers, (_, pids) in routers.items():
-            memory[f"granian, {workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
+        memory["python, 1 worker(s), loaded"] = [_rss_mb(p) for p in python[1]]
         for workers, (_, pids) in natives.items():
             memory[f"native, {workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
         targets = {
@@ -283,34 +268,29 @@ def main() -> None:
             BASELINE: Target(proxy, None, process_tree(nginxes.proxy)),
             BARE: Target(bare.url, None, process_tree(bare.pid)),
             BARE_NATIVE: Target(bare_native.url, None, process_tree(bare_native.pid)),
-            **{
-                f"chainrouter granian, {w} worker(s)": Target(url, ORIGIN, pids)
-                for w, (url, pids) in routers.items()
-            },
+            PYTHON_ONE_WORKER: Target(python[0], ORIGIN, python[1]),
             **{
                 f"chainrouter native, {w} worker(s)": Target(url, ORIGIN, pids)
                 for w, (url, pids) in natives.items()
             },
-            INTERPRETED: Target(interpreted[0], ORIGIN, interpreted[1]),
         }
         # Interleaved rounds: a slow spell of this shared machine hits every target of a round
         # alike, and the medians of the per-round ratios set it aside.
         rounds, cpu_rounds = load_in_rounds(targets)
-        for workers, (_, pids) in routers.items():
-            memory[f"granian, {workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
+        memory["python, 1 worker(s), after load"] = [_rss_mb(p) for p in python[1]]
         for workers, (_, pids) in natives.items():
             memory[f"native, {workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
         rate = statistics.median(r[NATIVE_ONE_WORKER].requests_per_s for r in rounds) / 2
         # The floor of this server on this machine at the same load: answering without any
         # upstream, and forwarding without the pipeline.
-        echo = running.enter_context(forwarder("granian rsgi", "echo", static))
+        echo = running.enter_context(forwarder("uvicorn asgi", "echo", static))
         half_targets: dict[str, tuple[str, dict[str, str] | None]] = {
             UPSTREAM: (static, None),
             BASELINE: (proxy, None),
             ECHO: (echo.url, None),
             BARE: (bare.url, None),
             BARE_NATIVE: (bare_native.url, None),
-            GRANIAN_HALF: (routers[1][0], ORIGIN),
+            PYTHON_HALF: (python[0], ORIGIN),
             NATIVE_HALF: (natives[1][0], ORIGIN),
         }
         alone_targets = {
@@ -319,7 +299,6 @@ def main() -> None:
             UPSTREAM: [],
             BASELINE: process_tree(nginxes.proxy),
             BARE_NATIVE: process_tree(bare_native.pid),
-            GRANIAN_HALF: routers[1][1],
             NATIVE_HALF: natives[1][1],
         }
         for _ in range(HALF_LOAD_ROUNDS):
@@ -396,10 +375,8 @@ def _write(
     host: list[HostState],
 ) -> None:
     rows = summarise(rounds, cpu_rounds)
-    gains = [r[NATIVE_ONE_WORKER].requests_per_s / r[INTERPRETED].requests_per_s for r in rounds]
-    compiled_gain = statistics.median(gains)
     natives = [
-        r[NATIVE_ONE_WORKER].requests_per_s / r[GRANIAN_ONE_WORKER].requests_per_s for r in rounds
+        r[NATIVE_ONE_WORKER].requests_per_s / r[PYTHON_ONE_WORKER].requests_per_s for r in rounds
     ]
     native_gain = statistics.median(natives)
     pipelines = [
@@ -418,8 +395,7 @@ def _write(
                 "rounds": [{k: asdict(v) for k, v in r.items()} for r in rounds],
                 "cpu_rounds": [{k: asdict(v) for k, v in r.items()} for r in cpu_rounds],
                 "max_load": {k: asdict(v) for k, v in rows.items()},
-                "compiled_vs_interpreted": round(compiled_gain, 3),
-                "native_vs_granian": round(native_gain, 3),
+                "native_vs_python": round(native_gain, 3),
                 "native_vs_bare_native": round(pipeline_share, 3),
                 "half_load_rate": round(rate),
                 **{
@@ -445,14 +421,12 @@ def _write(
         f"{nodes} nodes over the whole registry; each request passes key, domain (Origin checked "
         "against a one-domain list), credit check, routing, forwarding and billing. Upstream: "
         "nginx returning a fixed JSON-RPC result. The bare forwarders are the transport "
-        "benchmark's: the minimal granian RSGI app with the router's own HTTP/1.1 client, and "
-        "the minimal handler on the native server (`bench/native_forwarder.py`); each is the "
-        "ceiling of its server and client on this machine. The chainrouter rows run the hot "
-        "path compiled with mypyc, as `make setup` builds it, except the one marked "
-        "interpreted: the same native router on the Python sources (`CHAINROUTER_INTERPRETED=1`). "
-        "The chainrouter native rows serve on the default server: the HTTP server and the client "
-        "to nodes in Rust, the same compiled pipeline driven from there; the granian rows on "
-        "`CHAINROUTER_RPC_SERVER=granian`, all in Python on an asyncio event loop. "
+        "benchmark's: the minimal ASGI app on uvicorn with aiohttp, and the minimal handler on "
+        "the native executor (`bench/native_forwarder.py`); each is the ceiling of its server "
+        "and client on this machine. The chainrouter native rows run the default executor: the "
+        "HTTP server, the driver and the client to nodes in Rust, stepping the Python pipeline; "
+        "the python row runs `CHAINROUTER_RPC_SERVER=python`, uvicorn and aiohttp, all in Python "
+        "on an asyncio event loop. "
         f"Python {sys.version.split()[0]} from `{sys.base_prefix}`.",
         "",
         f"The machine at the start: {host[0].describe()}; at the end: {host[-1].describe()} "
@@ -478,25 +452,20 @@ def _write(
         "divided by the requests served (medians over the rounds). The upstream and the proxy are "
         "two nginx instances of one worker each, so the proxy, like the routers, reaches its "
         "upstream in another process; no row but the upstream's counts the upstream. The busiest "
-        "thread of a granian worker is its event loop, of a native worker "
+        "thread of a Python-executor worker is its event loop, of a native worker "
         "its server thread: near a full second per second, it is what limits the worker.",
         "",
-        f"Compiled against interpreted, one worker: {compiled_gain:.2f}x the requests/s "
-        f"(rounds {min(gains):.2f} to {max(gains):.2f}); server thread "
-        f"{rows[NATIVE_ONE_WORKER].busiest_thread_us:.1f} against "
-        f"{rows[INTERPRETED].busiest_thread_us:.1f} µs per request.",
-        "",
-        f"Native against granian, one worker: {native_gain:.2f}x the requests/s "
+        f"Native against Python executor, one worker: {native_gain:.2f}x the requests/s "
         f"(rounds {min(natives):.2f} to {max(natives):.2f}); all threads "
         f"{rows[NATIVE_ONE_WORKER].cpu_us:.1f} against "
-        f"{rows[GRANIAN_ONE_WORKER].cpu_us:.1f} µs CPU per request.",
+        f"{rows[PYTHON_ONE_WORKER].cpu_us:.1f} µs CPU per request.",
         "",
         f"The pipeline's share, one native worker against the bare native forwarder: "
         f"{pipeline_share:.2f}x the requests/s (rounds {min(pipelines):.2f} to "
         f"{max(pipelines):.2f}); server thread {rows[NATIVE_ONE_WORKER].busiest_thread_us:.1f} "
         f"against {rows[BARE_NATIVE].busiest_thread_us:.1f} µs per request. The difference is "
         "what the pipeline and its glue cost: key, domain, credits, validation, routing, the "
-        "answer's check, billing, and stepping the coroutines from Rust.",
+        "answer's check, billing, and stepping the program from Rust.",
         "",
         f"## Latency at half load ({rate:.0f} requests/s offered, "
         "half the native one-worker maximum)",

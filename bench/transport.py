@@ -1,13 +1,12 @@
-"""Which HTTP server and which HTTP client the router's hot path should use.
+"""Which ASGI server and which HTTP client the Python executor should use, beside the native one.
 
-For each Python server (uvicorn with uvloop and httptools; granian) and client (the router's own
-http1, pyreqwest, aiohttp, httpx), the minimal forwarder of `bench.forwarders` runs as one worker
-process in front of a static nginx upstream, loaded by wrk; so does the minimal forwarder on the
-router's native server, Rust's server and client with a one-line Python handler
-(`bench.native_forwarder`). nginx `proxy_pass` in front of the same upstream is the baseline,
-and the upstream hit directly is the ceiling. All setups run at once and are loaded in
-interleaved rounds (`bench.rounds`), so that a slow spell of the machine counts against them
-alike. Results: bench/results/transport.{json,md}.
+For each ASGI server (uvicorn with uvloop and httptools; granian) and well-kept client (aiohttp,
+pyreqwest, httpx), the minimal forwarder of `bench.forwarders` runs as one worker process in front
+of a static nginx upstream, loaded by wrk; so does the minimal forwarder on the native executor,
+Rust's server, driver and client with a one-line Python handler (`bench.native_forwarder`).
+nginx `proxy_pass` in front of the same upstream is the baseline, and the upstream hit directly is
+the ceiling. All setups run at once and are loaded in interleaved rounds (`bench.rounds`), so that
+a slow spell of the machine counts against them alike. Results: bench/results/transport.{json,md}.
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ from bench.rounds import (
 from bench.upstreams import STATIC_BODY, nginx, require_tools, wait_until_serving
 
 RESULTS = Path(__file__).resolve().parent / "results"
-PYTHON_SERVERS = ("uvicorn asgi", "granian asgi", "granian rsgi")
-PYTHON_CLIENTS = ("echo", "http1", "pyreqwest", "aiohttp", "httpx")
+PYTHON_SERVERS = ("uvicorn asgi", "granian asgi")
+PYTHON_CLIENTS = ("echo", "aiohttp", "pyreqwest", "httpx")
 # The native server has its own client, in Rust: no Python client goes with it.
 SETUPS = [
     *((server, client) for server in PYTHON_SERVERS for client in PYTHON_CLIENTS),
@@ -60,10 +59,9 @@ def _command(server: str, port: int) -> list[str]:
             sys.executable, "-m", "uvicorn", "bench.forwarders:app", "--port", str(port),
             "--loop", "uvloop", "--http", "httptools", "--no-access-log", "--log-level", "warning",
         ]  # fmt: skip
-    interface, app = ("rsgi", "rsgi_app") if server == "granian rsgi" else ("asgi", "app")
     # One runtime thread: on two cores more threads only contend (measured: 10.5k vs 15k req/s).
     return [
-        sys.executable, "-m", "granian", "--interface", interface, f"bench.forwarders:{app}",
+        sys.executable, "-m", "granian", "--interface", "asgi", "bench.forwarders:app",
         "--port", str(port), "--workers", "1", "--runtime-threads", "1", "--loop", "uvloop",
         "--no-ws", "--log-level", "warning",
     ]  # fmt: skip
@@ -124,14 +122,14 @@ def main() -> None:
         + "\n"
     )
     lines = [
-        "# Transport choice: server and HTTP client of the hot path",
+        "# Transport choice: the Python executor's server and client, beside the native one",
         "",
         f"{when}; one worker process each; wrk, {CONNECTIONS} connections, {DURATION_S} s after a "
         f"{WARM_UP_S} s warm-up; {len(rounds)} interleaved rounds over all setups, medians shown, "
         "with the lowest and highest per-round ratio to nginx. Upstream: nginx returning a fixed "
         f"{len(STATIC_BODY)}-byte JSON-RPC result. `echo` answers without any upstream: the "
-        "server's own ceiling. `native` is the router's default server: HTTP server and client "
-        "in Rust (`chainrouter._native`), stepping a one-line Python handler.",
+        "server's own ceiling. `native` is the router's default executor: HTTP server, driver "
+        "and client in Rust (`chainrouter._native`), stepping a one-line Python handler.",
         "",
         "| setup | requests/s | vs nginx proxy_pass (range) | p50 ms | p99 ms | errors "
         "| CPU µs per request | busiest thread, µs per request |",

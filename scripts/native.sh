@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Build chainrouter._native (native/, Rust) into src/chainrouter/ for the interpreter given as $1.
-# Its crates come from Debian's packages (native/.cargo/config.toml): they are installed here
-# when missing, as root or through sudo. Skipped, with a note, when CHAINROUTER_NO_NATIVE=1.
+# Build chainrouter._native (native/, Rust: the native executor) into src/chainrouter/ for the
+# interpreter given as $1; with `test` as $2, run the crate's own tests instead (`cargo test`,
+# linked against that interpreter's libpython). Its crates come from Debian's packages
+# (native/.cargo/config.toml): they are installed here when missing, as root or through sudo.
+# Skipped, with a note, when CHAINROUTER_NO_NATIVE=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=$(realpath "$1")
@@ -23,6 +25,10 @@ if ((${#missing[@]})); then
     $sudo apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
 fi
 cargo=$(command -v cargo || echo "$HOME/.cargo/bin/cargo")
+if [[ "${2:-}" == "test" ]]; then
+    # The module Python imports leaves libpython to the interpreter; a test binary links it.
+    cd native && PYO3_PYTHON="$python" exec "$cargo" test --quiet --release --no-default-features
+fi
 suffix=$("$python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 target=src/chainrouter/_native$suffix
 # cargo decides itself whether anything changed; the copy only happens when the library did.

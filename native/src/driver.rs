@@ -358,3 +358,16 @@ pub fn log_error(py: Python<'_>, logger: &str, message: &str, error: PyErr) {
         error.print(py); // logging itself is broken: stderr is all that is left
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::bounded_seconds;
+
+    #[test]
+    fn no_duration_from_python_can_panic() {
+        assert_eq!(bounded_seconds(f64::NAN), 0.0);
+        assert_eq!(bounded_seconds(-5.0), 0.0);
+        assert_eq!(bounded_seconds(f64::INFINITY), 1e9);
+        assert_eq!(bounded_seconds(0.25), 0.25);
+    }
+}

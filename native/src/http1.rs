@@ -261,3 +261,127 @@ fn read_head(response: &httparse::Response<'_, '_>) -> Result<Head, Failed> {
     let keep_alive = !close && (http11 || keep_alive_asked);
     Ok(Head { status, framing, keep_alive })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{duplex, DuplexStream};
+
+    fn run<F: std::future::Future>(future: F) -> F::Output {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(future)
+    }
+
+    const REQUEST: &[u8] = b"POST / HTTP/1.1\r\n\r\n";
+
+    /// The exchange against a node that reads the request, sends `raw` and then, if `close`,
+    /// hangs up (else it stays until the exchange has ended).
+    fn exchange_with(raw: &[u8], close: bool, max: usize) -> Result<Answer, Failed> {
+        let raw = raw.to_vec();
+        run(async move {
+            let (mut ours, node): (DuplexStream, DuplexStream) = duplex(1 << 17);
+            let (ended, end) = tokio::sync::oneshot::channel::<()>();
+            drop(tokio::spawn(async move {
+                let mut node = node;
+                let mut asked = vec![0; REQUEST.len()];
+                node.read_exact(&mut asked).await.unwrap();
+                node.write_all(&raw).await.unwrap();
+                if !close {
+                    let _ = end.await;
+                }
+            }));
+            let outcome = exchange(&mut ours, REQUEST, max).await;
+            let _ = ended.send(());
+            outcome
+        })
+    }
+
+    fn answered(raw: &[u8], close: bool) -> Answer {
+        match exchange_with(raw, close, 1024) {
+            Ok(answer) => answer,
+            Err(Failed::Unanswered) => panic!("unanswered"),
+            Err(Failed::TooLarge) => panic!("too large"),
+            Err(Failed::Broken(detail)) => panic!("broken: {detail}"),
+        }
+    }
+
+    #[test]
+    fn a_body_framed_by_its_length_is_read_and_the_connection_kept() {
+        let answer = answered(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}", false);
+        assert_eq!((answer.status, &answer.body[..], answer.reusable), (200, &b"{}"[..], true));
+    }
+
+    #[test]
+    fn a_chunked_body_with_trailers_is_read_whole() {
+        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{\"\r\n3\r\na\":\r\n2\r\n1}\r\n0\r\nX-Trailer: 1\r\n\r\n";
+        let answer = answered(raw, false);
+        assert_eq!(&answer.body[..], b"{\"a\":1}");
+        assert!(answer.reusable);
+    }
+
+    #[test]
+    fn a_body_ended_by_the_close_is_read_and_the_connection_not_kept() {
+        let answer = answered(b"HTTP/1.0 200 OK\r\n\r\n{\"ok\":1}", true);
+        assert_eq!((&answer.body[..], answer.reusable), (&b"{\"ok\":1}"[..], false));
+    }
+
+    #[test]
+    fn an_interim_answer_is_skipped() {
+        let raw = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+        assert_eq!(&answered(raw, false).body[..], b"{}");
+    }
+
+    #[test]
+    fn another_status_is_the_whole_outcome_and_its_body_is_not_read() {
+        let answer = answered(b"HTTP/1.1 503 Busy\r\nContent-Length: 100000\r\n\r\n", false);
+        assert_eq!((answer.status, answer.body.len(), answer.reusable), (503, 0, false));
+    }
+
+    #[test]
+    fn connection_close_and_bytes_past_the_answer_forbid_reuse() {
+        let closing = b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}";
+        assert!(!answered(closing, false).reusable);
+        let extra = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}HTTP/1.1 200 OK\r\n";
+        assert!(!answered(extra, false).reusable);
+    }
+
+    #[test]
+    fn an_answer_over_the_bound_is_too_large_however_it_is_framed() {
+        for raw in [
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 2000\r\n\r\n"[..],
+            &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7d0\r\n"[..],
+        ] {
+            assert!(matches!(exchange_with(raw, false, 1024), Err(Failed::TooLarge)));
+        }
+        let endless = [&b"HTTP/1.0 200 OK\r\n\r\n"[..], &[b'x'; 2000][..]].concat();
+        assert!(matches!(exchange_with(&endless, true, 1024), Err(Failed::TooLarge)));
+    }
+
+    #[test]
+    fn nothing_at_all_is_unanswered_and_half_an_answer_is_broken() {
+        assert!(matches!(exchange_with(b"", true, 1024), Err(Failed::Unanswered)));
+        let truncated = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}";
+        assert!(matches!(exchange_with(truncated, true, 1024), Err(Failed::Broken(_))));
+        let cut_head = b"HTTP/1.1 200 OK\r\nContent-Len";
+        assert!(matches!(exchange_with(cut_head, true, 1024), Err(Failed::Broken(_))));
+    }
+
+    #[test]
+    fn what_is_not_http_or_frames_itself_twice_is_broken() {
+        for raw in [
+            &b"SSH-2.0-OpenSSH_9.2\r\n\r\n"[..],
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}"[..],
+            &b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\n{}"[..],
+            &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"[..],
+        ] {
+            assert!(matches!(exchange_with(raw, true, 1024), Err(Failed::Broken(_))));
+        }
+    }
+
+    #[test]
+    fn a_head_larger_than_the_bound_is_broken_not_read_forever() {
+        let mut raw = b"HTTP/1.1 200 OK\r\nX-Filler: ".to_vec();
+        raw.resize(MAX_HEAD_BYTES + 100, b'a'); // a header line that never ends
+        assert!(matches!(exchange_with(&raw, false, 1024), Err(Failed::Broken(_))));
+    }
+}

@@ -270,3 +270,38 @@ fn method_name<'py>(py: Python<'py>, method: &Method) -> &'py PyString {
         PyString::new(py, method.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::read_within;
+    use hyper::body::{Body, Bytes};
+
+    fn read(body: Body, declared: Option<u64>, max: usize) -> Option<Bytes> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(read_within(body, declared, max))
+    }
+
+    fn chunked(chunks: &[&'static [u8]]) -> Body {
+        let stream = futures_util::stream::iter(
+            chunks
+                .iter()
+                .map(|c| Ok::<_, std::io::Error>(Bytes::from_static(c)))
+                .collect::<Vec<_>>(),
+        );
+        Body::wrap_stream(stream)
+    }
+
+    #[test]
+    fn a_body_within_the_limit_is_read_whole_in_one_piece_or_several() {
+        assert_eq!(read(Body::from("{}"), Some(2), 2).as_deref(), Some(&b"{}"[..]));
+        assert_eq!(read(chunked(&[b"ab", b"cd"]), None, 4).as_deref(), Some(&b"abcd"[..]));
+        assert_eq!(read(Body::empty(), Some(0), 2).as_deref(), Some(&b""[..]));
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_not_read_whether_declared_or_streamed() {
+        assert_eq!(read(Body::from("{}"), Some(3), 2), None); // declared: nothing is read
+        assert_eq!(read(chunked(&[b"ab", b"cd", b"e"]), None, 4), None);
+        assert_eq!(read(Body::from("abc"), None, 2), None);
+    }
+}

@@ -1,7 +1,6 @@
 //! A node URL parsed once: where to connect, and the request head up to its length.
 //!
-//! The rules are the Python client's (`chainrouter.router.http1.parse_target`): `http` or
-//! `https`, a host, an optional port; the path and query as given (`/` when empty), the fragment
+//! `http` or `https`, a host, an optional port; the path and query as given (`/` when empty), the fragment
 //! dropped; credentials (`https://user:pass@host/`) sent as Basic authorisation and never in
 //! `Host`. Only visible ASCII is accepted anywhere in the URL, so no URL can end a header line
 //! and add one of its own.
@@ -131,4 +130,59 @@ fn percent_decoded(text: &str) -> Vec<u8> {
         }
     }
     decoded
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(url: &str) -> String {
+        String::from_utf8(parse(url, "ua").expect("a usable URL").head).unwrap()
+    }
+
+    #[test]
+    fn a_url_becomes_an_origin_and_a_head_with_path_query_and_credentials() {
+        let target = parse("https://user:p%40ss@node.example:8443/v3/abc?x=1#frag", "ua").unwrap();
+        assert_eq!(target.origin, Origin { host: "node.example".into(), port: 8443, tls: true });
+        let head = String::from_utf8(target.head).unwrap();
+        assert!(head.starts_with("POST /v3/abc?x=1 HTTP/1.1\r\nHost: node.example:8443\r\n"));
+        assert!(head.contains(&format!("Authorization: Basic {}\r\n", base64::encode("user:p@ss"))));
+        assert!(head.ends_with("\r\nContent-Length: "));
+    }
+
+    #[test]
+    fn ports_default_by_scheme_and_hosts_compare_in_lower_case() {
+        assert_eq!(parse("http://[::1]/", "ua").unwrap().origin.port, 80);
+        assert!(head("http://[::1]/").starts_with("POST / HTTP/1.1\r\nHost: [::1]\r\n"));
+        let target = parse("HTTPS://Node.Example?key=1", "ua").unwrap();
+        assert_eq!(target.origin, Origin { host: "node.example".into(), port: 443, tls: true });
+        assert!(head("HTTPS://Node.Example?key=1").starts_with("POST /?key=1 HTTP/1.1\r\n"));
+    }
+
+    #[test]
+    fn unusable_urls_are_refused() {
+        for url in [
+            "",
+            "ftp://node.example/",
+            "http:///path",
+            "http://node.example:99999/",
+            "http://node.example:0/",
+            "http://node.example:8x/",
+            "node.example",
+            "http://node.example/a b",
+            "http://node.example/\r\nX-Injected: 1",
+            "http://[::1/",
+            "http://nöde.example/",
+        ] {
+            assert!(parse(url, "ua").is_err(), "{url:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn a_request_is_the_head_the_length_a_blank_line_and_the_body() {
+        let target = parse("http://node.example/", "ua").unwrap();
+        let request = String::from_utf8(target.request(b"{}")).unwrap();
+        assert!(request.ends_with("Content-Length: 2\r\n\r\n{}"));
+        assert_eq!(request.matches("\r\n").count(), 6);
+    }
 }

@@ -149,7 +149,10 @@ impl Upstream {
                     continue;
                 }
                 Err(Failed::Unanswered) => {
-                    return Err(Failure::new(Kind::Transport, "connection closed without an answer"))
+                    return Err(Failure::new(
+                        Kind::Transport,
+                        "connection closed without an answer",
+                    ))
                 }
                 Err(Failed::TooLarge) => {
                     return Err(Failure::new(
@@ -194,8 +197,9 @@ impl Upstream {
         if !origin.tls {
             return Ok(Connection::Plain(tcp));
         }
-        let name = rustls::ServerName::try_from(origin.host.as_str())
-            .map_err(|_| Failure::new(Kind::Transport, "the node's host is not a valid TLS name"))?;
+        let name = rustls::ServerName::try_from(origin.host.as_str()).map_err(|_| {
+            Failure::new(Kind::Transport, "the node's host is not a valid TLS name")
+        })?;
         let handshake = self.tls.connect(name, tcp);
         match tokio::time::timeout(self.connect_timeout, handshake).await {
             Ok(Ok(tls)) => Ok(Connection::Tls(Box::new(tls))),
@@ -337,5 +341,168 @@ impl AsyncWrite for Connection {
             Connection::Plain(tcp) => Pin::new(tcp).poll_shutdown(cx),
             Connection::Tls(tls) => Pin::new(tls.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::{TcpListener, TcpStream as StdStream};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::thread;
+
+    /// What a scripted node does with the `request`th request on its `connection`th connection:
+    /// answer these bytes, or hang up without a word (None).
+    type Script = fn(connection: usize, request: usize) -> Option<Vec<u8>>;
+
+    struct Node {
+        url: String,
+        accepted: Arc<AtomicUsize>,
+    }
+
+    fn node(script: Script) -> Node {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/rpc", listener.local_addr().unwrap());
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let counter = accepted.clone();
+        thread::spawn(move || {
+            for stream in listener.incoming() {
+                let connection = counter.fetch_add(1, Ordering::SeqCst);
+                let Ok(stream) = stream else { return };
+                thread::spawn(move || serve(stream, connection, script));
+            }
+        });
+        Node { url, accepted }
+    }
+
+    fn serve(stream: StdStream, connection: usize, script: Script) {
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut writer = stream;
+        for request in 0.. {
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            match script(connection, request) {
+                Some(answer) => writer.write_all(&answer).unwrap(),
+                None => return,
+            }
+        }
+    }
+
+    fn ok() -> Option<Vec<u8>> {
+        Some(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}".to_vec())
+    }
+
+    /// The client on a runtime of its own, as a driver keeps it: its kept connections belong
+    /// to that runtime.
+    struct Client {
+        runtime: tokio::runtime::Runtime,
+        upstream: Upstream,
+    }
+
+    fn upstream(idle_timeout: Duration) -> Client {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let upstream = Upstream::new(&UpstreamSettings {
+            max_response_bytes: 1024,
+            connect_timeout: Duration::from_secs(2),
+            idle_timeout,
+            ca_file: None,
+            user_agent: "test".into(),
+        })
+        .unwrap();
+        Client { runtime, upstream }
+    }
+
+    fn post(client: &Client, url: &str, timeout: Duration) -> Result<Bytes, Failure> {
+        let call = client.upstream.post(url, Bytes::from_static(b"{}"), timeout);
+        client.runtime.block_on(call)
+    }
+
+    const SECOND: Duration = Duration::from_secs(1);
+
+    #[test]
+    fn sequential_calls_share_one_kept_connection() {
+        let node = node(|_, _| ok());
+        let client = upstream(Duration::from_secs(30));
+        for _ in 0..3 {
+            assert_eq!(&post(&client, &node.url, SECOND).unwrap()[..], b"{}");
+        }
+        assert_eq!(node.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_connection_idle_past_the_limit_is_not_used_again() {
+        let node = node(|_, _| ok());
+        let client = upstream(Duration::ZERO);
+        for _ in 0..2 {
+            post(&client, &node.url, SECOND).unwrap();
+        }
+        assert_eq!(node.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_kept_connection_closed_unanswered_is_retried_once_on_a_fresh_one() {
+        // The first connection answers once, then hangs up on the next request.
+        let node = node(|connection, request| (connection > 0 || request == 0).then(ok).flatten());
+        let client = upstream(Duration::from_secs(30));
+        post(&client, &node.url, SECOND).unwrap();
+        assert_eq!(&post(&client, &node.url, SECOND).unwrap()[..], b"{}");
+        assert_eq!(node.accepted.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_fresh_connection_closed_unanswered_is_a_transport_failure() {
+        let node = node(|_, _| None);
+        let failure = post(&upstream(SECOND), &node.url, SECOND).unwrap_err();
+        assert_eq!(failure.kind, Kind::Transport);
+        assert_eq!(node.accepted.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn statuses_are_classified_with_their_number() {
+        let node = node(|connection, _| {
+            let status = if connection == 0 { 429 } else { 502 };
+            Some(format!("HTTP/1.1 {status} No\r\nContent-Length: 0\r\n\r\n").into_bytes())
+        });
+        let client = upstream(SECOND);
+        let limited = post(&client, &node.url, SECOND).unwrap_err();
+        assert_eq!((limited.kind, limited.status), (Kind::RateLimited, Some(429)));
+        let failed = post(&client, &node.url, SECOND).unwrap_err(); // not kept: a new connection
+        assert_eq!((failed.kind, failed.status), (Kind::HttpStatus, Some(502)));
+    }
+
+    #[test]
+    fn a_node_that_never_answers_times_out_at_the_deadline() {
+        let node = node(|_, _| {
+            thread::sleep(Duration::from_secs(3));
+            None
+        });
+        let started = Instant::now();
+        let failure = post(&upstream(SECOND), &node.url, Duration::from_millis(200)).unwrap_err();
+        assert_eq!(failure.kind, Kind::Timeout);
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn a_refused_connection_and_an_unusable_url_are_transport_failures() {
+        let unused = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let client = upstream(SECOND);
+        let refused = post(&client, &format!("http://{unused}/"), SECOND).unwrap_err();
+        assert_eq!(refused.kind, Kind::Transport);
+        let unusable = post(&client, "http://node.example/a b", SECOND).unwrap_err();
+        assert_eq!(unusable.kind, Kind::Transport);
     }
 }

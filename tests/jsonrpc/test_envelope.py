@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from chainrouter.jsonrpc import envelope
+from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.envelope import (
     InvalidCall,
     RpcCall,
@@ -260,13 +262,18 @@ def test_the_big_integer_scan_finds_exactly_the_runs_of_nineteen_digits(body: by
     assert may_hold_big_integers(body) is (re.search(rb"[0-9]{19}", body) is not None)
 
 
-def test_big_integers_inside_params_survive_exactly() -> None:
+def test_big_integers_inside_the_params_of_a_batch_survive_exactly() -> None:
+    """A batch's calls are encoded again, each on its own (a single request goes to its node as
+    sent, byte for byte)."""
     [call] = parse_payload(
-        b'{"jsonrpc":"2.0","method":"m","params":[123456789012345678901234567890],"id":1}',
+        b'[{"jsonrpc":"2.0","method":"m","params":[123456789012345678901234567890],"id":1}]',
         max_batch=1,
     ).calls
     assert isinstance(call, RpcCall)
     assert call.params == [123456789012345678901234567890]
+    assert encode_call(call) == (
+        b'{"jsonrpc":"2.0","id":1,"method":"m","params":[123456789012345678901234567890]}'
+    )
 
 
 @given(
@@ -290,3 +297,25 @@ def test_any_json_document_yields_one_result_per_request_in_order(document: Any)
     expected = len(document) if isinstance(document, list) else 1
     assert len(payload.calls) == expected
     assert payload.is_batch == isinstance(document, list)
+
+
+request_like = st.dictionaries(
+    st.sampled_from(["jsonrpc", "method", "params", "id", "x"]),
+    st.sampled_from(["2.0", "1.0", "", "m", 2**63, -(2**63), 2**63 - 1, 1.5, True, None])
+    | st.lists(st.integers(), max_size=2)
+    | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    max_size=5,
+)
+
+
+@given(request_like, st.booleans())
+def test_the_fast_path_for_valid_requests_agrees_with_the_full_check(
+    item: dict[str, Any], deep: bool
+) -> None:
+    def summary(call: RpcCall | InvalidCall) -> object:
+        if isinstance(call, RpcCall):
+            return call
+        return (call.id_json, call.failure.code, call.failure.message)
+
+    fast, full = envelope._parse_call(item, deep), envelope._check_call(item, deep)
+    assert summary(fast) == summary(full)

@@ -8,7 +8,7 @@ that tuple for one request using live node health.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -158,14 +158,14 @@ def order_routes(
     strategy: RoutingStrategy,
     out_of_sync: Set[int],
     latency_ms: Mapping[int, float],
-) -> list[Route]:
+) -> Sequence[Route]:
     """The order in which to try `routes` for one request.
 
     Nodes in `out_of_sync` are dropped. `economy` keeps the cost order; `performance` puts the
     lowest latency in `latency_ms` first, unmeasured nodes after measured ones, and breaks ties
     on cost, so that equal speed goes to the cheaper route.
     """
-    in_sync = [r for r in routes if r.node.node_id not in out_of_sync]
+    in_sync = [r for r in routes if r.node.node_id not in out_of_sync] if out_of_sync else routes
     if strategy is RoutingStrategy.ECONOMY:
         return in_sync
 

@@ -8,6 +8,7 @@ credits held, the outcome) until one of them ends the call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chainrouter.domain.access import KeyAccess
@@ -45,7 +46,7 @@ class CallContext:
     call: RpcCall
     body: bytes  # the call as a node receives it
     routes: tuple[Route, ...] = ()  # every route that prices the method on the chain
-    ordered: list[Route] = field(default_factory=list)  # the ones to try, in order
+    ordered: Sequence[Route] = ()  # the ones to try, in order
     held_nano: int = 0  # credits held while the call is in flight
     # The outcome, set by the stage that ends the call:
     status: int = 200

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.routing import Route
+from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.envelope import encode_json
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
@@ -26,7 +27,6 @@ from chainrouter.router.context import CallContext
 from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
-from chainrouter.router.stages.memo import PerSnapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,16 +35,18 @@ class AttemptLimits:
     deadline_s: float  # one call, across all its attempts
 
 
-@dataclass(slots=True)
 class _Tally:
     """What happened to the routes of one call that did not answer."""
 
-    tried: int = 0
-    timed_out: int = 0
-    rate_limited: int = 0
-    skipped: int = 0  # cooling down or at a rate limit: not tried
-    # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
-    rejections: list[tuple[int, str]] = field(default_factory=list)
+    __slots__ = ("rate_limited", "rejections", "skipped", "timed_out", "tried")
+
+    def __init__(self) -> None:
+        self.tried = 0
+        self.timed_out = 0
+        self.rate_limited = 0
+        self.skipped = 0  # cooling down or at a rate limit: not tried
+        # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
+        self.rejections: list[tuple[int, str]] = []
 
     def rejected_alike(self) -> str | None:
         """How every route tried rejected the request, when they all did so in the same way."""
@@ -66,19 +68,26 @@ class Attempt:
         self._observe_latency = health.observe_latency
         self._limits = limits
         self._clock = clock
-        self._buckets: PerSnapshot[int, list[Bucket]] = PerSnapshot(size=1 << 20)
+        # Each route's limits, by the route's identity, for the snapshot the routes belong to.
+        self._snapshot: RouterSnapshot | None = None
+        self._buckets: dict[int, list[Bucket]] = {}
 
     async def run(self, call: CallContext) -> None:
         cooldowns, clock = self._cooldowns, self._clock
+        snapshot = call.request.snapshot
+        if snapshot is not self._snapshot:  # routes live as long as their snapshot
+            self._snapshot, self._buckets = snapshot, {}
         ordered = call.ordered
         started = clock()
-        tally = _Tally()
+        tally = _Tally()  # what happened to the routes before the one that answers
         for route in ordered:
             node_id = route.node.node_id
             if not cooldowns.available(node_id):
                 tally.skipped += 1
                 continue
-            buckets = self._route_buckets(call, route)
+            buckets = self._buckets.get(id(route))
+            if buckets is None:
+                buckets = self._buckets[id(route)] = route_buckets(route)
             if buckets and not await Acquire(buckets):
                 tally.skipped += 1
                 continue
@@ -101,7 +110,8 @@ class Attempt:
             if verdict is Verdict.REJECTED:
                 tally.rejections.append((node_id, f"JSON-RPC error {error.get('code')!r}"))
                 continue
-            self._cool_down(tally)  # this node read the request; the rejecting ones would not
+            if tally.rejections:  # this node read the request; the rejecting ones would not
+                self._cool_down(tally)
             if verdict is Verdict.CALLERS_FAULT:
                 call.end(Scenario.REJECTED, 200, _under_callers_id(error, call.call.id_json))
                 return
@@ -133,14 +143,6 @@ class Attempt:
         for node_id, _ in tally.rejections:
             self._cooldowns.failed(node_id)
         tally.rejections.clear()
-
-    def _route_buckets(self, call: CallContext, route: Route) -> list[Bucket]:
-        snapshot = call.request.snapshot
-        buckets = self._buckets.get(snapshot, id(route))  # routes live as long as their snapshot
-        if buckets is None:
-            buckets = route_buckets(route)
-            self._buckets.put(snapshot, id(route), buckets)
-        return buckets
 
 
 def _failure_for(tally: _Tally, rejected_alike: str | None) -> RpcError:
