@@ -27,7 +27,7 @@ use tokio::sync::Notify;
 use crate::driver::{drive_from, log_error, seconds, start, Driver, Shared, Step};
 
 const HEARTBEAT: Duration = Duration::from_secs(1);
-const LOGGER: &str = "chainrouter.router.native_server";
+const LOGGER: &str = "chainrouter.router.executors.native";
 const INTERNAL_ERROR: &[u8] =
     br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#;
 

@@ -155,7 +155,7 @@ def test_a_handler_that_raises_before_waiting_gets_an_internal_error_and_is_logg
 
     with served(handler) as url:
         _assert_internal_error(httpx.post(f"{url}/rpc/1/key", content=_CALL))
-    [record] = [r for r in caplog.records if r.name == "chainrouter.router.native_server"]
+    [record] = [r for r in caplog.records if r.name == "chainrouter.router.executors.native"]
     assert record.levelno == logging.ERROR
     assert record.exc_info is not None
     assert isinstance(record.exc_info[1], ValueError)
@@ -191,7 +191,7 @@ def test_a_malformed_answer_gets_an_internal_error_and_the_server_goes_on(
         for _ in range(5):
             _assert_internal_error(client.post(f"{url}/rpc/1/key", content=_CALL))
         assert client.post(f"{url}/rpc/1/key", content=_CALL).content == b"fine"
-    logged = [r for r in caplog.records if r.name == "chainrouter.router.native_server"]
+    logged = [r for r in caplog.records if r.name == "chainrouter.router.executors.native"]
     assert len(logged) == 5
 
 
