@@ -56,7 +56,10 @@ def _write_config(secrets: dict[str, str]) -> Path:
         for token in customer.get("management_tokens", []):
             token["secret"] = secrets[token["label"]]
     path = WORK / "demo.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    # It holds every secret the demo made: readable by its owner only, from its first byte.
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as file:
+        file.write(yaml.safe_dump(config, sort_keys=False))
     return path
 
 
@@ -64,7 +67,7 @@ def _run(args: list[str], env: dict[str, str]) -> None:
     subprocess.run([sys.executable, "-m", "chainrouter.cli", *args], env=env, check=True)
 
 
-def _stop_on_sigterm(signum: int, frame: object) -> None:
+def _stop_on_signal(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
@@ -110,7 +113,10 @@ def _running(child: subprocess.Popen[bytes]) -> bool:
 
 
 def main() -> None:
-    signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    # Stopped like Ctrl-C by a supervisor's SIGTERM and by a closed terminal's SIGHUP: the
+    # processes it started lead groups of their own, which no signal to the demo's group reaches.
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _stop_on_signal)
     anvil = ROOT / "node_modules" / ".bin" / "anvil"
     if not anvil.exists():
         raise SystemExit("demo: anvil is missing; `make setup` installs it with npm")
@@ -173,8 +179,8 @@ def main() -> None:
         print("\nstopping the demo ...")
     finally:
         # A second Ctrl-C must not cut the clean stop short (the router writes usage on exit).
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
         _stop(children)
 
 

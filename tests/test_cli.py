@@ -141,6 +141,20 @@ def served(sqlite_database_url: str) -> Iterator[str]:
         process.wait(timeout=10)
 
 
+def test_the_served_api_takes_no_forwarded_for_from_a_peer_it_was_not_told_to_trust(
+    served: str,
+) -> None:
+    """No trusted proxies are configured: a new X-Forwarded-For per request, from loopback, must
+    not reset the per-IP limit of the price lists (30 per minute by default)."""
+    statuses = [
+        httpx.get(
+            f"{served}/prices", headers={"X-Forwarded-For": f"203.0.113.{n}"}, timeout=5
+        ).status_code
+        for n in range(31)
+    ]
+    assert statuses == [200] * 30 + [429]
+
+
 def test_serve_answers_health_with_the_database_state(served: str) -> None:
     response = httpx.get(f"{served}/health", timeout=5)
     assert response.status_code == 200
@@ -181,3 +195,32 @@ def test_serve_refuses_a_database_without_the_schema(sqlite_database_url: str) -
     result = run("serve", "--role", "rpc", database_url=sqlite_database_url)
     assert result.returncode == 1
     assert "migrate" in result.stderr
+
+
+def _raw_exchange(base: str, head: bytes, first_bytes: bytes) -> bytes:
+    """Send a request's head and the start of its body, and read what comes back at once."""
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=5) as connection:
+        connection.sendall(head + first_bytes)
+        return connection.recv(4096)
+
+
+def test_the_served_api_refuses_a_large_or_unauthenticated_body_before_reading_it(
+    served: str,
+) -> None:
+    # 200 MB announced: refused on the announcement, nothing of it sent.
+    declared = _raw_exchange(
+        served,
+        b"POST /chains/requests HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 200000000\r\n\r\n",
+        b"",
+    )
+    assert declared.startswith(b"HTTP/1.1 413")
+    # No length, no token: refused as soon as the head is in, the body never read.
+    streamed = _raw_exchange(
+        served,
+        b"POST /api-keys HTTP/1.1\r\nHost: api\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n",
+        b"400\r\n" + b" " * 1024 + b"\r\n",
+    )
+    assert streamed.startswith(b"HTTP/1.1 401")

@@ -79,7 +79,9 @@ def _wait_until_gone(pids: set[int], timeout_s: float) -> dict[int, str]:
 
 @pytest.fixture
 def demo() -> Iterator[RunningDemo]:
-    busy = [port for port in PORTS if _port_taken(port)]
+    deadline = time.monotonic() + 10  # the demo of the test before may still be letting go
+    while (busy := [port for port in PORTS if _port_taken(port)]) and time.monotonic() < deadline:
+        time.sleep(0.2)
     if busy:
         pytest.skip(f"the demo's ports {busy} are in use (a demo running?)")
     # A session of its own, as a terminal gives the command it runs: Ctrl-C is then a SIGINT
@@ -117,9 +119,11 @@ def demo() -> Iterator[RunningDemo]:
         yield RunningDemo(process, key.group(1), started)
     finally:
         # Whatever a test left behind goes, and so does anything the demo failed to stop.
-        for pid in _still_running({process.pid} | started):
+        left = {process.pid} | started
+        for pid in _still_running(left):
             os.kill(pid, signal.SIGKILL)
         process.wait()
+        _wait_until_gone(left, 10)  # their ports free for the next test
         reader.join(5)  # it ends at the end of the output
         output.close()
 
@@ -141,6 +145,20 @@ def test_the_demo_key_works_on_both_routers_and_ctrl_c_stops_everything_it_start
     with sqlite3.connect(ROOT / "var" / "demo" / "demo.db") as database:
         (calls,) = database.execute("SELECT sum(request_count) FROM usage_aggregates").fetchone()
     assert calls >= 2  # written on the way out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_supervisors_term_or_a_closed_terminal_stops_everything_it_started(
+    demo: RunningDemo, signum: signal.Signals
+) -> None:
+    os.killpg(demo.process.pid, signum)  # to its whole group, as a supervisor or a terminal does
+    assert demo.process.wait(60) == 0
+    assert _wait_until_gone(demo.started, 5) == {}
+
+
+def test_the_file_of_the_demos_secrets_is_readable_by_its_owner_only(demo: RunningDemo) -> None:
+    mode = (ROOT / "var" / "demo" / "demo.yaml").stat().st_mode
+    assert mode & 0o777 == 0o600
 
 
 def test_when_one_of_its_processes_dies_the_demo_stops_all_the_others(demo: RunningDemo) -> None:

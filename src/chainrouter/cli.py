@@ -166,6 +166,9 @@ def _serve_api(settings: Settings) -> int:
         port=settings.api_port,
         log_level=settings.log_level.value,
         access_log=False,
+        # The client's address is decided by CHAINROUTER_TRUSTED_PROXIES alone (net/client_ip.py):
+        # uvicorn would otherwise take X-Forwarded-For from any peer on 127.0.0.1.
+        proxy_headers=False,
     )
     return 0
 

@@ -68,6 +68,13 @@ class Settings(BaseSettings):
     )
     api_host: str = Field(default="127.0.0.1", description="Address the management API listens on.")
     api_port: int = Field(default=8080, ge=1, le=65535, description="Port of the management API.")
+    api_max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Largest management API request body, in bytes; larger bodies get HTTP 413, "
+        "and no body of a route that needs a token is read before the token is checked.",
+    )
     log_level: LogLevel = Field(default=LogLevel.INFO, description="debug, info, warning or error.")
     chain_import_max_bytes: int = Field(
         default=64 * 1024 * 1024,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.domain.enums import Role
@@ -108,3 +109,38 @@ def test_tokens_from_the_command_line(api: ApiHarness) -> None:
     missing = run("create", "--customer", "nobody@example.com", "--label", "x")
     assert missing.returncode == 1
     assert "no customer with e-mail nobody@example.com" in missing.stderr
+
+
+def test_a_body_over_the_limit_is_413_whoever_sends_it(api: ApiHarness) -> None:
+    """CHAINROUTER_API_MAX_BODY_BYTES (1 MiB by default) bounds every body (docs/security.md)."""
+    customer = api.customer()
+    big = b'{"allowed_domains": ["' + b"a" * (1 << 20) + b'"], "routing_strategy": "economy"}'
+    for headers in (customer.headers, {}):
+        response = api.client.post("/api-keys", content=big, headers=headers)
+        assert response.status_code == 413
+        assert response.json()["error"]["code"] == "payload_too_large"
+        assert response.headers["connection"] == "close"
+    public = api.client.post("/chains/requests", content=big)
+    assert public.status_code == 413
+
+
+def test_a_streamed_body_over_the_limit_is_413_too(api: ApiHarness) -> None:
+    customer = api.customer()
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"allowed_domains": ["'
+        for _ in range(20):
+            yield b"a" * 65536
+        yield b'"], "routing_strategy": "economy"}'
+
+    response = api.client.post("/api-keys", content=chunks(), headers=customer.headers)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+
+
+def test_a_route_that_needs_a_token_refuses_a_body_without_one_as_401(api: ApiHarness) -> None:
+    body = b'{"allowed_domains": ["*"], "routing_strategy": "economy"}'
+    for headers in ({}, {"X-Api-Key": "crm_" + "x" * 40}):
+        response = api.client.post("/api-keys", content=body, headers=headers)
+        assert response.status_code == 401
+        assert response.json()["error"]["code"] == "unauthenticated"

@@ -321,6 +321,13 @@ def test_the_row_limit_has_a_default_and_a_maximum(world: UsageWorld) -> None:
         {"granularity": "minute"},
         {"chain_id": "ethereum"},
         {"api_key_id": "k"},
+        # Extreme times: an offset past year 1, the ends of the calendar (security.md).
+        {"from": "0001-01-01T00:00:00+14:00", "to": "0001-01-02T00:00:00+14:00"},
+        {"from": "0001-01-01T00:00:00Z"},
+        {"to": "0001-01-20T00:00:00Z"},
+        {"from": "9999-12-30T00:00:00Z", "to": "9999-12-31T23:59:59-14:00"},
+        {"api_key_id": str(2**64)},
+        {"chain_id": str(2**80)},
     ],
 )
 def test_bad_usage_queries_are_422(api: ApiHarness, params: dict[str, str]) -> None:

@@ -25,6 +25,7 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         return [type(stage).__name__ for stage in stages]
 
     assert names(service.keyed.request_stages) == [
+        "JsonContentType",
         "BodyWithinLimit",
         "ApiKey",
         "AllowedDomain",
@@ -33,6 +34,7 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
     ]
     assert names(service.public.request_stages) == [
         "FreeTierOpen",
+        "JsonContentType",
         "SupportedChain",
         "BodyWithinLimit",
         "ParsePayload",
@@ -131,3 +133,34 @@ def test_the_free_tier_takes_from_the_ips_budget_and_bills_nobody() -> None:
     assert world.public(rpc(), ip="198.51.100.2").status == 200
     assert world.metered() == {}
     assert world.balance() == 10**9
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [None, "text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+     "multipart/form-data; boundary=x", "application/jsonx"],
+)  # fmt: skip
+def test_a_body_not_declared_as_json_is_refused_before_anything_else(
+    content_type: str | None,
+) -> None:
+    """What a page on another site can make a browser send without a preflight (security.md)."""
+    world = scripted_world([(A, 1, OK)])
+    body = json.dumps(rpc()).encode()
+    for program in (
+        world.service.handle_keyed("1", world.key, body, content_type=content_type),
+        world.service.handle_public("1", "198.51.100.1", body, content_type),
+    ):
+        reply = world.executor.run(program)
+        assert reply.status == 415
+        assert json.loads(reply.body)["error"]["code"] == RpcCode.INVALID_REQUEST
+    assert world.urls_called() == []
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json", "Application/JSON", "application/json; charset=utf-8"]
+)
+def test_json_is_served_in_any_case_and_with_parameters(content_type: str) -> None:
+    world = scripted_world([(A, 1, OK)])
+    body = json.dumps(rpc()).encode()
+    program = world.service.handle_keyed("1", world.key, body, content_type=content_type)
+    assert world.executor.run(program).status == 200

@@ -155,12 +155,19 @@ def test_a_batch_over_http_is_answered_in_order(served: Served) -> None:
         ("POST", "/rpc/31337", b"{}", 404),
         ("POST", "/rpc/31337/{key}/extra", b"{}", 404),
         ("POST", "/rpc/31337/{key}", b"[" + b" " * 3000 + b"]", 413),
+        ("POST", "/rpc/31337/{key}", b"text", 415),
     ],
 )
 def test_every_router_response_carries_a_batch_id(
     served: Served, method: str, path: str, body: bytes, status: int
 ) -> None:
-    response = httpx.request(method, served.base + path.format(key=served.key), content=body)
+    content_type = "text/plain" if status == 415 else "application/json"
+    response = httpx.request(
+        method,
+        served.base + path.format(key=served.key),
+        content=body,
+        headers={"content-type": content_type},
+    )
     assert response.status_code == status
     assert response.headers["x-batch-id"]
     assert "error" in response.json()
@@ -234,9 +241,12 @@ def test_a_body_sent_in_chunks_is_bounded_too(served: Served) -> None:
         for _ in range(10):
             yield b" " * 500
 
-    response = httpx.post(served.url(), content=chunks())
+    json_body = {"content-type": "application/json"}
+    response = httpx.post(served.url(), content=chunks(), headers=json_body)
     assert response.status_code == 413
-    small = httpx.post(served.url(), content=iter([json.dumps(rpc("eth_chainId")).encode()]))
+    small = httpx.post(
+        served.url(), content=iter([json.dumps(rpc("eth_chainId")).encode()]), headers=json_body
+    )
     assert small.json()["result"] == hex(CHAIN_A)
 
 

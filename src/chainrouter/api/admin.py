@@ -15,6 +15,7 @@ from chainrouter.api.common import (
     CreditsOut,
     MethodRows,
     OutModel,
+    PathId,
     PlanMethodOut,
     PlanOut,
     credits_out,
@@ -33,10 +34,12 @@ from chainrouter.domain.records import (
 )
 from chainrouter.management import admin, submissions
 from chainrouter.operator_config.model import (
+    MAX_ROW_ID,
     Credits,
     Email,
     Name,
     PlanTerms,
+    RowId,
     Slug,
     Text,
 )
@@ -51,7 +54,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     422: {"model": ErrorBody, "description": "Invalid input."},
 }
 Limit = Annotated[int, Query(ge=1, le=1000)]
-Offset = Annotated[int, Query(ge=0)]
+Offset = Annotated[int, Query(ge=0, le=MAX_ROW_ID)]
 
 
 class _In(BaseModel):
@@ -89,7 +92,7 @@ class CustomerOut(OutModel):
 
 
 class ProviderLinkIn(_In):
-    provider_id: int | None = Field(description="null removes the link.")
+    provider_id: RowId | None = Field(description="null removes the link.")
 
 
 @router.post("/customers", status_code=201, response_model=CustomerOut, responses=_ERRORS)
@@ -109,7 +112,7 @@ async def list_customers(
 
 
 @router.get("/customers/{customer_id}", response_model=CustomerOut, responses=_ERRORS)
-async def get_customer(customer_id: int, _: Administrator, ctx: Context) -> Response:
+async def get_customer(customer_id: PathId, _: Administrator, ctx: Context) -> Response:
     customer = await run_in_threadpool(admin.get_customer, ctx.engine, customer_id)
     return respond(CustomerOut.of(customer))
 
@@ -121,7 +124,7 @@ async def get_customer(customer_id: int, _: Administrator, ctx: Context) -> Resp
     summary="Link a customer to a provider (its tokens then reach /provider routes)",
 )
 async def link_provider(
-    customer_id: int, body: ProviderLinkIn, _: Administrator, ctx: Context
+    customer_id: PathId, body: ProviderLinkIn, _: Administrator, ctx: Context
 ) -> Response:
     customer = await run_in_threadpool(
         admin.link_customer_to_provider, ctx.engine, customer_id, body.provider_id
@@ -176,7 +179,9 @@ class LedgerLineOut(OutModel):
     responses={**_ERRORS, 200: {"model": LedgerLineOut, "description": "Already recorded."}},
     summary="Record a purchase or grant; applies at once, never expires",
 )
-async def add_credits(customer_id: int, body: CreditIn, _: Administrator, ctx: Context) -> Response:
+async def add_credits(
+    customer_id: PathId, body: CreditIn, _: Administrator, ctx: Context
+) -> Response:
     outcome = await run_in_threadpool(
         admin.add_credits,
         ctx.engine,
@@ -196,7 +201,7 @@ async def add_credits(customer_id: int, body: CreditIn, _: Administrator, ctx: C
     summary="The customer's ledger, newest first",
 )
 async def list_credits(
-    customer_id: int, _: Administrator, ctx: Context, limit: Limit = 100, offset: Offset = 0
+    customer_id: PathId, _: Administrator, ctx: Context, limit: Limit = 100, offset: Offset = 0
 ) -> Response:
     lines = await run_in_threadpool(
         admin.list_ledger, ctx.engine, customer_id, limit=limit, offset=offset
@@ -245,7 +250,9 @@ class IssuedTokenOut(TokenOut):
     responses=_ERRORS,
     summary="Issue a management token (the secret is returned once)",
 )
-async def issue_token(customer_id: int, body: TokenIn, _: Administrator, ctx: Context) -> Response:
+async def issue_token(
+    customer_id: PathId, body: TokenIn, _: Administrator, ctx: Context
+) -> Response:
     issued = await run_in_threadpool(
         admin.issue_token, ctx.engine, customer_id, label=body.label, role=body.role
     )
@@ -254,7 +261,7 @@ async def issue_token(customer_id: int, body: TokenIn, _: Administrator, ctx: Co
 
 
 @router.get("/customers/{customer_id}/tokens", response_model=list[TokenOut], responses=_ERRORS)
-async def list_tokens(customer_id: int, _: Administrator, ctx: Context) -> Response:
+async def list_tokens(customer_id: PathId, _: Administrator, ctx: Context) -> Response:
     tokens = await run_in_threadpool(admin.list_tokens, ctx.engine, customer_id)
     return respond([TokenOut.of(token) for token in tokens])
 
@@ -265,7 +272,7 @@ async def list_tokens(customer_id: int, _: Administrator, ctx: Context) -> Respo
     responses=_ERRORS,
     summary="Revoke a management token for good",
 )
-async def revoke_token(token_id: int, _: Administrator, ctx: Context) -> Response:
+async def revoke_token(token_id: PathId, _: Administrator, ctx: Context) -> Response:
     token = await run_in_threadpool(admin.revoke_token, ctx.engine, token_id)
     return respond(TokenOut.of(token))
 
@@ -325,25 +332,27 @@ class PlanPatch(PlanTerms):
 @router.post(
     "/providers/{provider_id}/plans", status_code=201, response_model=PlanOut, responses=_ERRORS
 )
-async def create_plan(provider_id: int, body: PlanIn, _: Administrator, ctx: Context) -> Response:
+async def create_plan(
+    provider_id: PathId, body: PlanIn, _: Administrator, ctx: Context
+) -> Response:
     plan = await run_in_threadpool(admin.create_plan, ctx.engine, provider_id, body.columns())
     return respond(PlanOut.of(plan), 201)
 
 
 @router.get("/providers/{provider_id}/plans", response_model=list[PlanOut], responses=_ERRORS)
-async def list_plans(provider_id: int, _: Administrator, ctx: Context) -> Response:
+async def list_plans(provider_id: PathId, _: Administrator, ctx: Context) -> Response:
     found = await run_in_threadpool(admin.list_plans, ctx.engine, provider_id)
     return respond([PlanOut.of(plan) for plan in found])
 
 
 @router.patch("/plans/{plan_id}", response_model=PlanOut, responses=_ERRORS)
-async def update_plan(plan_id: int, body: PlanPatch, _: Administrator, ctx: Context) -> Response:
+async def update_plan(plan_id: PathId, body: PlanPatch, _: Administrator, ctx: Context) -> Response:
     plan = await run_in_threadpool(admin.update_plan, ctx.engine, plan_id, body.columns())
     return respond(PlanOut.of(plan))
 
 
 @router.get("/plans/{plan_id}/methods", response_model=list[PlanMethodOut], responses=_ERRORS)
-async def list_plan_methods(plan_id: int, _: Administrator, ctx: Context) -> Response:
+async def list_plan_methods(plan_id: PathId, _: Administrator, ctx: Context) -> Response:
     rows = await run_in_threadpool(admin.list_plan_methods, ctx.engine, plan_id)
     return respond([PlanMethodOut.of(row) for row in rows])
 
@@ -355,7 +364,7 @@ async def list_plan_methods(plan_id: int, _: Administrator, ctx: Context) -> Res
     summary="Create or re-price 1 to 500 method rows; returns all the plan's rows",
 )
 async def upsert_plan_methods(
-    plan_id: int, body: MethodRows, _: Administrator, ctx: Context
+    plan_id: PathId, body: MethodRows, _: Administrator, ctx: Context
 ) -> Response:
     rows = await run_in_threadpool(
         admin.upsert_plan_methods, ctx.engine, plan_id, [row.columns() for row in body]
@@ -365,7 +374,7 @@ async def upsert_plan_methods(
 
 @router.delete("/plans/{plan_id}/methods/{method_id}", status_code=204, responses=_ERRORS)
 async def delete_plan_method(
-    plan_id: int, method_id: int, _: Administrator, ctx: Context
+    plan_id: PathId, method_id: PathId, _: Administrator, ctx: Context
 ) -> Response:
     await run_in_threadpool(admin.delete_plan_method, ctx.engine, plan_id, method_id)
     return Response(status_code=204)
@@ -443,7 +452,7 @@ class ApproveChainIn(_In):
 
 
 class ApproveNodeIn(_In):
-    plan_id: int = Field(description="The plan the node joins (it serves the screened chain).")
+    plan_id: RowId = Field(description="The plan the node joins (it serves the screened chain).")
     note: Text = ""
 
 
@@ -475,7 +484,7 @@ async def list_chain_requests(
     summary="Approve: the chain joins the catalog",
 )
 async def approve_chain_request(
-    request_id: int, body: ApproveChainIn, _: Administrator, ctx: Context
+    request_id: PathId, body: ApproveChainIn, _: Administrator, ctx: Context
 ) -> Response:
     reviewed = await run_in_threadpool(
         lambda: submissions.approve_chain_request(
@@ -490,7 +499,7 @@ async def approve_chain_request(
 
 @router.post("/chain-requests/{request_id}/reject", status_code=204, responses=_ERRORS)
 async def reject_chain_request(
-    request_id: int, body: RejectIn, _: Administrator, ctx: Context
+    request_id: PathId, body: RejectIn, _: Administrator, ctx: Context
 ) -> Response:
     await run_in_threadpool(submissions.reject_request, ctx.engine, "chain", request_id, body.note)
     return Response(status_code=204)
@@ -517,7 +526,7 @@ async def list_node_requests(
     summary="Approve: the node joins a plan and starts receiving traffic",
 )
 async def approve_node_request(
-    request_id: int, body: ApproveNodeIn, _: Administrator, ctx: Context
+    request_id: PathId, body: ApproveNodeIn, _: Administrator, ctx: Context
 ) -> Response:
     reviewed = await submissions.screen_and_approve_node_request(
         ctx.engine, ctx.guard, request_id, plan_id=body.plan_id, note=body.note
@@ -527,7 +536,7 @@ async def approve_node_request(
 
 @router.post("/node-requests/{request_id}/reject", status_code=204, responses=_ERRORS)
 async def reject_node_request(
-    request_id: int, body: RejectIn, _: Administrator, ctx: Context
+    request_id: PathId, body: RejectIn, _: Administrator, ctx: Context
 ) -> Response:
     await run_in_threadpool(submissions.reject_request, ctx.engine, "node", request_id, body.note)
     return Response(status_code=204)

@@ -12,6 +12,7 @@ from fastapi_offline import FastAPIOffline
 from sqlalchemy import Engine
 
 from chainrouter.api import admin, customer, provider, public
+from chainrouter.api.body_guard import BodyGuard
 from chainrouter.api.deps import ApiContext
 from chainrouter.api.errors import install_error_handlers
 from chainrouter.management.catalog import CatalogLists
@@ -75,5 +76,6 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
     app.include_router(customer.router)
     app.include_router(provider.router)
     app.include_router(admin.router)
+    app.add_middleware(BodyGuard, engine=engine, max_body_bytes=settings.api_max_body_bytes)
     app.add_middleware(BatchIdMiddleware)
     return app

@@ -6,12 +6,16 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from chainrouter.domain.money import credits_decimal
 from chainrouter.domain.records import Plan, PlanMethod
 from chainrouter.management.admin import MAX_METHOD_ROWS
-from chainrouter.operator_config.model import MethodPriceSpec
+from chainrouter.operator_config.model import MAX_ROW_ID, MethodPriceSpec
+
+# A record's id in a path: beyond 64 bits no record has it (422, never a failed query).
+PathId = Annotated[int, Path(ge=1, le=MAX_ROW_ID)]
 
 # Credits in responses: a JSON number written with exactly its decimal digits.
 CreditsOut = Annotated[

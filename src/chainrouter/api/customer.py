@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import AwareDatetime, Field
 from starlette.concurrency import run_in_threadpool
 
-from chainrouter.api.common import OutModel
+from chainrouter.api.common import OutModel, PathId
 from chainrouter.api.deps import Caller, Context
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
@@ -19,7 +19,7 @@ from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.records import ApiKey
 from chainrouter.management import api_keys, usage
 from chainrouter.management.errors import InvalidInputError
-from chainrouter.operator_config.model import ChainId
+from chainrouter.operator_config.model import MAX_ROW_ID, ChainId
 
 router = APIRouter(route_class=ExactJsonRoute, tags=["customer"])
 
@@ -101,7 +101,9 @@ async def list_api_keys(caller: Caller, ctx: Context) -> Response:
     responses={**_AUTH_ERRORS, 404: {"model": ErrorBody, "description": "Not your key."}},
     summary="Change name, active, allowed domains or routing strategy of a key",
 )
-async def update_api_key(key_id: int, body: ApiKeyUpdate, caller: Caller, ctx: Context) -> Response:
+async def update_api_key(
+    key_id: PathId, body: ApiKeyUpdate, caller: Caller, ctx: Context
+) -> Response:
     changes = api_keys.ApiKeyChanges(
         name=body.name,
         active=body.active,
@@ -174,7 +176,9 @@ async def get_usage(
         usage.Granularity, Query(description="Buckets of time_series.")
     ] = usage.Granularity.DAY,
     chain_id: Annotated[ChainId | None, Query(description="Only this chain.")] = None,
-    api_key_id: Annotated[int | None, Query(description="Only this key (its numeric id).")] = None,
+    api_key_id: Annotated[
+        int | None, Query(ge=1, le=MAX_ROW_ID, description="Only this key (its numeric id).")
+    ] = None,
     limit: Annotated[
         int | None, Query(ge=1, description="Rows per section; default and maximum configured.")
     ] = None,

@@ -10,6 +10,7 @@ from fastapi.security import APIKeyHeader
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
+from chainrouter.api.body_guard import PRINCIPAL_STATE
 from chainrouter.domain.records import Principal
 from chainrouter.management.access import (
     HEADER,
@@ -52,9 +53,11 @@ _token_header = APIKeyHeader(
 
 
 async def _principal(
-    ctx: Context, token: Annotated[str | None, Security(_token_header)]
+    request: Request, ctx: Context, token: Annotated[str | None, Security(_token_header)]
 ) -> Principal:
-    return await _authenticate(ctx, token)
+    # The body guard authenticated it already, before reading the body (api/body_guard.py).
+    found: Principal | None = getattr(request.state, PRINCIPAL_STATE, None)
+    return found if found is not None else await _authenticate(ctx, token)
 
 
 async def _authenticate(ctx: ApiContext, token: str | None) -> Principal:

@@ -12,7 +12,14 @@ from fastapi import APIRouter, Query, Response
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 
-from chainrouter.api.common import ChainIdOut, MethodRows, OutModel, PlanMethodOut, PlanOut
+from chainrouter.api.common import (
+    ChainIdOut,
+    MethodRows,
+    OutModel,
+    PathId,
+    PlanMethodOut,
+    PlanOut,
+)
 from chainrouter.api.deps import Context, ProviderId
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
@@ -51,7 +58,7 @@ async def list_plans(provider_id: ProviderId, ctx: Context) -> Response:
     responses=ERRORS,
     summary="The method prices of one of your plans",
 )
-async def list_plan_methods(plan_id: int, provider_id: ProviderId, ctx: Context) -> Response:
+async def list_plan_methods(plan_id: PathId, provider_id: ProviderId, ctx: Context) -> Response:
     rows = await run_in_threadpool(admin.list_plan_methods, ctx.engine, plan_id, provider_id)
     return respond([PlanMethodOut.of(row) for row in rows])
 
@@ -63,7 +70,7 @@ async def list_plan_methods(plan_id: int, provider_id: ProviderId, ctx: Context)
     summary="Add or re-price 1 to 500 method rows of your plan; returns all its rows",
 )
 async def upsert_plan_methods(
-    plan_id: int, body: MethodRows, provider_id: ProviderId, ctx: Context
+    plan_id: PathId, body: MethodRows, provider_id: ProviderId, ctx: Context
 ) -> Response:
     rows = await run_in_threadpool(
         admin.upsert_plan_methods,
@@ -228,7 +235,7 @@ class NodeStatusOut(OutModel):
     summary="Whether your node is in sync and what its status is now",
 )
 async def get_node_status(
-    node_id: int, provider_id: ProviderId, ctx: Context, kind: Kind = "http"
+    node_id: PathId, provider_id: ProviderId, ctx: Context, kind: Kind = "http"
 ) -> Response:
     report = await run_in_threadpool(nodes.node_status, ctx.engine, provider_id, node_id, kind)
     return respond(

@@ -13,6 +13,7 @@ from chainrouter.operator_config.model import (
     MethodPriceSpec,
     NonNegativeInt,
     PositiveInt,
+    RowId,
     TargetType,
 )
 
@@ -42,7 +43,7 @@ class _In(BaseModel):
 
 
 class HttpNodeIn(_In):
-    plan_id: int = Field(description="One of your plans.")
+    plan_id: RowId = Field(description="One of your plans.")
     url: NodeUrl = Field(description="The node's public JSON-RPC endpoint.")
     vm: Literal["evm"] = "evm"
     rate_limit: NonNegativeInt = Field(
@@ -56,12 +57,12 @@ class HttpNodeIn(_In):
 
 
 class WsNodeIn(_In):
-    plan_id: int = Field(description="One of your plans.")
+    plan_id: RowId = Field(description="One of your plans.")
     chain_id: ChainId
     url: WsUrl = Field(description="The node's public wss:// endpoint.")
 
 
 class NodeStatusIn(_In):
-    node_id: int
+    node_id: RowId
     status: NodeStatus = Field(description="healthy, disabled by provider or provider-deleted.")
     kind: NodeKind = Field(default="http", description="http or ws node.")

@@ -24,6 +24,10 @@ from chainrouter.stores.sql.usage_report import (
 
 DEFAULT_WINDOW = timedelta(days=30)
 MAX_WINDOW = timedelta(days=90)
+# The times a window may start and end within: far from the ends of Python's datetime, so that
+# no offset, default window or bucket arithmetic can leave it.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class Section(StrEnum):
@@ -98,6 +102,11 @@ def make_query(
     """Apply the defaults (the last 30 days; summary and balance, or only the grouping when one
     is asked for) and the rules (start before end, at most 90 days)."""
     now = now or datetime.now(UTC)
+    for name, moment in (("from", start), ("to", end)):
+        if moment is not None and not _within_range(moment):
+            raise InvalidInputError(
+                f"`{name}` must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)"
+            )
     end = end or now
     start = start or end - DEFAULT_WINDOW
     if start >= end:
@@ -117,6 +126,13 @@ def make_query(
         api_key_id=api_key_id,
         limit=limit,
     )
+
+
+def _within_range(moment: datetime) -> bool:
+    try:
+        return EARLIEST <= moment.astimezone(UTC) < LATEST
+    except OverflowError:  # an offset that takes it past year 1 or 9999
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,6 +81,9 @@ Name = Annotated[StrictStr, Field(min_length=1, max_length=200)]
 Text = Annotated[StrictStr, Field(max_length=10_000)]
 PositiveInt = Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
+# A record's id, as storage holds it (64-bit): beyond that no record can have it.
+MAX_ROW_ID = 2**63 - 1
+RowId = Annotated[StrictInt, Field(ge=1, le=MAX_ROW_ID)]
 # A non-money quantity (plan quota, overage limit), exact, stored as NUMERIC.
 Quantity = Annotated[
     Decimal,

@@ -30,6 +30,7 @@ class RequestContext:
     api_key: str | None  # the path's key; None on the free tier
     page: str | None  # the Origin header, else Referer: the page a browser sent it from
     client_ip: str | None  # set on the free tier, which limits per IP
+    content_type: str | None  # as the request declared it
     access: KeyAccess | None = None  # the key, once found; None on the free tier
     chain_id: int = 0
     strategy: RoutingStrategy = RoutingStrategy.ECONOMY

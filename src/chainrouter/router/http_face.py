@@ -72,10 +72,15 @@ class RouterFace:
                 reply = service.refuse(body_too_large(service.max_body_bytes))
             elif parts[0] == "evm":
                 ip = client_address(request.peer, request.forwarded_for, self._trusted)
-                reply = await service.handle_public(parts[1], ip, body)
+                reply = await service.handle_public(parts[1], ip, body, request.content_type)
             else:
                 reply = await service.handle_keyed(
-                    parts[0], parts[1], body, origin=origin, referer=request.referer
+                    parts[0],
+                    parts[1],
+                    body,
+                    origin=origin,
+                    referer=request.referer,
+                    content_type=request.content_type,
                 )
         except Exception:
             # A bug must still get a JSON-RPC answer with a batch id (spec section 7: 500).

@@ -19,6 +19,8 @@ from chainrouter.router.metering import CreditView
 from chainrouter.router.pipeline import Pipeline, Reply
 from chainrouter.router.stages.domain import page_header
 
+JSON = "application/json"
+
 
 class RpcService:
     def __init__(self, snapshot: RouterSnapshot, deps: stages.StageDeps) -> None:
@@ -58,6 +60,7 @@ class RpcService:
         *,
         origin: str | None = None,
         referer: str | None = None,
+        content_type: str | None = JSON,
     ) -> Coroutine[Any, Any, Reply]:
         """The program that serves a request to `/rpc/{chain_segment}/{api_key}`."""
         request = RequestContext(
@@ -68,14 +71,22 @@ class RpcService:
             api_key,
             page_header(origin, referer),
             None,
+            content_type,
         )
         return self.keyed.serve(request)
 
     def handle_public(
-        self, chain_segment: str, client_ip: str, body: bytes
+        self, chain_segment: str, client_ip: str, body: bytes, content_type: str | None = JSON
     ) -> Coroutine[Any, Any, Reply]:
         """The program that serves a request to the free tier's `/rpc/evm/{chain_segment}`."""
         request = RequestContext(
-            self.snapshot, self._ids.next(), body, chain_segment, None, None, client_ip
+            self.snapshot,
+            self._ids.next(),
+            body,
+            chain_segment,
+            None,
+            None,
+            client_ip,
+            content_type,
         )
         return self.public.serve(request)

@@ -26,6 +26,7 @@ from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
 from chainrouter.router.stages.body import BodyWithinLimit
 from chainrouter.router.stages.chain import SupportedChain
+from chainrouter.router.stages.content_type import JsonContentType
 from chainrouter.router.stages.credit import CreditHold, SettleCredits
 from chainrouter.router.stages.domain import AllowedDomain
 from chainrouter.router.stages.free_tier import FreeTierLimits, FreeTierOpen, FreeTierRoom
@@ -71,6 +72,7 @@ def keyed(deps: StageDeps) -> list[RequestStage]:
     """`/rpc/{chainId}/{apiKey}`. An unauthenticated request costs a digest and a look-up, never
     a JSON parse; a key is never revealed to be valid to a domain it is not allowed from."""
     return [
+        JsonContentType(),
         BodyWithinLimit(deps.limits.max_body_bytes),
         ApiKey(),
         AllowedDomain(),
@@ -83,6 +85,7 @@ def public(deps: StageDeps) -> list[RequestStage]:
     """`/rpc/evm/{chainId}`: no key; limited per IP and in total; routed as `economy`."""
     return [
         FreeTierOpen(deps.free_tier),
+        JsonContentType(),
         SupportedChain(),
         BodyWithinLimit(deps.limits.max_body_bytes),
         ParsePayload(deps.limits.max_batch_size),
