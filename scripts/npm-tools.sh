@@ -7,6 +7,7 @@ if ! command -v npm >/dev/null 2>&1; then
   echo "Install Node.js 18 or newer, e.g.: sudo apt-get install -y nodejs npm" >&2
   exit 1
 fi
-# Not `npm ci`: the foundry packages list optional per-platform binaries that npm leaves out of
-# the lock file, and `npm ci` then refuses the lock. `npm install` follows the lock as written.
-npm install --no-audit --no-fund --loglevel=error
+# `npm ci`: exactly what the lock file says, and the lock file left as committed (`npm install`
+# rewrites it). The lock lists the foundry packages' optional binaries for every platform, as
+# `npm install` writes them; without those entries `npm ci` refuses the lock.
+npm ci --no-audit --no-fund --loglevel=error
