@@ -24,6 +24,7 @@ from tests.api.conftest import (
     MiningNode,
     ProviderAccount,
 )
+from tests.tls_nodes import Tls
 
 
 def _catalog(api: ApiHarness, *chain_ids: int) -> None:
@@ -324,3 +325,26 @@ def test_websocket_targets_are_guarded_too(make_api: ApiFactory) -> None:
     )
     assert response.status_code == 400
     assert "loopback" in response.json()["error"]["message"]
+
+
+def test_a_websocket_node_that_redirects_is_refused_and_its_target_never_dialled(
+    make_api: ApiFactory, mining_anvil: MiningNode, tls: Tls
+) -> None:
+    """The handshake would follow a redirect to an address nobody checked (security.md): a
+    redirect to a working node still fails screening, and that node is never reached."""
+    api = make_api(outbound_timeout_s=4.0)
+    _catalog(api, MINING_CHAIN)
+    mine = api.provider("mine")
+    with (
+        TlsFront(mining_anvil.http, tls.server_context) as target,
+        TlsFront("http://127.0.0.1:9", tls.server_context, redirect_to=target.ws_url) as front,
+    ):
+        response = api.client.put(
+            "/provider/nodes/ws",
+            json={"plan_id": mine.plan_ids[0], "chain_id": str(MINING_CHAIN), "url": front.ws_url},
+            headers=mine.headers,
+        )
+        assert front.requests == 1
+        assert target.requests == 0
+    assert response.status_code == 400
+    assert "redirects are not followed" in response.json()["error"]["message"]

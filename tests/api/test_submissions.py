@@ -374,3 +374,30 @@ def test_rejecting_and_unknown_requests(api: ApiHarness, https_anvil: dict[str, 
     )
     listed = api.client.get("/admin/node-requests", headers=api.admin).json()
     assert listed[0]["review_note"] == "duplicate"
+
+
+def test_screening_errors_tell_the_submitter_neither_addresses_nor_ports(
+    make_api: ApiFactory,
+) -> None:
+    """What the service's own DNS and network answer is not the submitter's to map: a name that
+    resolves to an internal address, and a node that cannot be reached, are said to be so, no
+    more (docs/security.md)."""
+    api = make_api(outbound_allow_private=False, outbound_timeout_s=2.0)
+    agent = _agent(api)
+    internal = api.client.post(
+        "/nodes/requests",
+        json={"name": "probe", "url": "https://localhost:8545/"},
+        headers=agent.headers,
+    )
+    text = internal.json()["error"]["details"][0]["message"]
+    assert "localhost resolves to a loopback address" in text
+    assert "127.0.0.1" not in text
+    assert "::1" not in text
+    open_api = make_api(outbound_timeout_s=2.0)  # private targets allowed: the port is dialled
+    closed = open_api.client.post(
+        "/nodes/requests",
+        json={"name": "probe", "url": "https://127.0.0.1:9/"},
+        headers=open_api.customer("Second agent", role=Role.AGENT).headers,
+    )
+    detail = closed.json()["error"]["details"][0]["message"]
+    assert detail == "eth_chainId: not reachable", detail

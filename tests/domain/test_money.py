@@ -37,8 +37,8 @@ def test_formatted_amount_is_the_exact_decimal_value(nano: int) -> None:
         ("1", 1_000_000_000),
         (25, 25_000_000_000),
         (Decimal("0.000000001"), 1),
-        ("  12.5 ", 12_500_000_000),
-        ("1e-9", 1),
+        ("12.5", 12_500_000_000),
+        ("0.000000001", 1),
         ("-2", -2_000_000_000),
     ],
 )
@@ -52,12 +52,21 @@ def test_decimal_strings_integers_and_decimals_are_accepted(written: object, nan
         (0.1, "not a float"),
         (True, "not a boolean"),
         ("0.0000000001", "more than 9 decimal places"),
-        ("abc", "not a decimal number"),
-        ("", "must be a decimal number"),
-        ("NaN", "finite"),
-        ("Infinity", "finite"),
-        ("1e30", "too large"),
+        ("abc", "not a plain decimal number"),
+        ("", "not a plain decimal number"),
+        ("NaN", "not a plain decimal number"),
+        ("Infinity", "not a plain decimal number"),
+        (Decimal("NaN"), "finite"),
+        ("1e30", "not a plain decimal number"),
+        ("10000000000000000000000000000000", "too large"),
         (None, "must be a decimal number"),
+        # Decimal() takes these; nobody writes money so (security.md).
+        ("1_000", "not a plain decimal number"),
+        ("  12.5 ", "not a plain decimal number"),
+        ("1e-9", "not a plain decimal number"),
+        ("\uff11\uff12", "not a plain decimal number"),  # full-width digits
+        ("+1", "not a plain decimal number"),
+        ("1.", "not a plain decimal number"),
     ],
 )
 def test_inexact_or_malformed_amounts_are_refused_with_a_reason(

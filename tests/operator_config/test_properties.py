@@ -103,7 +103,7 @@ def valid_files(draw: st.DrawFn) -> dict[str, Any]:
             methods = [
                 {
                     "method": m,
-                    "cost": str(draw(prices)),
+                    "cost": f"{draw(prices):f}",
                     "chain_id": draw(st.sampled_from([None, *chain_ids])),
                 }
                 for m in draw(st.lists(names, max_size=3, unique=True))
@@ -122,7 +122,7 @@ def valid_files(draw: st.DrawFn) -> dict[str, Any]:
             "email": f"{local}@example.com",
             "name": local,
             "credits": [
-                {"reference": r, "amount": str(draw(prices) + 1)}
+                {"reference": r, "amount": f"{draw(prices) + 1:f}"}
                 for r in draw(st.lists(names, max_size=2, unique=True))
             ],
             "api_keys": [

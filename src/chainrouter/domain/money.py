@@ -6,6 +6,7 @@ integer nano-credits once, and are rendered back as exact decimal strings.
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal, InvalidOperation
 
 NANO_PER_CREDIT = 10**9
@@ -26,6 +27,9 @@ class BalanceOutOfRangeError(MoneyError):
     def __init__(self) -> None:
         limit = format_credits(MAX_NANO)
         super().__init__(f"would take the balance beyond the largest one held, +/-{limit} credits")
+
+
+_PLAIN_DECIMAL = re.compile(r"-?[0-9]{1,40}(\.[0-9]{1,40})?", re.ASCII)
 
 
 def parse_credits(value: object) -> int:
@@ -52,13 +56,14 @@ def parse_exact_decimal(value: object, places: int = CREDIT_DECIMALS) -> Decimal
     elif isinstance(value, Decimal):
         amount = value
     elif isinstance(value, str):
-        text = value.strip()
-        if not text:
-            raise MoneyError("must be a decimal number")
+        # Plain ASCII decimals only: Decimal() itself also takes "1_000", " 1 ", "1e3" and
+        # full-width digits, none of which a person means as an amount of money.
+        if not _PLAIN_DECIMAL.fullmatch(value):
+            raise MoneyError(f"{value[:40]!r} is not a plain decimal number such as 12.5")
         try:
-            amount = Decimal(text)
+            amount = Decimal(value)
         except InvalidOperation:
-            raise MoneyError(f"{value!r} is not a decimal number") from None
+            raise MoneyError(f"{value[:40]!r} is not a decimal number") from None
     else:
         raise MoneyError("must be a decimal number")
     if not amount.is_finite():

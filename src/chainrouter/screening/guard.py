@@ -17,6 +17,7 @@ development only.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 import ssl
 from collections.abc import AsyncIterator
@@ -29,12 +30,20 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 from yarl import URL
 
+log = logging.getLogger(__name__)
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # translated IPv4, e.g. 64:ff9b::7f00:1
 
 
 class OutboundError(Exception):
     """Why a URL could not be used; the message is shown to whoever submitted the URL."""
+
+
+def unreachable(url: object, exc: BaseException) -> str:
+    """What the submitter is told of a failed connection: that it failed, not how. The detail
+    (addresses, ports, the service's own DNS answers) goes to the log only."""
+    log.info("cannot reach %s: %s", url, exc)
+    return "not reachable"
 
 
 def address_problem(address: IpAddress) -> str | None:
@@ -85,7 +94,10 @@ class _CheckingResolver(AbstractResolver):
             for result in results:
                 problem = address_problem(ipaddress.ip_address(result["host"]))
                 if problem is not None:
-                    self.refusal = f"{host} resolves to {result['host']}, {problem}"
+                    # The caller learns the kind of address, never the address itself: the
+                    # service's own view of DNS is not theirs to map.
+                    self.refusal = f"{host} resolves to {problem}"
+                    log.info("refused %s: it resolves to %s, %s", host, result["host"], problem)
                     raise OSError(self.refusal)
         return results
 
@@ -153,10 +165,26 @@ class OutboundGuard:
             resolver=resolver, ssl=self._ssl, force_close=True, limit=4, use_dns_cache=False
         )
         timeout = aiohttp.ClientTimeout(total=self.policy.timeout_s)
+        # Whatever a request asks (a WebSocket handshake follows redirects by default), a
+        # redirect ends it: its target was never checked, and an IP literal skips the resolver.
+        refuse_redirects = aiohttp.TraceConfig()
+        refuse_redirects.on_request_redirect.append(_refuse_redirect)
         async with aiohttp.ClientSession(
-            connector=connector, timeout=timeout, trust_env=False, auto_decompress=True
+            connector=connector,
+            timeout=timeout,
+            trust_env=False,
+            auto_decompress=True,
+            trace_configs=[refuse_redirects],
         ) as session:
             yield GuardedSession(session, resolver, self.policy)
+
+
+async def _refuse_redirect(
+    _session: aiohttp.ClientSession,
+    _context: object,
+    params: aiohttp.TraceRequestRedirectParams,
+) -> None:
+    raise OutboundError(f"answered HTTP {params.response.status}; redirects are not followed")
 
 
 class GuardedSession:
@@ -186,11 +214,9 @@ class GuardedSession:
         except TimeoutError:
             raise OutboundError(f"did not answer within {self._policy.timeout_s:g} s") from None
         except aiohttp.ClientConnectorError as exc:
-            raise OutboundError(
-                self._resolver.refusal or f"cannot connect: {exc.os_error}"
-            ) from None
+            raise OutboundError(self._resolver.refusal or unreachable(url, exc)) from None
         except aiohttp.ClientError as exc:
-            raise OutboundError(f"connection failed: {exc}") from None
+            raise OutboundError(unreachable(url, exc)) from None
 
     async def _read_bounded(self, response: aiohttp.ClientResponse) -> bytes:
         limit = self._policy.max_response_bytes

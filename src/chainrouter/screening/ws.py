@@ -8,15 +8,17 @@ within the guard's time limit, each message within its size limit.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 import aiohttp
 import orjson
 
 from chainrouter.screening.evm import Check, Screening
-from chainrouter.screening.guard import OutboundError, OutboundGuard
+from chainrouter.screening.guard import OutboundError, OutboundGuard, unreachable
 
 WS_SCHEMES = frozenset({"wss"})
+log = logging.getLogger(__name__)
 
 
 class _WsCheckFailedError(Exception):
@@ -30,7 +32,8 @@ async def _receive(ws: aiohttp.ClientWebSocketResponse, wanted: Any) -> dict[str
         if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED):
             raise _WsCheckFailedError("the node closed the connection")
         if message.type is aiohttp.WSMsgType.ERROR:
-            raise _WsCheckFailedError(f"the connection failed: {ws.exception()}")
+            log.info("a WebSocket connection failed: %s", ws.exception())
+            raise _WsCheckFailedError("the connection failed")
         if message.type not in (aiohttp.WSMsgType.TEXT, aiohttp.WSMsgType.BINARY):
             continue
         try:
@@ -104,7 +107,7 @@ async def screen_ws_node(guard: OutboundGuard, url: str, *, expected_chain_id: i
                         raise _WsCheckFailedError("the notification carries no block header")
                     screening.block_number = int(number, 16)
                     screening.checks.append(Check(step, True, f"block {screening.block_number}"))
-        except _WsCheckFailedError as exc:
+        except (_WsCheckFailedError, OutboundError) as exc:
             screening.checks.append(Check(step, False, str(exc)))
         except TimeoutError:
             screening.checks.append(Check(step, False, f"nothing within {limit_s:g} s"))
@@ -113,8 +116,8 @@ async def screen_ws_node(guard: OutboundGuard, url: str, *, expected_chain_id: i
                 Check(step, False, f"no WebSocket connection: HTTP {exc.status}")
             )
         except aiohttp.ClientConnectorError as exc:
-            reason = session.refusal or f"cannot connect: {exc.os_error}"
+            reason = session.refusal or unreachable(url, exc)
             screening.checks.append(Check(step, False, reason))
         except (aiohttp.ClientError, ValueError) as exc:
-            screening.checks.append(Check(step, False, f"connection failed: {exc}"))
+            screening.checks.append(Check(step, False, unreachable(url, exc)))
     return screening

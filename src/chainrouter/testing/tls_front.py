@@ -18,9 +18,13 @@ from aiohttp import web
 
 
 class TlsFront:
-    def __init__(self, target: str, ssl_context: ssl.SSLContext | None) -> None:
-        """`ssl_context` None serves plain HTTP: a relay that only counts what passes."""
+    def __init__(
+        self, target: str, ssl_context: ssl.SSLContext | None, *, redirect_to: str | None = None
+    ) -> None:
+        """`ssl_context` None serves plain HTTP: a relay that only counts what passes.
+        `redirect_to`: answer every request with a 307 to that URL instead."""
         self._target = target.rstrip("/")
+        self._redirect_to = redirect_to
         self._ssl = ssl_context
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -28,6 +32,7 @@ class TlsFront:
         self._session: aiohttp.ClientSession | None = None
         self.port = 0
         self.posts = 0  # POST requests passed on, for tests that check where traffic went
+        self.requests = 0  # every request received
 
     @property
     def url(self) -> str:
@@ -41,6 +46,9 @@ class TlsFront:
 
     async def _forward(self, request: web.Request) -> web.Response:
         assert self._session is not None
+        self.requests += 1
+        if self._redirect_to is not None:
+            raise web.HTTPTemporaryRedirect(self._redirect_to)
         self.posts += 1
         async with self._session.post(
             self._target + request.path_qs,
@@ -53,6 +61,9 @@ class TlsFront:
 
     async def _forward_ws(self, request: web.Request) -> web.StreamResponse:
         assert self._session is not None
+        self.requests += 1
+        if self._redirect_to is not None:
+            raise web.HTTPTemporaryRedirect(self._redirect_to)
         client = web.WebSocketResponse()
         await client.prepare(request)
         target = "ws" + self._target.removeprefix("http") + request.path_qs
