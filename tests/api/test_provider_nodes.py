@@ -66,7 +66,7 @@ def test_a_screened_node_is_registered_healthy_and_updated_by_url(
     node = body["node"]
     assert (node["chain_id"], node["url"], node["rate_limit"], node["source"]) == (
         "31337",
-        anvil.urls["a1"],
+        anvil.urls["a1"] + "/",  # in its one spelling (domain/urls.py)
         50,
         "provider",
     )
@@ -94,6 +94,22 @@ def test_url_ownership_rules(api: ApiHarness, anvil: AnvilNodes) -> None:
     )
     assert refused.status_code == 403
     assert refused.json()["error"]["message"] == "provider not resolved"
+
+
+def test_another_spelling_of_a_nodes_url_is_the_same_node(
+    api: ApiHarness, anvil: AnvilNodes
+) -> None:
+    """Scheme and host case, the default port, the root's slash (security.md)."""
+    _catalog(api, 31337)
+    mine, theirs = api.provider("mine"), api.provider("theirs")
+    url = anvil.urls["a1"]  # http://127.0.0.1:PORT
+    created = _put(api, mine, url)
+    assert created.json()["node"]["url"] == url + "/"
+    spellings = [url + "/", url.upper(), url.replace("http", "HTTP") + "/"]
+    for spelling in spellings:
+        assert _put(api, theirs, spelling).status_code == 404
+        again = _put(api, mine, spelling)
+        assert again.json()["node"]["id"] == created.json()["node"]["id"]
 
 
 def test_a_node_of_an_unlisted_chain_or_behind_the_head_fails_screening(

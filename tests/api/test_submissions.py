@@ -304,7 +304,7 @@ def test_approving_requests_creates_the_chain_and_the_node(
         assert read_config_version(connection) > version_before
     assert chain.name == "Anvil Test"
     assert chain.public_rpc_urls == [https_anvil["a1"]]
-    assert tuple(stored_node) == (https_anvil["a2"], "node_request", plan["id"])
+    assert tuple(stored_node) == (https_anvil["a2"] + "/", "node_request", plan["id"])
 
 
 def test_a_node_is_screened_again_when_approved_and_refused_if_it_changed(

@@ -113,3 +113,45 @@ def test_the_usage_roll_ups_are_filled_from_usage_written_before_them(
         ("2026-05-02", 2, 600),
     ]
     assert tuple(totals) == (3, 6)
+
+
+def test_node_urls_stored_before_are_put_in_their_one_spelling(empty_engine: Engine) -> None:
+    from sqlalchemy import select, update
+
+    from chainrouter.operator_config.apply import apply_config
+    from chainrouter.operator_config.load import validate_document
+    from chainrouter.stores.sql import schema as t
+
+    migrate.upgrade(empty_engine, "0004")  # the schema is the same: 0005 changes data only
+    nodes = [
+        {"url": f"https://n{i}.example/", "chain_id": 1} for i in range(3)
+    ]  # stored in their normal form by today's code; spelled the old ways below
+    apply_config(
+        empty_engine,
+        validate_document(
+            {
+                "version": 1,
+                "chains": [
+                    {
+                        "chain_id": 1,
+                        "name": "One",
+                        "short_name": "one",
+                        "native_currency": {"name": "Ether", "symbol": "ETH"},
+                    }
+                ],
+                "providers": [{"slug": "p", "name": "P", "plans": [{"name": "a", "nodes": nodes}]}],
+            }
+        ),
+    )
+    old = {
+        "https://n0.example/": "HTTPS://N0.Example:443",
+        "https://n1.example/": "https://n1.example:443/%7eold",
+        "https://n2.example/": "https://N0.example",  # n0's spelling: a collision
+    }
+    with empty_engine.begin() as connection:
+        for now, before in old.items():
+            connection.execute(update(t.nodes).where(t.nodes.c.url == now).values(url=before))
+    migrate.upgrade(empty_engine)
+    with empty_engine.connect() as connection:
+        urls = set(connection.execute(select(t.nodes.c.url)).scalars())
+    assert urls == {"https://n0.example/", "https://n1.example/~old", "https://N0.example"}

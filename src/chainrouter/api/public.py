@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Response
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
@@ -17,6 +17,7 @@ from chainrouter.api.jsonio import ExactJsonRoute, respond
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.records import Principal
+from chainrouter.domain.urls import normalise_url
 from chainrouter.management import submissions
 from chainrouter.management.errors import RateLimitedError
 from chainrouter.operator_config.model import ChainId, Email, HttpUrl, Name
@@ -212,7 +213,9 @@ class NodeRequestIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name
-    url: HttpsUrl = Field(description="The node's https:// URL; it must pass EVM screening.")
+    url: Annotated[HttpsUrl, AfterValidator(normalise_url)] = Field(
+        description="The node's https:// URL; it must pass EVM screening."
+    )
     vm: Literal["evm"] = "evm"
     email: Email | None = None
     privacy_policy_url: HttpUrl | None = None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
 
 from chainrouter.domain.enums import NodeSource, NodeStatus
+from chainrouter.domain.urls import normalise_url
 from chainrouter.management.admin import MAX_METHOD_ROWS
 from chainrouter.operator_config.model import (
     ChainId,
@@ -17,13 +18,16 @@ from chainrouter.operator_config.model import (
     TargetType,
 )
 
+# Stored and compared in their one spelling (domain/urls.py): `HTTP://Host:80` is `http://host/`.
 NodeUrl = Annotated[
     StrictStr,
     Field(max_length=2048, pattern=r"^[hH][tT][tT][pP][sS]?://", description="http(s):// URL."),
+    AfterValidator(normalise_url),
 ]
 WsUrl = Annotated[
     StrictStr,
     Field(max_length=2048, pattern=r"^[wW][sS][sS]://", description="A wss:// URL."),
+    AfterValidator(normalise_url),
 ]
 NodeKind = Literal["http", "ws"]
 

@@ -21,6 +21,7 @@ from sqlalchemy import Engine, Table
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import NodeSource, SubmissionStatus
 from chainrouter.domain.records import ChainRequest, NodeRequest
+from chainrouter.domain.urls import normalise_url
 from chainrouter.management.errors import (
     ConflictError,
     InvalidInputError,
@@ -281,13 +282,14 @@ def _approve_node_request(
                 f"the node serves chain {request.chain_id}, which is not in the catalog; "
                 "approve a chain request for it first"
             )
-        if node_url_exists(connection, request.url):
+        url = normalise_url(request.url)  # requests from before URLs had one spelling
+        if node_url_exists(connection, url):
             raise ConflictError("a node with this URL is already registered")
         insert_node(
             connection,
             plan_id=plan_id,
             chain_id=request.chain_id,
-            url=request.url,
+            url=url,
             vm=request.vm,
             source=NodeSource.NODE_REQUEST,
         )

@@ -39,6 +39,7 @@ from chainrouter.domain.enums import (
     RoutingStrategy,
 )
 from chainrouter.domain.money import parse_credits, parse_exact_decimal
+from chainrouter.domain.urls import normalise_url
 
 
 def _chain_id(value: Any) -> Any:
@@ -139,6 +140,9 @@ def _url(schemes: tuple[str, ...]) -> Any:
 
 HttpUrl = Annotated[StrictStr, _url(("http", "https"))]
 WsUrl = Annotated[StrictStr, _url(("ws", "wss"))]
+# A node's URL in its one spelling (domain/urls.py): what is compared and stored.
+NodeUrl = Annotated[HttpUrl, AfterValidator(normalise_url)]
+WsNodeUrl = Annotated[WsUrl, AfterValidator(normalise_url)]
 
 
 def _secret(kind: SecretKind) -> Any:
@@ -224,7 +228,7 @@ class MethodPriceSpec(_Strict):
 class NodeSpec(_Strict):
     """An HTTP(S) JSON-RPC node serving one chain for the plan it is listed under."""
 
-    url: HttpUrl
+    url: NodeUrl
     chain_id: ChainId
     vm: Literal["evm"] = "evm"
     node_target_type: TargetType = "full"
@@ -237,7 +241,7 @@ class NodeSpec(_Strict):
 class WsNodeSpec(_Strict):
     """A WebSocket node (ws:// or wss://) serving one chain."""
 
-    url: WsUrl
+    url: WsNodeUrl
     chain_id: ChainId
     status: NodeStatus = NodeStatus.HEALTHY
 

@@ -1,0 +1,77 @@
+"""Node URLs have one spelling (domain/urls.py): every way of writing the same URL is stored and
+compared as one, so nobody can register another provider's node by spelling it differently."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from chainrouter.domain.urls import normalise_url
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "http://node.example:8545/",
+        "http://node.example:8545",
+        "HTTP://Node.Example:8545",
+        "http://NODE.EXAMPLE:8545/#fragment",
+    ],
+)
+def test_spellings_of_one_url_have_one_normal_form(spelling: str) -> None:
+    assert normalise_url(spelling) == "http://node.example:8545/"
+
+
+@pytest.mark.parametrize(
+    ("url", "normal"),
+    [
+        ("https://node.example:443/v1", "https://node.example/v1"),
+        ("http://node.example:80", "http://node.example/"),
+        ("wss://node.example:443/ws", "wss://node.example/ws"),
+        ("ws://node.example:80/", "ws://node.example/"),
+        ("https://node.example:8443/", "https://node.example:8443/"),
+        ("https://node.example/%7euser/%41%2f", "https://node.example/~user/A%2F"),
+        ("https://node.example/?key=%7e%2a", "https://node.example/?key=~%2A"),
+        ("http://[::1]:8545", "http://[::1]:8545/"),
+        ("https://User:Pa%20ss@Node.Example/", "https://User:Pa%20ss@node.example/"),
+        ("https://node.example/v1/", "https://node.example/v1/"),  # not the same as /v1
+    ],
+)
+def test_default_ports_escapes_and_credentials(url: str, normal: str) -> None:
+    assert normalise_url(url) == normal
+
+
+@pytest.mark.parametrize(
+    "url", ["ftp://node.example/", "node.example", "http://", "http://node.example:99999/"]
+)
+def test_what_is_not_a_node_url_is_refused(url: str) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - any reason: it is not a node URL
+        normalise_url(url)
+
+
+hosts = st.from_regex(r"[a-zA-Z][a-zA-Z0-9-]{0,10}(\.[a-zA-Z]{2,5}){1,2}", fullmatch=True)
+paths = st.lists(
+    st.text("abcXYZ019-._~%20", min_size=1, max_size=6).map(lambda s: s.replace("%", "%25")),
+    max_size=3,
+).map(lambda segments: "/" + "/".join(segments) if segments else "")
+
+
+@given(
+    st.sampled_from(["http", "https", "ws", "wss", "HTTPS"]),
+    hosts,
+    st.none() | st.integers(1, 65535),
+    paths,
+)
+def test_the_normal_form_is_its_own_normal_form(
+    scheme: str, host: str, port: int | None, path: str
+) -> None:
+    url = f"{scheme}://{host}{'' if port is None else f':{port}'}{path}"
+    normal = normalise_url(url)
+    assert normalise_url(normal) == normal
+    assert normal == normal.strip()
+    assert (
+        normal.split("://", 1)[1].split("/", 1)[0]
+        == normal.split("://", 1)[1].split("/", 1)[0].lower()
+        or "@" in normal
+    )
