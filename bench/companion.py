@@ -118,6 +118,7 @@ def _service(work: Path, secrets: dict[str, str]) -> Iterator[tuple[str, str]]:
             "CHAINROUTER_RPC_PORT": str(rpc_port),
             "CHAINROUTER_API_PORT": str(api_port),
             "CHAINROUTER_LOG_LEVEL": "warning",
+            "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its node is a local anvil
         }
         for role in ("rpc", "api"):
             processes.append(

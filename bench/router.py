@@ -170,6 +170,7 @@ def router(setup: Setup, workers: int, executor: str) -> Iterator[tuple[str, lis
         "CHAINROUTER_RPC_WORKERS": str(workers),
         "CHAINROUTER_LOG_LEVEL": "warning",
         "CHAINROUTER_RPC_SERVER": executor,
+        "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its nodes are the local nginx
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"], env=env

@@ -14,6 +14,7 @@
 //! Anything else a program awaits is a bug in it, and is thrown back into it as a RuntimeError.
 
 use std::future::Future;
+use std::net::IpAddr;
 use std::os::raw::c_int;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -27,7 +28,7 @@ use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyCFunction, PyDict, PyList, PyTu
 use pyo3::{ffi, AsPyPointer};
 
 use crate::contract::Types;
-use crate::upstream::{Failure, Upstream, UpstreamSettings};
+use crate::upstream::{Failure, Upstream, UpstreamSettings, Vet};
 
 extern "C" {
     // pyo3-ffi 0.17 declares this without its result; CPython 3.10 and later export it.
@@ -63,9 +64,11 @@ pub struct Driver {
 #[pymethods]
 impl Driver {
     #[new]
+    #[allow(clippy::too_many_arguments)] // the settings of the client, each named by the caller
     fn new(
         py: Python<'_>,
         acquire: PyObject,
+        vet: Option<PyObject>,
         max_response_bytes: usize,
         connect_timeout_s: f64,
         idle_timeout_s: f64,
@@ -82,6 +85,7 @@ impl Driver {
             idle_timeout: seconds(idle_timeout_s)?,
             ca_file,
             user_agent,
+            vet: vet.map(host_vet),
         })
         .map_err(PyValueError::new_err)?;
         Ok(Driver {
@@ -105,6 +109,20 @@ impl Driver {
     fn spawn(&self, coroutine: PyObject) {
         drop(self.runtime.spawn(in_background(self.shared.clone(), coroutine)));
     }
+}
+
+/// The host's dial rule, `(address: str) -> str | None`, as the client asks it: once per address
+/// of each new connection, under the GIL. A rule that fails refuses the address.
+fn host_vet(rule: PyObject) -> Vet {
+    Arc::new(move |ip: IpAddr| {
+        Python::with_gil(|py| match rule.call1(py, (ip.to_string(),)) {
+            Ok(answer) => answer.extract::<Option<String>>(py).unwrap_or_else(|_| Some("?".into())),
+            Err(error) => {
+                log_error(py, LOGGER, "the dial rule failed; the address is refused", error);
+                Some("an address the dial rule could not judge".into())
+            }
+        })
+    })
 }
 
 pub fn seconds(value: f64) -> PyResult<Duration> {

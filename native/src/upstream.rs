@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::BufReader;
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::io::AsRawFd;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
@@ -41,17 +42,24 @@ impl Failure {
     }
 }
 
+/// Why an address must not be dialled (the host's dial rule, `chainrouter.net.outbound`), or
+/// None when it may.
+pub type Vet = Arc<dyn Fn(IpAddr) -> Option<String> + Send + Sync>;
+
 pub struct UpstreamSettings {
     pub max_response_bytes: usize,
     pub connect_timeout: Duration,
     pub idle_timeout: Duration,
     pub ca_file: Option<String>,
     pub user_agent: String,
+    /// Checked on every address a new connection would use; None dials anything.
+    pub vet: Option<Vet>,
 }
 
 pub struct Upstream {
     max_response_bytes: usize,
     connect_timeout: Duration,
+    vet: Option<Vet>,
     user_agent: String,
     tls: TlsConnector,
     targets: Mutex<HashMap<String, Arc<Target>>>,
@@ -91,6 +99,7 @@ impl Upstream {
         Ok(Upstream {
             max_response_bytes: settings.max_response_bytes,
             connect_timeout: settings.connect_timeout,
+            vet: settings.vet.clone(),
             user_agent: settings.user_agent.clone(),
             tls: TlsConnector::from(Arc::new(tls_config(settings.ca_file.as_deref())?)),
             targets: Mutex::new(HashMap::new()),
@@ -182,10 +191,8 @@ impl Upstream {
     }
 
     async fn connect(&self, origin: &Origin) -> Result<Connection, Failure> {
-        let dialling = TcpStream::connect((origin.host.as_str(), origin.port));
-        let tcp = match tokio::time::timeout(self.connect_timeout, dialling).await {
-            Ok(Ok(tcp)) => tcp,
-            Ok(Err(error)) => return Err(Failure::new(Kind::Transport, error.to_string())),
+        let tcp = match tokio::time::timeout(self.connect_timeout, self.dial(origin)).await {
+            Ok(outcome) => outcome?,
             Err(_) => {
                 return Err(Failure::new(
                     Kind::Timeout,
@@ -206,6 +213,37 @@ impl Upstream {
             Ok(Err(error)) => Err(Failure::new(Kind::Transport, format!("TLS: {error}"))),
             Err(_) => Err(Failure::new(Kind::Timeout, "no TLS handshake in time")),
         }
+    }
+
+    /// Resolve the host, check every address it resolves to against the dial rule (at connect
+    /// time: a name may resolve differently from when it was screened), then connect to the
+    /// first that answers.
+    async fn dial(&self, origin: &Origin) -> Result<TcpStream, Failure> {
+        let found = tokio::net::lookup_host((origin.host.as_str(), origin.port))
+            .await
+            .map_err(|e| Failure::new(Kind::Transport, format!("{}: {e}", origin.host)))?;
+        let addresses: Vec<SocketAddr> = found.collect();
+        if let Some(vet) = &self.vet {
+            for address in &addresses {
+                if let Some(problem) = vet(address.ip()) {
+                    return Err(Failure::new(
+                        Kind::Transport,
+                        format!("{} resolves to {problem}: not dialled", origin.host),
+                    ));
+                }
+            }
+        }
+        let mut last = None;
+        for address in addresses {
+            match TcpStream::connect(address).await {
+                Ok(tcp) => return Ok(tcp),
+                Err(error) => last = Some(error),
+            }
+        }
+        Err(Failure::new(
+            Kind::Transport,
+            last.map_or_else(|| format!("{} has no address", origin.host), |e| e.to_string()),
+        ))
     }
 
     /// The most recently used kept connection to `origin` that still looks open.
@@ -421,6 +459,7 @@ mod tests {
             idle_timeout,
             ca_file: None,
             user_agent: "test".into(),
+            vet: None,
         })
         .unwrap();
         Client { runtime, upstream }
@@ -504,5 +543,41 @@ mod tests {
         assert_eq!(refused.kind, Kind::Transport);
         let unusable = post(&client, "http://node.example/a b", SECOND).unwrap_err();
         assert_eq!(unusable.kind, Kind::Transport);
+    }
+}
+
+#[cfg(test)]
+mod dial_rule_tests {
+    use super::*;
+
+    fn refusing_loopback() -> Upstream {
+        let vet: Vet = Arc::new(|ip: IpAddr| ip.is_loopback().then(|| "a loopback address".into()));
+        Upstream::new(&UpstreamSettings {
+            max_response_bytes: 1024,
+            connect_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(1),
+            ca_file: None,
+            user_agent: "test".into(),
+            vet: Some(vet),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn an_address_the_rule_refuses_is_never_dialled_however_the_host_is_written() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let client = refusing_loopback();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        for host in ["127.0.0.1", "localhost", "[::1]"] {
+            let url = format!("http://{host}:{port}/");
+            let call = client.post(&url, Bytes::from_static(b"{}"), Duration::from_secs(1));
+            let failure = runtime.block_on(call).unwrap_err();
+            assert_eq!(failure.kind, Kind::Transport);
+            assert!(failure.detail.contains("a loopback address"), "{}", failure.detail);
+        }
+        // Nothing reached the listener.
+        assert!(listener.accept().is_err());
     }
 }

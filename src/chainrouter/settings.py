@@ -243,8 +243,14 @@ class Settings(BaseSettings):
     )
     outbound_allow_private: bool = Field(
         default=False,
-        description="FOR TESTS AND DEVELOPMENT ONLY: let screening dial loopback, private and "
-        "link-local addresses. Logged as a warning at start when on.",
+        description="FOR TESTS AND DEVELOPMENT ONLY: let screening and the router dial loopback, "
+        "private and link-local addresses. Logged as a warning at start when on.",
+    )
+    outbound_trusted_networks: list[str] = Field(
+        default_factory=list,
+        description="Networks (CIDR) the operator trusts as destinations although they are not "
+        "public, e.g. its own nodes on a private network: screening and the router may dial "
+        'them. In the environment: a JSON list, e.g. ["10.20.0.0/16"].',
     )
     outbound_ca_file: Path | None = Field(
         default=None,
@@ -253,7 +259,7 @@ class Settings(BaseSettings):
         "CAs and tests.",
     )
 
-    @field_validator("trusted_proxies")
+    @field_validator("trusted_proxies", "outbound_trusted_networks")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
         for entry in value:

@@ -23,6 +23,7 @@ from sqlalchemy import Engine, func, select
 
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.domain.routing import NodeInfo
+from chainrouter.net.outbound import DialRule, dial_rule
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.ratelimit.gcra import Limiter, MemoryLimiter
@@ -121,9 +122,12 @@ def make_executor(
     max_response_bytes: int = 1 << 20,
     ca_file: str | None = None,
     idle_s: float = 30.0,
+    rule: DialRule | None = None,
 ) -> Executor:
     """An executor of either kind, called from a running event loop (which, on the native one,
-    serves the Redis limiter's awaits); its client closes connections idle for `idle_s`."""
+    serves the Redis limiter's awaits); its client closes connections idle for `idle_s`. The
+    nodes of tests are on loopback: by default the dial rule lets them be dialled."""
+    rule = rule or DialRule(allow_private=True)
     limiter = limiter or MemoryLimiter()
     ca_path = Path(ca_file) if ca_file else None
     if native:
@@ -135,6 +139,7 @@ def make_executor(
             connect_timeout_s=2.0,
             idle_s=idle_s,
             ca_file=ca_path,
+            rule=rule,
         )
         return NativeExecutor(driver)
     return PythonExecutor(
@@ -143,6 +148,7 @@ def make_executor(
         connect_timeout_s=2.0,
         idle_timeout_s=idle_s,
         ca_file=ca_path,
+        rule=rule,
     )
 
 
@@ -226,10 +232,17 @@ async def _make_world(
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
     apply_config(engine, validate_document(config))
+    settings.setdefault("outbound_allow_private", True)  # the nodes of tests are on loopback
     router_settings = Settings(database_url=database_url, **settings)
     runtime = build_runtime(router_settings, engine)
     executor = make_executor(
-        native, limiter=runtime.limiter, max_response_bytes=router_settings.max_response_bytes
+        native,
+        limiter=runtime.limiter,
+        max_response_bytes=router_settings.max_response_bytes,
+        rule=dial_rule(
+            allow_private=router_settings.outbound_allow_private,
+            trusted_networks=router_settings.outbound_trusted_networks,
+        ),
     )
     with engine.connect() as connection:
         customer_id = connection.execute(

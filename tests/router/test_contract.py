@@ -48,7 +48,7 @@ def test_a_native_build_of_another_contract_version_refuses_to_start(
 ) -> None:
     monkeypatch.setattr(contract, "VERSION", contract.VERSION + 1)
     with pytest.raises(RuntimeError, match="contract version"):
-        load_native_module().Driver(lambda _: True, 1024, 1.0, 1.0, None, "test")
+        load_native_module().Driver(lambda _: True, None, 1024, 1.0, 1.0, None, "test")
 
 
 async def _every_command(url: str) -> list[Any]:

@@ -88,6 +88,7 @@ def _start(
         "CHAINROUTER_LOG_LEVEL": "warning",
         "CHAINROUTER_RPC_SERVER": server,
         "CHAINROUTER_RPC_HOST": host,
+        "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its nodes are on loopback
         **settings,
     }
     process = subprocess.Popen(

@@ -65,6 +65,7 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
                 max_response_bytes=settings.outbound_max_response_bytes,
                 allow_private=settings.outbound_allow_private,
                 ca_file=settings.outbound_ca_file,
+                trusted_networks=tuple(parse_networks(settings.outbound_trusted_networks)),
             )
         ),
         submission_gate=SubmissionGate(),

@@ -26,13 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import ThreadedResolver
 from yarl import URL
 
+from chainrouter.net.client_ip import IpNetwork
+from chainrouter.net.outbound import CheckingResolver, DialRule
+
 log = logging.getLogger(__name__)
-IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # translated IPv4, e.g. 64:ff9b::7f00:1
 
 
 class OutboundError(Exception):
@@ -46,63 +45,17 @@ def unreachable(url: object, exc: BaseException) -> str:
     return "not reachable"
 
 
-def address_problem(address: IpAddress) -> str | None:
-    """Why the service must not dial `address`; None for a public address."""
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped or address.sixtofour
-        if embedded is None and address in _NAT64:
-            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-        if embedded is not None:
-            problem = address_problem(embedded)
-            return None if problem is None else f"{problem} (inside an IPv6 address)"
-    for test, name in (
-        (address.is_loopback, "a loopback address"),
-        (address.is_link_local, "a link-local address"),
-        (address.is_private, "a private address"),
-        (address.is_multicast, "a multicast address"),
-        (address.is_unspecified, "an unspecified address"),
-        (address.is_reserved, "a reserved address"),
-    ):
-        if test:
-            return name
-    if not address.is_global:
-        return "not a public address"
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class OutboundPolicy:
     timeout_s: float = 8.0
     max_response_bytes: int = 1024 * 1024
     allow_private: bool = False
     ca_file: Path | None = None
+    trusted_networks: tuple[IpNetwork, ...] = ()
 
-
-class _CheckingResolver(AbstractResolver):
-    """Resolves like the system does, then refuses the name if any answer is not public."""
-
-    def __init__(self, allow_private: bool) -> None:
-        self._inner = ThreadedResolver()
-        self._allow_private = allow_private
-        self.refusal: str | None = None
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
-        if not self._allow_private:
-            for result in results:
-                problem = address_problem(ipaddress.ip_address(result["host"]))
-                if problem is not None:
-                    # The caller learns the kind of address, never the address itself: the
-                    # service's own view of DNS is not theirs to map.
-                    self.refusal = f"{host} resolves to {problem}"
-                    log.info("refused %s: it resolves to %s, %s", host, result["host"], problem)
-                    raise OSError(self.refusal)
-        return results
-
-    async def close(self) -> None:
-        await self._inner.close()
+    @property
+    def rule(self) -> DialRule:
+        return DialRule(allow_private=self.allow_private, trusted_networks=self.trusted_networks)
 
 
 def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
@@ -146,21 +99,21 @@ class OutboundGuard:
             raise OutboundError("must not carry a user name or password")
         legacy = _legacy_ipv4(host)
         if legacy is not None:
-            problem = address_problem(legacy)
+            problem = self.policy.rule.problem(legacy)
             reason = f"{host} means {legacy}" + (f", {problem}" if problem else "")
             raise OutboundError(f"{reason}; write IPv4 addresses in dotted-decimal form")
         try:
             literal = ipaddress.ip_address(host.strip("[]"))
         except ValueError:
             return parsed
-        problem = address_problem(literal)
-        if problem is not None and not self.policy.allow_private:
+        problem = self.policy.rule.problem(literal)
+        if problem is not None:
             raise OutboundError(f"{host} is {problem}")
         return parsed
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[GuardedSession]:
-        resolver = _CheckingResolver(self.policy.allow_private)
+        resolver = CheckingResolver(self.policy.rule)
         connector = aiohttp.TCPConnector(
             resolver=resolver, ssl=self._ssl, force_close=True, limit=4, use_dns_cache=False
         )
@@ -189,7 +142,7 @@ async def _refuse_redirect(
 
 class GuardedSession:
     def __init__(
-        self, session: aiohttp.ClientSession, resolver: _CheckingResolver, policy: OutboundPolicy
+        self, session: aiohttp.ClientSession, resolver: CheckingResolver, policy: OutboundPolicy
     ) -> None:
         self._session = session
         self._resolver = resolver

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chainrouter.net.client_ip import IpNetwork
+from chainrouter.net.outbound import dial_rule
 from chainrouter.router.contract import HttpRequest
 from chainrouter.router.executors.process import assemble_worker, settle_heap
 from chainrouter.router.executors.python import PythonExecutor
@@ -105,6 +106,10 @@ def _executor(runtime: RouterRuntime, settings: Settings) -> PythonExecutor:
         max_response_bytes=settings.max_response_bytes,
         connect_timeout_s=settings.upstream_connect_timeout_s,
         ca_file=settings.outbound_ca_file,
+        rule=dial_rule(
+            allow_private=settings.outbound_allow_private,
+            trusted_networks=settings.outbound_trusted_networks,
+        ),
     )
 
 

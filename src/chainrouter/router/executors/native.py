@@ -31,6 +31,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
+from chainrouter.net.outbound import DialRule, dial_rule
 from chainrouter.ratelimit.gcra import Limiter, MemoryLimiter
 from chainrouter.router.contract import Acquire, Program
 from chainrouter.router.executors.process import assemble_worker, settle_heap
@@ -75,10 +76,13 @@ def new_driver(
     connect_timeout_s: float,
     idle_s: float = _IDLE_UPSTREAM_S,
     ca_file: Path | None = None,
+    rule: DialRule | None = None,
 ) -> Any:
-    """The Rust driver of programs, with its client to nodes; `loop` serves the Redis limiter."""
+    """The Rust driver of programs, with its client to nodes; `loop` serves the Redis limiter;
+    `rule` judges each address a new connection would use (None: any)."""
     return native.Driver(
         host_acquirer(limiter, loop),
+        rule.problem_of if rule is not None and rule.checks else None,
         max_response_bytes,
         connect_timeout_s,
         idle_s,
@@ -129,6 +133,10 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         max_response_bytes=settings.max_response_bytes,
         connect_timeout_s=settings.upstream_connect_timeout_s,
         ca_file=settings.outbound_ca_file,
+        rule=dial_rule(
+            allow_private=settings.outbound_allow_private,
+            trusted_networks=settings.outbound_trusted_networks,
+        ),
     )
     executor = NativeExecutor(driver)
     face = runtime.face(trusted, executor)

@@ -8,6 +8,7 @@ its own runtime's thread; and the screening of submitted URLs uses it too.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import ssl
 from collections.abc import Coroutine
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
+from yarl import URL
 
+from chainrouter.net.outbound import CheckingResolver, DialRule
 from chainrouter.ratelimit.gcra import Limiter
 from chainrouter.router.contract import (
     Acquire,
@@ -53,8 +56,13 @@ class PythonExecutor:
         idle_timeout_s: float = 30.0,
         ca_file: Path | None = None,
         user_agent: str = "chainrouter",
+        rule: DialRule | None = None,
     ) -> None:
+        """`rule`: which addresses may be dialled, checked on each connection's real addresses
+        (net/outbound.py); None dials anything (tests of the client alone)."""
         self._limiter = limiter
+        self._rule = rule
+        self._literal_refusals: dict[str, str | None] = {}  # by URL: what an IP host breaks
         self._max_response_bytes = max_response_bytes
         self._connect_timeout_s = connect_timeout_s
         self._idle_timeout_s = idle_timeout_s
@@ -66,9 +74,14 @@ class PythonExecutor:
     def _client(self) -> aiohttp.ClientSession:
         # Made on first use, inside the event loop that serves (aiohttp binds to it).
         if self._session is None:
+            checking = self._rule is not None and self._rule.checks
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
-                    limit=0, ssl=self._ssl, keepalive_timeout=self._idle_timeout_s
+                    limit=0,
+                    ssl=self._ssl,
+                    keepalive_timeout=self._idle_timeout_s,
+                    resolver=CheckingResolver(self._rule) if checking and self._rule else None,
+                    use_dns_cache=not checking,  # a cached answer would skip the check
                 ),
                 headers={"User-Agent": self._user_agent},
                 # No Accept-Encoding: nodes then answer uncompressed, as to the native client.
@@ -120,6 +133,9 @@ class PythonExecutor:
         return outcomes
 
     async def _forward(self, command: Forward) -> bytes | Failure:
+        refusal = self._literal_refusal(command.url)
+        if refusal is not None:
+            return Failure(FailureKind.TRANSPORT, refusal, None)
         timeout = aiohttp.ClientTimeout(
             total=command.timeout_s, sock_connect=self._connect_timeout_s
         )
@@ -142,6 +158,23 @@ class PythonExecutor:
             return Failure(FailureKind.TIMEOUT, detail, None)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             return Failure(FailureKind.TRANSPORT, str(exc) or type(exc).__name__, None)
+
+    def _literal_refusal(self, url: str) -> str | None:
+        """Why the URL's host, when it is an IP address, must not be dialled: such hosts never
+        reach the resolver, which checks names."""
+        rule = self._rule
+        if rule is None or not rule.checks:
+            return None
+        if url not in self._literal_refusals:
+            if len(self._literal_refusals) > 65_536:  # node URLs are far fewer
+                self._literal_refusals.clear()
+            try:
+                host = URL(url).host or ""
+            except ValueError:
+                host = ""
+            problem = rule.problem_of(host) if _is_ip(host) else None
+            self._literal_refusals[url] = None if problem is None else f"{host} is {problem}"
+        return self._literal_refusals[url]
 
     async def _read_within(self, response: aiohttp.ClientResponse) -> bytes | Failure:
         limit = self._max_response_bytes
@@ -174,6 +207,14 @@ class PythonExecutor:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def _too_large(limit: int) -> Failure:
