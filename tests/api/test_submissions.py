@@ -229,6 +229,19 @@ def test_five_chain_requests_per_ip_per_day_failed_ones_included(
     assert wrong.status_code == 401
 
 
+def test_submissions_with_an_agent_token_leave_the_ips_own_limit_alone(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    """An agent behind the same address as other users does not spend their allowance."""
+    body = {"name": "my node", "url": https_anvil["b1"], "email": "ops@node.io"}
+    agent = api.customer("Agent", role=Role.AGENT)
+    for _ in range(4):
+        sent = api.client.post("/nodes/requests", json=body, headers=agent.headers)
+        assert sent.status_code == 201
+    codes = [api.client.post("/nodes/requests", json=body).status_code for _ in range(4)]
+    assert codes == [201, 201, 201, 429]
+
+
 def test_three_node_requests_per_ip_per_day(api: ApiHarness, https_anvil: dict[str, str]) -> None:
     body = {"name": "my node", "url": https_anvil["b1"], "email": "ops@node.io"}
     codes = [api.client.post("/nodes/requests", json=body).status_code for _ in range(4)]

@@ -107,13 +107,18 @@ def _check_limit(engine: Engine, table: Table, submitter: Submitter, what: str) 
 
 def _store(engine: Engine, table: Table, submitter: Submitter, values: dict[str, Any]) -> int:
     with engine.begin() as connection:
-        return store.insert_submission(connection, table, {**values, "submitter_ip": submitter.ip})
+        return store.insert_submission(
+            connection,
+            table,
+            {**values, "submitter_ip": submitter.ip, "limit_exempt": submitter.exempt},
+        )
 
 
 async def _store_rejected(
     engine: Engine, table: Table, submitter: Submitter, record: dict[str, Any]
 ) -> None:
-    """Store an attempt that failed screening: it counts against the IP's limit all the same."""
+    """Store an attempt that failed screening: it counts against the IP's limit all the same
+    (unless it came with an agent or administrator token)."""
     rejected = {
         **record,
         "status": SubmissionStatus.REJECTED.value,

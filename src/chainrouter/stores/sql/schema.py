@@ -397,6 +397,8 @@ chain_requests = Table(
     Column("requestor_name", String(200)),
     Column("screening", JSON),  # outcome per submitted RPC URL
     Column("submitter_ip", String(45)),
+    # Sent with an agent or administrator token: not counted against the IP's daily limit.
+    Column("limit_exempt", Boolean, nullable=False, server_default=text("false")),
     Column("review_note", Text),
     Column("reviewed_at", UtcDateTime()),
     *_timestamps(),
@@ -418,6 +420,7 @@ node_requests = Table(
     Column("notes", Text),
     Column("screening", JSON),
     Column("submitter_ip", String(45)),
+    Column("limit_exempt", Boolean, nullable=False, server_default=text("false")),
     Column("review_note", Text),
     Column("reviewed_at", UtcDateTime()),
     *_timestamps(),

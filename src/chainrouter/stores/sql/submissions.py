@@ -16,10 +16,15 @@ from chainrouter.stores.sql.schema import utcnow
 def submissions_since(
     connection: Connection, table: Table, ip: str, since: datetime
 ) -> list[datetime]:
-    """Creation times of the submissions from `ip` since `since`, oldest first."""
+    """Creation times of the submissions from `ip` since `since` that count against its limit
+    (not those sent with an agent or administrator token), oldest first."""
     query = (
         select(table.c.created_at)
-        .where(table.c.submitter_ip == ip, table.c.created_at >= since)
+        .where(
+            table.c.submitter_ip == ip,
+            table.c.created_at >= since,
+            table.c.limit_exempt.is_(False),
+        )
         .order_by(table.c.created_at)
     )
     return list(connection.execute(query).scalars())
