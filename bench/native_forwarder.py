@@ -44,7 +44,7 @@ def main() -> None:
     driver = new_driver(
         native, MemoryLimiter(), loop, max_response_bytes=_MAX_BYTES, connect_timeout_s=5.0
     )
-    server = native.NativeServer(forward, driver, _MAX_BYTES, 30.0)
+    server = native.NativeServer(forward, driver, _MAX_BYTES, 30.0, 30.0)
     listener = socket.create_server(("127.0.0.1", int(sys.argv[1])), backlog=2048)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())

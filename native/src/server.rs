@@ -30,6 +30,7 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 const LOGGER: &str = "chainrouter.router.executors.native";
 const INTERNAL_ERROR: &[u8] =
     br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#;
+const BODY_TIMED_OUT: &[u8] = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: the body did not arrive in time"}}"#;
 
 /// One worker's server. `serve` blocks its thread until `stop` is called from another.
 #[pyclass(module = "chainrouter._native")]
@@ -40,11 +41,14 @@ pub struct NativeServer {
     header_timeout: Duration,
 }
 
-/// What each request needs: the driver's part, the Python handler, the body limit.
+/// What each request needs: the driver's part, the Python handler, the body's bounds.
 struct State {
     shared: Arc<Shared>,
     handler: PyObject,
     max_body_bytes: usize,
+    /// The whole body must arrive within this of the head: a client dripping it holds no
+    /// connection for long.
+    body_timeout: Duration,
 }
 
 #[pymethods]
@@ -56,10 +60,16 @@ impl NativeServer {
         driver: Py<Driver>,
         max_body_bytes: usize,
         header_timeout_s: f64,
+        body_timeout_s: f64,
     ) -> PyResult<Self> {
         let shared = driver.borrow(py).shared.clone();
         Ok(NativeServer {
-            state: Arc::new(State { shared, handler, max_body_bytes }),
+            state: Arc::new(State {
+                shared,
+                handler,
+                max_body_bytes,
+                body_timeout: seconds(body_timeout_s)?,
+            }),
             driver,
             stopping: Arc::new(Notify::new()),
             header_timeout: seconds(header_timeout_s)?,
@@ -137,7 +147,10 @@ async fn answer(
     request: Request<Body>,
 ) -> Result<Response<Body>, Infallible> {
     let (head, body) = request.into_parts();
-    let body = read_within(body, declared_length(&head.headers), state.max_body_bytes).await;
+    let reading = read_within(body, declared_length(&head.headers), state.max_body_bytes);
+    let Ok(body) = tokio::time::timeout(state.body_timeout, reading).await else {
+        return Ok(too_slow());
+    };
     let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
     // One GIL acquisition starts the handler and runs it up to its first wait; one more per
     // wait resumes it, and the last one also turns its answer into the response.
@@ -172,6 +185,16 @@ async fn answer(
         response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     }
     Ok(response)
+}
+
+/// HTTP 408 for a body that did not arrive in time; the connection is not kept.
+fn too_slow() -> Response<Body> {
+    let mut response = Response::new(Body::from(BODY_TIMED_OUT));
+    *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 enum Started {

@@ -109,6 +109,20 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest RPC request body accepted, in bytes; larger bodies get HTTP 413.",
     )
+    request_head_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="Time a client gets to send a request's head (its line and headers) to the "
+        "router, seconds; slower: the connection is closed. Native executor.",
+    )
+    request_body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="Time a client gets to send a request's whole body after its head, seconds; "
+        "slower: HTTP 408 and the connection is closed. Native executor.",
+    )
     max_batch_size: int = Field(
         default=100, ge=1, le=10_000, description="Most requests in one JSON-RPC batch."
     )

@@ -43,14 +43,16 @@ def _driver(loop: asyncio.AbstractEventLoop, limiter: Limiter | None = None) -> 
 
 
 @contextmanager
-def served(handler: Handler, *, max_body_bytes: int = 1024) -> Iterator[str]:
+def served(
+    handler: Handler, *, max_body_bytes: int = 1024, body_timeout_s: float = 30.0
+) -> Iterator[str]:
     """`handler` behind a native server on a free port; yields its base URL."""
     native = load_native_module()
     loop = asyncio.new_event_loop()
     loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
     loop_thread.start()
     driver = _driver(loop)
-    server = native.NativeServer(handler, driver, max_body_bytes, 30.0)
+    server = native.NativeServer(handler, driver, max_body_bytes, 30.0, body_timeout_s)
     listener = socket.create_server(("127.0.0.1", 0))
     serving = threading.Thread(target=server.serve, args=(listener.fileno(),), daemon=True)
     serving.start()
@@ -324,3 +326,27 @@ def test_the_native_executor_runs_programs_from_asyncio_code() -> None:
         return [await executor.run(program())]
 
     assert asyncio.run(main()) == ["done"]
+
+
+def test_a_body_that_does_not_arrive_in_time_is_408_and_the_handler_never_sees_it() -> None:
+    """A client dripping its body holds no connection for long (docs/security.md)."""
+    seen: list[HttpRequest] = []
+
+    async def handler(request: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+        seen.append(request)
+        return 200, [], b"{}"
+
+    with served(handler, body_timeout_s=0.3) as url:
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as connection:
+            connection.sendall(
+                b"POST /rpc/1/key HTTP/1.1\r\nHost: r\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 100\r\n\r\n{"
+            )
+            started = time.monotonic()
+            answer = connection.recv(4096)
+            waited = time.monotonic() - started
+    assert answer.startswith(b"HTTP/1.1 408")
+    assert b"connection: close" in answer.lower()
+    assert 0.2 < waited < 3
+    assert seen == []

@@ -42,7 +42,6 @@ T = TypeVar("T")
 
 _BACKLOG = 2048
 _STOP_GRACE_S = 30.0  # requests in flight get this long to finish at a stop
-_HEADER_TIMEOUT_S = 30.0  # a client must send a request's head within this
 _IDLE_UPSTREAM_S = 30.0  # kept connections to nodes close after this long unused
 _USER_AGENT = "chainrouter"
 
@@ -141,7 +140,11 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
     executor = NativeExecutor(driver)
     face = runtime.face(trusted, executor)
     server = native.NativeServer(
-        face.respond, executor.driver, settings.max_body_bytes, _HEADER_TIMEOUT_S
+        face.respond,
+        executor.driver,
+        settings.max_body_bytes,
+        settings.request_head_timeout_s,
+        settings.request_body_timeout_s,
     )
     settle_heap()
     stopping = asyncio.Event()
