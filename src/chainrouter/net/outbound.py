@@ -11,7 +11,9 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+import ssl
 from collections.abc import Sequence
+from pathlib import Path
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
@@ -46,6 +48,15 @@ def address_problem(address: IpAddress) -> str | None:
     if not address.is_global:
         return "not a public address"
     return None
+
+
+def ssl_context(ca_file: Path | None) -> ssl.SSLContext:
+    """What `https://` and `wss://` peers are verified against: the system's CAs, plus `ca_file`
+    when given (`CHAINROUTER_OUTBOUND_CA_FILE`, a private CA of the operator's nodes)."""
+    context = ssl.create_default_context()
+    if ca_file is not None:
+        context.load_verify_locations(cafile=str(ca_file))
+    return context
 
 
 def dial_rule(*, allow_private: bool, trusted_networks: Sequence[str]) -> DialRule:

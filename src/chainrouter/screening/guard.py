@@ -19,7 +19,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-import ssl
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ import aiohttp
 from yarl import URL
 
 from chainrouter.net.client_ip import IpNetwork
-from chainrouter.net.outbound import CheckingResolver, DialRule
+from chainrouter.net.outbound import CheckingResolver, DialRule, ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +70,10 @@ def _legacy_ipv4(host: str) -> ipaddress.IPv4Address | None:
     return None if str(address) == host else address
 
 
-def _ssl_context(ca_file: Path | None) -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    if ca_file is not None:
-        context.load_verify_locations(cafile=str(ca_file))
-    return context
-
-
 class OutboundGuard:
     def __init__(self, policy: OutboundPolicy) -> None:
         self.policy = policy
-        self._ssl = _ssl_context(policy.ca_file)
+        self._ssl = ssl_context(policy.ca_file)
 
     def check_url(self, url: str, schemes: frozenset[str]) -> URL:
         """Parse and check what can be checked before dialling: scheme, host, IP literals."""

@@ -12,9 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from chainrouter.net.client_ip import IpNetwork
-from chainrouter.net.outbound import dial_rule
 from chainrouter.router.contract import HttpRequest
-from chainrouter.router.executors.process import assemble_worker, settle_heap
+from chainrouter.router.executors.process import (
+    assemble_worker,
+    settings_dial_rule,
+    settle_heap,
+)
 from chainrouter.router.executors.python import PythonExecutor
 from chainrouter.router.http_face import RouterFace
 from chainrouter.router.runtime import RouterRuntime
@@ -106,10 +109,7 @@ def _executor(runtime: RouterRuntime, settings: Settings) -> PythonExecutor:
         max_response_bytes=settings.max_response_bytes,
         connect_timeout_s=settings.upstream_connect_timeout_s,
         ca_file=settings.outbound_ca_file,
-        rule=dial_rule(
-            allow_private=settings.outbound_allow_private,
-            trusted_networks=settings.outbound_trusted_networks,
-        ),
+        rule=settings_dial_rule(settings),
     )
 
 

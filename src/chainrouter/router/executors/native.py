@@ -31,10 +31,14 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from chainrouter.net.outbound import DialRule, dial_rule
+from chainrouter.net.outbound import DialRule
 from chainrouter.ratelimit.gcra import Limiter, MemoryLimiter
 from chainrouter.router.contract import Acquire, Program
-from chainrouter.router.executors.process import assemble_worker, settle_heap
+from chainrouter.router.executors.process import (
+    assemble_worker,
+    settings_dial_rule,
+    settle_heap,
+)
 from chainrouter.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -132,10 +136,7 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         max_response_bytes=settings.max_response_bytes,
         connect_timeout_s=settings.upstream_connect_timeout_s,
         ca_file=settings.outbound_ca_file,
-        rule=dial_rule(
-            allow_private=settings.outbound_allow_private,
-            trusted_networks=settings.outbound_trusted_networks,
-        ),
+        rule=settings_dial_rule(settings),
     )
     executor = NativeExecutor(driver)
     face = runtime.face(trusted, executor)

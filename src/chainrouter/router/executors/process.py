@@ -7,6 +7,7 @@ import logging
 import resource
 
 from chainrouter.net.client_ip import IpNetwork, parse_networks
+from chainrouter.net.outbound import DialRule, dial_rule
 from chainrouter.router.runtime import RouterRuntime, build_runtime
 from chainrouter.settings import Settings
 
@@ -36,6 +37,14 @@ def assemble_worker(settings: Settings) -> tuple[RouterRuntime, list[IpNetwork]]
     require_current_schema(engine)
     trusted = parse_networks(settings.trusted_proxies)
     return build_runtime(settings, engine), trusted
+
+
+def settings_dial_rule(settings: Settings) -> DialRule:
+    """The addresses a router worker may dial for its nodes, as the settings say."""
+    return dial_rule(
+        allow_private=settings.outbound_allow_private,
+        trusted_networks=settings.outbound_trusted_networks,
+    )
 
 
 def settle_heap() -> None:

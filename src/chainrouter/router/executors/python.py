@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import ssl
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,7 +17,7 @@ from typing import Any, TypeVar
 import aiohttp
 from yarl import URL
 
-from chainrouter.net.outbound import CheckingResolver, DialRule
+from chainrouter.net.outbound import CheckingResolver, DialRule, ssl_context
 from chainrouter.ratelimit.gcra import Limiter
 from chainrouter.router.contract import (
     Acquire,
@@ -34,14 +33,6 @@ from chainrouter.router.contract import (
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 _HEADERS = {"Content-Type": "application/json"}
-
-
-def ssl_context(ca_file: Path | None) -> ssl.SSLContext:
-    """The system's CAs, plus `ca_file` when given (a private CA of the operator's nodes)."""
-    context = ssl.create_default_context()
-    if ca_file is not None:
-        context.load_verify_locations(cafile=str(ca_file))
-    return context
 
 
 class PythonExecutor:
@@ -74,14 +65,14 @@ class PythonExecutor:
     def _client(self) -> aiohttp.ClientSession:
         # Made on first use, inside the event loop that serves (aiohttp binds to it).
         if self._session is None:
-            checking = self._rule is not None and self._rule.checks
+            rule = self._rule if self._rule is not None and self._rule.checks else None
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
                     limit=0,
                     ssl=self._ssl,
                     keepalive_timeout=self._idle_timeout_s,
-                    resolver=CheckingResolver(self._rule) if checking and self._rule else None,
-                    use_dns_cache=not checking,  # a cached answer would skip the check
+                    resolver=None if rule is None else CheckingResolver(rule),
+                    use_dns_cache=rule is None,  # a cached answer would skip the check
                 ),
                 headers={"User-Agent": self._user_agent},
                 # No Accept-Encoding: nodes then answer uncompressed, as to the native client.
