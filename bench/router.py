@@ -185,7 +185,9 @@ def router(setup: Setup, workers: int, executor: str) -> Iterator[tuple[str, lis
         ):
             time.sleep(0.1)
         wait_until_serving(url, timeout_s=60)
-        probe = httpx.post(url, content=BODY, headers=ORIGIN, timeout=5)
+        probe = httpx.post(
+            url, content=BODY, headers={**ORIGIN, "content-type": "application/json"}, timeout=5
+        )
         if probe.status_code != 200:
             raise RuntimeError(f"router answered {probe.status_code}: {probe.text}")
         running = httpx.get(f"http://127.0.0.1:{port}/health").json()["executor"]
