@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.metering import CreditView, UsageMeter
@@ -32,6 +34,7 @@ class ScriptedNode:
     price_nano: int
     script: Script
     node_id: int = 0
+    capabilities: Capabilities = UNKNOWN
 
 
 @dataclass
@@ -84,13 +87,29 @@ def scripted_world(
     deadline_s: float = 30.0,
     node_rate_limit: int = 0,
     methods: tuple[str, ...] = (METHOD,),
+    capabilities: dict[str, Capabilities] | None = None,
+    heads: dict[str, int] | None = None,
 ) -> ScriptedWorld:
-    """One plan per node, in the order given, each pricing `methods` at the node's price."""
-    scripted = [ScriptedNode(url, price, script) for url, price, script in nodes]
+    """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
+    declare `capabilities` (by URL) and have passed a health check at `heads` (by URL)."""
+    declared = capabilities or {}
+    scripted = [
+        ScriptedNode(url, price, script, capabilities=declared.get(url, UNKNOWN))
+        for url, price, script in nodes
+    ]
     infos, plans, prices = [], [], []
     for index, node in enumerate(scripted, start=1):
         node.node_id = index
-        infos.append(NodeInfo(index, index, CHAIN, node.url, rate_limit=node_rate_limit))
+        infos.append(
+            NodeInfo(
+                index,
+                index,
+                CHAIN,
+                node.url,
+                rate_limit=node_rate_limit,
+                capabilities=node.capabilities,
+            )
+        )
         plans.append(PlanLimits(index, index))
         prices += [MethodPrice(index, method, node.price_nano) for method in methods]
     key = generate_secret(SecretKind.API_KEY)
@@ -105,6 +124,17 @@ def scripted_world(
     cooldowns = MemoryCooldowns(clock=executor.clock)
     credits = CreditView()
     credits.replace_stored(dict(snapshot.balances_nano))
+    health = HealthMonitor(
+        cooldowns,
+        interval_s=15,
+        max_per_s=100,
+        concurrency=8,
+        timeout_s=5,
+        max_block_lag=10,
+    )
+    for info in infos:
+        if heads and info.url in heads:
+            health.record_head(info, heads[info.url])
     deps = StageDeps(
         limits=RouterLimits(
             max_body_bytes=1 << 20,
@@ -114,14 +144,8 @@ def scripted_world(
             max_logs_block_range=10_000,
         ),
         free_tier=FreeTierLimits(True, 100, 60.0, 1000, None),
-        health=HealthMonitor(
-            cooldowns,
-            interval_s=15,
-            max_per_s=100,
-            concurrency=8,
-            timeout_s=5,
-            max_block_lag=10,
-        ),
+        health=health,
+        capabilities=CapabilityBook(health),
         cooldowns=cooldowns,
         credits=credits,
         meter=UsageMeter(),

@@ -9,14 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chainrouter.jsonrpc.envelope import RpcCall
-from chainrouter.router.stages.logs_range import logs_range_problem
+from chainrouter.domain.requirements import BadParamsError, logs_span, needs_of
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import CHAIN_A, WorldFactory, provider, rpc, world_config
 
 
-def _call(params: object) -> RpcCall:
-    return RpcCall(1, b"1", "eth_getLogs", params)  # type: ignore[arg-type]
+def _span_refused(query: dict[str, str], head: int | None, limit: int = 1_000) -> bool:
+    span = logs_span(needs_of("eth_getLogs", [query], head))
+    return span is not None and span > limit
 
 
 @pytest.mark.parametrize(
@@ -32,21 +32,28 @@ def _call(params: object) -> RpcCall:
         ),  # head unknown: the node judges
         ({"fromBlock": "0x1"}, 50_000, True),  # toBlock defaults to latest
         ({}, 50_000, False),  # latest to latest
-        ({"blockHash": "0xab", "fromBlock": "0x0", "toBlock": "0xffffff"}, None, False),
         ({"fromBlock": "0x10", "toBlock": "0x1"}, None, False),  # reversed: the node's error
         ({"fromBlock": "pending", "toBlock": "0x0"}, 10, False),
-        ({"fromBlock": "0xnothex", "toBlock": "0xffffff"}, None, False),
     ],
 )
 def test_wide_ranges_are_refused_where_both_ends_are_known(
     query: dict[str, str], head: int | None, refused: bool
 ) -> None:
-    problem = logs_range_problem(_call([query]), 1_000, head)
-    assert (problem is not None) == refused
-    if problem is not None:
-        assert problem.code == -32005
-        assert problem.message.endswith("try a block range of at most 1000 blocks")
-        assert problem.data == 1_000
+    assert _span_refused(query, head) == refused
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"blockHash": "0x" + "ab" * 32, "fromBlock": "0x0", "toBlock": "0xffffff"},
+        {"blockHash": "0xab"},
+        {"fromBlock": "0xnothex", "toBlock": "0xffffff"},
+        {"fromBlock": 7},
+    ],
+)
+def test_a_filter_the_router_cannot_read_is_the_callers_error(query: dict[str, object]) -> None:
+    with pytest.raises(BadParamsError):
+        needs_of("eth_getLogs", [query], 100)
 
 
 @given(
@@ -57,7 +64,10 @@ def test_wide_ranges_are_refused_where_both_ends_are_known(
     )
 )
 def test_any_params_are_judged_without_crashing(params: object) -> None:
-    logs_range_problem(_call(params), 1_000, 10)
+    try:
+        logs_span(needs_of("eth_getLogs", params, 10))
+    except BadParamsError:
+        pass
 
 
 @pytest.mark.anyio

@@ -45,8 +45,10 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
     ) == names(service.public.call_stages)
     assert names(service.keyed.call_stages) == [
         "MethodPriced",
+        "CallNeeds",
         "LogsRange",
         "PlanRoutes",
+        "CapableRoutes",
         "CreditHold",
         "Attempt",
     ]

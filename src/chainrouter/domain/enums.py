@@ -68,3 +68,4 @@ class Scenario(StrEnum):
     UNSUPPORTED_METHOD = "unsupported_method"  # no plan prices the method on the chain; -32002
     REFUSED = "refused"  # a router rule refused the call, e.g. the eth_getLogs range; -32005
     REJECTED = "rejected"  # a node answered that the request is invalid (-32600 ...); unbilled
+    INCAPABLE = "incapable"  # no node can serve what the call needs (-32007/11/12/13, -32005)

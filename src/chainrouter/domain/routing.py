@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeStatus, RoutingStrategy
 
 
@@ -37,6 +38,7 @@ class NodeInfo:
     status: NodeStatus = NodeStatus.HEALTHY
     rate_limit: int = 0  # requests per interval; 0: unlimited
     rate_limit_interval_s: int = 1
+    capabilities: Capabilities = UNKNOWN  # as declared by its provider or the operator
 
 
 @dataclass(frozen=True, slots=True)

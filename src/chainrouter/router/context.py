@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import RoutingStrategy, Scenario
+from chainrouter.domain.requirements import NOTHING, Needs
 from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
@@ -46,6 +47,7 @@ class CallContext:
     request: RequestContext
     call: RpcCall
     body: bytes  # the call as a node receives it
+    needs: Needs = NOTHING  # what a node must be able to do to answer it
     routes: tuple[Route, ...] = ()  # every route that prices the method on the chain
     ordered: Sequence[Route] = ()  # the ones to try, in order
     held_nano: int = 0  # credits held while the call is in flight

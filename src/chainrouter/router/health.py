@@ -135,6 +135,11 @@ class HealthMonitor:
     def chain_head(self, chain_id: int) -> int | None:
         return self._chain_heads.get(chain_id)
 
+    def node_head(self, node_id: int) -> int | None:
+        """The head the node reported at its last passed check."""
+        state = self._states.get(node_id)
+        return None if state is None else state.head
+
     def state(self, node_id: int) -> NodeState | None:
         return self._states.get(node_id)
 
@@ -148,11 +153,7 @@ class HealthMonitor:
     # -- checking ----------------------------------------------------------------------------
 
     async def check(self, node: NodeInfo) -> None:
-        if self._chain_of.get(node.node_id) != node.chain_id:  # new, or moved to another chain
-            self._forget(node.node_id)
-            self._chain_of[node.node_id] = node.chain_id
-            self._members.setdefault(node.chain_id, set()).add(node.node_id)
-        state = self._states.setdefault(node.node_id, NodeState())
+        state = self._state_of(node)
         started = time.monotonic()
         try:
             if self._chain_check_due(node, state):
@@ -176,15 +177,27 @@ class HealthMonitor:
             return
         if state.failures:
             log.info("node %d passes its health check again", node.node_id)
+        state.checks_until_chain_check -= 1
+        self.record_head(node, head)
+        self.observe_latency(node.node_id, (time.monotonic() - started) * 1000)
+
+    def record_head(self, node: NodeInfo, head: int) -> None:
+        """A passed check that found the node at block `head`."""
+        state = self._state_of(node)
         state.failures = 0
         state.last_error = None
-        state.checks_until_chain_check -= 1
         state.head = head
         state.checked_at = time.monotonic()
         self.cooldowns.succeeded(node.node_id)
-        self.observe_latency(node.node_id, (state.checked_at - started) * 1000)
         self._update_chain_head(node.chain_id)
         self._unreported.add(node.node_id)
+
+    def _state_of(self, node: NodeInfo) -> NodeState:
+        if self._chain_of.get(node.node_id) != node.chain_id:  # new, or moved to another chain
+            self._forget(node.node_id)
+            self._chain_of[node.node_id] = node.chain_id
+            self._members.setdefault(node.chain_id, set()).add(node.node_id)
+        return self._states.setdefault(node.node_id, NodeState())
 
     @staticmethod
     def _chain_check_due(node: NodeInfo, state: NodeState) -> bool:

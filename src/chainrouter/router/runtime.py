@@ -13,6 +13,7 @@ from chainrouter.domain.routing import NodeInfo
 from chainrouter.net.client_ip import IpNetwork
 from chainrouter.ratelimit import create_limiter
 from chainrouter.ratelimit.gcra import Limiter
+from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.executors import Executor
 from chainrouter.router.health import HealthMonitor
@@ -32,6 +33,7 @@ class RouterRuntime:
     service: RpcService
     sync: StorageSync
     health: HealthMonitor
+    capabilities: CapabilityBook
     limiter: Limiter
     cooldowns: MemoryCooldowns
     engine: Engine
@@ -86,6 +88,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         timeout_s=settings.health_check_timeout_s,
         max_block_lag=settings.max_block_lag,
     )
+    capabilities = CapabilityBook(health)
     limiter = create_limiter(settings.redis_url)
     meter = UsageMeter()
     credits = CreditView()
@@ -106,6 +109,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
             signup_url=settings.signup_url,
         ),
         health=health,
+        capabilities=capabilities,
         cooldowns=cooldowns,
         credits=credits,
         meter=meter,
@@ -121,7 +125,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         flush_interval_s=settings.usage_flush_interval_s,
         health_reports=health.take_reports,
     )
-    return RouterRuntime(service, sync, health, limiter, cooldowns, engine)
+    return RouterRuntime(service, sync, health, capabilities, limiter, cooldowns, engine)
 
 
 def _report_end(task: asyncio.Task[None]) -> None:

@@ -19,12 +19,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
 from chainrouter.router.stages.body import BodyWithinLimit
+from chainrouter.router.stages.capable import CapableRoutes
 from chainrouter.router.stages.chain import SupportedChain
 from chainrouter.router.stages.content_type import JsonContentType
 from chainrouter.router.stages.credit import CreditHold, SettleCredits
@@ -34,6 +36,7 @@ from chainrouter.router.stages.key import ApiKey
 from chainrouter.router.stages.logs_range import LogsRange
 from chainrouter.router.stages.meter import Meter
 from chainrouter.router.stages.method import MethodPriced
+from chainrouter.router.stages.needs import CallNeeds
 from chainrouter.router.stages.payload import ParsePayload
 from chainrouter.router.stages.routes import PlanRoutes
 
@@ -62,6 +65,7 @@ class StageDeps:
     limits: RouterLimits
     free_tier: FreeTierLimits
     health: HealthMonitor
+    capabilities: CapabilityBook
     cooldowns: MemoryCooldowns
     credits: CreditView
     meter: UsageMeter
@@ -98,12 +102,15 @@ def calls(deps: StageDeps) -> list[CallStage]:
     limits = deps.limits
     return [
         MethodPriced(),
-        LogsRange(limits.max_logs_block_range, deps.health),
+        CallNeeds(deps.health),
+        LogsRange(limits.max_logs_block_range),
         PlanRoutes(deps.health),
+        CapableRoutes(deps.capabilities),
         CreditHold(deps.credits),
         Attempt(
             deps.cooldowns,
             deps.health,
+            deps.capabilities,
             AttemptLimits(limits.attempt_timeout_s, limits.deadline_s),
             deps.clock,
         ),

@@ -23,10 +23,12 @@ from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.ratelimit.gcra import Bucket
 from chainrouter.router.answers import Verdict, judge_answer
+from chainrouter.router.capabilities import CapabilityBook, ahead_error
 from chainrouter.router.context import CallContext
 from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
+from chainrouter.router.upstream_errors import Fault, NodeFault, classify
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +40,14 @@ class AttemptLimits:
 class _Tally:
     """What happened to the routes of one call that did not answer."""
 
-    __slots__ = ("rate_limited", "rejections", "skipped", "timed_out", "tried")
+    __slots__ = ("faults", "rate_limited", "rejections", "skipped", "timed_out", "tried")
 
     def __init__(self) -> None:
         self.tried = 0
         self.timed_out = 0
         self.rate_limited = 0
         self.skipped = 0  # cooling down or at a rate limit: not tried
+        self.faults: list[NodeFault] = []  # nodes that said they cannot serve the call
         # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
         self.rejections: list[tuple[int, str]] = []
 
@@ -61,10 +64,13 @@ class Attempt:
         self,
         cooldowns: MemoryCooldowns,
         health: HealthMonitor,
+        capabilities: CapabilityBook,
         limits: AttemptLimits,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cooldowns = cooldowns
+        self._health = health
+        self._capabilities = capabilities
         self._observe_latency = health.observe_latency
         self._limits = limits
         self._clock = clock
@@ -107,6 +113,10 @@ class Attempt:
             if verdict is Verdict.NOT_AN_ANSWER:
                 cooldowns.failed(node_id)
                 continue
+            fault = None if error is None else classify(error)
+            if fault is not None:
+                self._faulted(route, fault, call, tally)
+                continue
             if verdict is Verdict.REJECTED:
                 tally.rejections.append((node_id, f"JSON-RPC error {error.get('code')!r}"))
                 continue
@@ -124,9 +134,53 @@ class Attempt:
         rejected_alike = tally.rejected_alike()
         if rejected_alike is None:
             self._cool_down(tally)
+        if tally.faults and len(tally.faults) == tally.tried:
+            refusal = self._explain(call, tally.faults)
+            if refusal is not None:
+                call.end(
+                    Scenario.INCAPABLE,
+                    refusal.http_status,
+                    error_response(refusal, call.call.id_json),
+                )
+                return
         failure = _failure_for(tally, rejected_alike)
         scenario = Scenario.RATE_LIMITED if failure.http_status == 429 else Scenario.ALL_FAILED
         call.end(scenario, failure.http_status, error_response(failure, call.call.id_json))
+
+    def _faulted(self, route: Route, fault: NodeFault, call: CallContext, tally: _Tally) -> None:
+        """A node said it cannot serve the call: the next one is tried. Its own rate limit cools
+        it down; an internal error does if another node answers (as a rejection does); what it
+        lacks is learned (router/capabilities.py)."""
+        if fault.fault is Fault.RATE_LIMITED:
+            tally.rate_limited += 1
+            self._cooldowns.failed(route.node.node_id)
+            return
+        if fault.fault is Fault.NODE_ERROR:
+            tally.rejections.append((route.node.node_id, f"internal error: {fault.message[:80]}"))
+            return
+        tally.faults.append(fault)
+        self._capabilities.learn(route.node, fault, call.needs, call.call.method)
+
+    def _explain(self, call: CallContext, faults: list[NodeFault]) -> RpcError | None:
+        """Why no node could answer, when every node tried said it could not: what was learned
+        may now show that none can (-32011, -32012, ...), or the block is past every head."""
+        book, method, needs = self._capabilities, call.call.method, call.needs
+        able, lacking = book.eligible(call.routes, needs, method)
+        chain_id = call.request.chain_id
+        if not able and lacking:
+            return book.refusal(call.routes, needs, method, chain_id, lacking)
+        head = self._health.chain_head(chain_id)
+        newest = max(needs.blocks, default=None)
+        missing = all(f.fault in (Fault.STATE_MISSING, Fault.BLOCK_MISSING) for f in faults)
+        if missing and head is not None and newest is not None and newest > head:
+            return ahead_error(newest, head)
+        last = faults[-1]
+        return RpcError(
+            424,
+            RpcCode.ALL_NODES_FAILED,
+            f"every node tried failed to serve the call; the last said: {last.message[:200]}",
+            data={"fault": last.fault.value},
+        )
 
     def _failed(self, node_id: int, failure: Failure, tally: _Tally) -> None:
         status = failure.status

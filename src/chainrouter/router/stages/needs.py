@@ -1,0 +1,36 @@
+"""Stage: what the call needs of a node, read from its method and parameters
+(domain/requirements.py)."""
+
+from __future__ import annotations
+
+from chainrouter.domain.enums import Scenario
+from chainrouter.domain.requirements import BadParamsError, needs_of
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.jsonrpc.responses import error_response
+from chainrouter.router.capabilities import ahead_refusal
+from chainrouter.router.context import CallContext
+from chainrouter.router.health import HealthMonitor
+
+
+class CallNeeds:
+    """A block parameter or log filter the router must read and cannot: HTTP 400, -32602, never
+    sent to a node. A block far past the chain head: -32007 (router/capabilities.py)."""
+
+    def __init__(self, health: HealthMonitor) -> None:
+        self._chain_head = health.chain_head
+
+    def run(self, call: CallContext) -> None:
+        rpc = call.call
+        head = self._chain_head(call.request.chain_id)
+        try:
+            needs = needs_of(rpc.method, rpc.params, head)
+        except BadParamsError as exc:
+            failure = RpcError(400, RpcCode.INVALID_PARAMS, f"invalid params: {exc}")
+            call.end(Scenario.REFUSED, 400, error_response(failure, rpc.id_json))
+            return
+        call.needs = needs
+        if needs.state_at is None and needs.history_to is None:
+            return
+        ahead = ahead_refusal(needs, head)
+        if ahead is not None:
+            call.end(Scenario.INCAPABLE, ahead.http_status, error_response(ahead, rpc.id_json))
