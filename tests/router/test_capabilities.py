@@ -1,0 +1,298 @@
+"""Node capabilities (design notes, "Node capabilities"): a call goes only to a node that can
+answer it; a node that cannot is the node's failure, never billed, and teaches the router; when no
+node can, the client gets the error that names what is missing and the best that is available.
+
+Told with scripted nodes (testing/scripted.py); the same rules against real anvil nodes are in
+test_capabilities_anvil.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from chainrouter.domain.capabilities import ARCHIVE_DEPTH, Capabilities
+from chainrouter.domain.enums import Scenario
+from chainrouter.testing.scripted import answering, erroring
+from tests.router.scripted_world import rpc, scripted_world
+
+ARCHIVE, PRUNED, NO_TRACE = "http://archive.node", "http://pruned.node", "http://notrace.node"
+ADDRESS = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+HEAD = 20_000
+OLD = hex(100)
+RECENT = hex(HEAD - 10)
+STATE_METHODS = ("eth_getBalance", "trace_block", "debug_traceBlockByNumber", "eth_getLogs")
+
+
+def _error(body: bytes) -> dict[str, Any]:
+    error: dict[str, Any] = json.loads(body)["error"]
+    return error
+
+
+def _balance(block: str, request_id: int = 1) -> dict[str, Any]:
+    return rpc("eth_getBalance", [ADDRESS, block], request_id)
+
+
+def test_an_old_state_read_skips_a_node_declared_pruned() -> None:
+    world = scripted_world(
+        [(PRUNED, 100, answering("0x1")), (ARCHIVE, 300, answering("0x2"))],
+        methods=STATE_METHODS,
+        capabilities={PRUNED: Capabilities(state_depth=128), ARCHIVE: Capabilities(ARCHIVE_DEPTH)},
+        heads={PRUNED: HEAD, ARCHIVE: HEAD},
+    )
+    reply = world.call(_balance(OLD))
+    assert json.loads(reply.body)["result"] == "0x2"
+    assert world.urls_called() == [ARCHIVE]
+    assert world.metered() == {Scenario.FIRST_CHOICE: (1, 300)}
+
+
+def test_a_recent_state_read_goes_to_the_cheapest_node_that_keeps_it() -> None:
+    world = scripted_world(
+        [(PRUNED, 100, answering("0x1")), (ARCHIVE, 300, answering("0x2"))],
+        methods=STATE_METHODS,
+        capabilities={PRUNED: Capabilities(state_depth=128)},
+        heads={PRUNED: HEAD, ARCHIVE: HEAD},
+    )
+    assert json.loads(world.call(_balance(RECENT)).body)["result"] == "0x1"
+    assert json.loads(world.call(_balance("latest")).body)["result"] == "0x1"
+    assert world.urls_called() == [PRUNED, PRUNED]
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "missing trie node 0xabc (path ) <nil>",
+        "BlockOutOfRangeError: block height is 20000 but requested was 100",
+        "required historical state unavailable (reexec=128)",
+    ],
+)
+def test_a_node_without_the_state_fails_over_unbilled_and_is_learned_from(message: str) -> None:
+    world = scripted_world(
+        [(PRUNED, 100, erroring(-32000, message)), (ARCHIVE, 300, answering("0x2"))],
+        methods=STATE_METHODS,
+        heads={PRUNED: HEAD, ARCHIVE: HEAD},
+    )
+    first = world.call(_balance(OLD))
+    assert json.loads(first.body)["result"] == "0x2"
+    assert world.metered() == {Scenario.FAILOVER: (1, 300)}
+    assert world.cooling() == []  # lacking old state is not ill health
+    world.call(_balance(hex(50)))  # older than the block it was found to lack: not asked
+    assert world.urls_called() == [PRUNED, ARCHIVE, ARCHIVE]
+    world.call(_balance(RECENT))  # recent state: still asked of it first
+    assert world.urls_called()[3] == PRUNED
+
+
+def test_state_older_than_any_node_keeps_is_refused_with_the_oldest_available() -> None:
+    world = scripted_world(
+        [(PRUNED, 100, answering("0x1")), (ARCHIVE, 300, answering("0x2"))],
+        methods=STATE_METHODS,
+        capabilities={
+            PRUNED: Capabilities(state_depth=128),
+            ARCHIVE: Capabilities(state_depth=10_000),
+        },
+        heads={PRUNED: HEAD, ARCHIVE: HEAD},
+    )
+    reply = world.call(_balance(OLD))
+    assert reply.status == 422
+    error = _error(reply.body)
+    assert error["code"] == -32012
+    assert error["message"] == (
+        "insufficient historical state depth: block 100 is older than the oldest state kept by "
+        "any node (block 10,000)"
+    )
+    assert error["data"] == {"requirement": "state", "block": 100, "oldest_available": 10_000}
+    assert world.urls_called() == []
+    assert world.metered() == {Scenario.INCAPABLE: (1, 0)}
+
+
+def test_every_node_lacking_the_state_ends_in_minus_32012_after_they_said_so() -> None:
+    world = scripted_world(
+        [
+            (PRUNED, 100, erroring(-32000, "missing trie node abc")),
+            (ARCHIVE, 300, erroring(-32000, "missing trie node def")),
+        ],
+        methods=STATE_METHODS,
+        heads={PRUNED: HEAD, ARCHIVE: HEAD},
+    )
+    reply = world.call(_balance(OLD))
+    assert _error(reply.body)["code"] == -32012
+    assert world.metered() == {Scenario.INCAPABLE: (1, 0)}
+    world.call(_balance(OLD))  # now known: refused without asking
+    assert world.urls_called() == [PRUNED, ARCHIVE]
+
+
+def test_a_trace_goes_to_a_tracing_node_and_a_disabled_namespace_is_learned() -> None:
+    world = scripted_world(
+        [
+            (
+                NO_TRACE,
+                100,
+                erroring(-32601, "the method trace_block does not exist/is not available"),
+            ),
+            (ARCHIVE, 300, answering([])),
+        ],
+        methods=STATE_METHODS,
+        heads={NO_TRACE: HEAD, ARCHIVE: HEAD},
+    )
+    assert json.loads(world.call(rpc("trace_block", [RECENT])).body)["result"] == []
+    assert json.loads(world.call(rpc("trace_block", [RECENT])).body)["result"] == []
+    assert world.urls_called() == [NO_TRACE, ARCHIVE, ARCHIVE]
+    assert world.metered() == {Scenario.FAILOVER: (1, 300), Scenario.FIRST_CHOICE: (1, 300)}
+
+
+def test_no_tracing_node_is_minus_32011() -> None:
+    world = scripted_world(
+        [(NO_TRACE, 100, answering([]))],
+        methods=STATE_METHODS,
+        capabilities={NO_TRACE: Capabilities(trace=False, debug=False)},
+    )
+    reply = world.call(rpc("debug_traceBlockByNumber", ["latest", {}]))
+    error = _error(reply.body)
+    assert (reply.status, error["code"]) == (422, -32011)
+    assert "debug_*" in error["message"]
+    assert world.urls_called() == []
+
+
+def test_requirements_met_only_by_different_nodes_are_minus_32013() -> None:
+    world = scripted_world(
+        [(NO_TRACE, 100, answering([])), (PRUNED, 200, answering([]))],
+        methods=STATE_METHODS,
+        capabilities={
+            NO_TRACE: Capabilities(state_depth=ARCHIVE_DEPTH, trace=False),
+            PRUNED: Capabilities(state_depth=128, trace=True),
+        },
+        heads={NO_TRACE: HEAD, PRUNED: HEAD},
+    )
+    reply = world.call(rpc("trace_block", [OLD]))
+    error = _error(reply.body)
+    assert (reply.status, error["code"]) == (422, -32013)
+    assert "state at block 99" in error["message"]
+    assert "trace namespace" in error["message"]
+    assert world.urls_called() == []
+
+
+def test_a_block_far_past_the_head_is_minus_32007_without_asking() -> None:
+    world = scripted_world(
+        [(ARCHIVE, 100, answering("0x1"))], methods=STATE_METHODS, heads={ARCHIVE: HEAD}
+    )
+    reply = world.call(_balance(hex(HEAD + 5_000)))
+    error = _error(reply.body)
+    assert (reply.status, error["code"]) == (422, -32007)
+    assert error["data"] == {"requirement": "block", "block": HEAD + 5_000, "head": HEAD}
+    assert world.urls_called() == []
+
+
+def test_a_block_just_past_the_head_is_asked_and_then_minus_32007() -> None:
+    world = scripted_world(
+        [(ARCHIVE, 100, erroring(-32000, "header not found"))],
+        methods=STATE_METHODS,
+        heads={ARCHIVE: HEAD},
+    )
+    reply = world.call(_balance(hex(HEAD + 3)))
+    assert _error(reply.body)["code"] == -32007
+    assert world.urls_called() == [ARCHIVE]
+    assert world.metered() == {Scenario.INCAPABLE: (1, 0)}
+
+
+@pytest.mark.parametrize(
+    "block",
+    ["0xZZ", "0x" + "f" * 17, 12, None, True, {"blockNumber": "12"}, {"blockHash": "0x12"}, {}],
+)
+def test_a_malformed_block_parameter_is_minus_32602_and_never_sent(block: object) -> None:
+    world = scripted_world([(ARCHIVE, 100, answering("0x1"))], methods=STATE_METHODS)
+    reply = world.call(rpc("eth_getBalance", [ADDRESS, block]))
+    error = _error(reply.body)
+    assert (reply.status, error["code"]) == (400, -32602)
+    assert world.urls_called() == []
+    assert world.metered() == {Scenario.REFUSED: (1, 0)}
+
+
+def test_a_log_range_wider_than_a_nodes_own_limit_goes_to_a_node_that_serves_it() -> None:
+    narrow = "http://narrow.node"
+    world = scripted_world(
+        [(narrow, 100, answering([])), (ARCHIVE, 300, answering([]))],
+        methods=STATE_METHODS,
+        capabilities={narrow: Capabilities(logs_max_range=10)},
+    )
+    world.call(rpc("eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0xa"}]))
+    world.call(rpc("eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0xb"}]))
+    assert world.urls_called() == [narrow, ARCHIVE]
+
+
+def test_a_log_range_no_node_serves_is_minus_32005_with_the_widest_any_serves() -> None:
+    world = scripted_world(
+        [("http://n1", 100, answering([])), ("http://n2", 300, answering([]))],
+        methods=STATE_METHODS,
+        capabilities={
+            "http://n1": Capabilities(logs_max_range=10),
+            "http://n2": Capabilities(logs_max_range=500),
+        },
+    )
+    reply = world.call(rpc("eth_getLogs", [{"fromBlock": "0x0", "toBlock": "0x3e8"}]))
+    error = _error(reply.body)
+    assert (reply.status, error["code"], error["data"]) == (200, -32005, 500)
+    assert error["message"].endswith("try a block range of at most 500 blocks")
+
+
+def test_a_nodes_stated_range_limit_is_learned() -> None:
+    narrow = "http://narrow.node"
+    world = scripted_world(
+        [
+            (narrow, 100, erroring(-32005, "eth_getLogs is limited to a 10 block range")),
+            (ARCHIVE, 300, answering([])),
+        ],
+        methods=STATE_METHODS,
+    )
+    world.call(rpc("eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0x32"}]))
+    world.call(rpc("eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0xb"}]))  # 11 blocks
+    assert world.urls_called() == [narrow, ARCHIVE, ARCHIVE]
+    assert world.metered() == {Scenario.FAILOVER: (1, 300), Scenario.FIRST_CHOICE: (1, 300)}
+
+
+def test_a_result_size_limit_fails_over_but_teaches_nothing() -> None:
+    """What a query returns depends on the query: one caller's busy range must not narrow the
+    node for every other customer."""
+    busy = "http://busy.node"
+    world = scripted_world(
+        [
+            (
+                busy,
+                100,
+                [erroring(-32005, "query returned more than 10000 results"), answering([])],
+            ),
+            (ARCHIVE, 300, answering([])),
+        ],
+        methods=STATE_METHODS,
+    )
+    world.call(rpc("eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0x64"}]))
+    world.call(rpc("eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0x64"}]))
+    assert world.urls_called() == [busy, ARCHIVE, busy]
+
+
+def test_a_revert_is_an_answer_and_billed() -> None:
+    world = scripted_world(
+        [
+            (ARCHIVE, 100, erroring(3, "execution reverted: not owner")),
+            (PRUNED, 200, answering("0x")),
+        ],
+        methods=("eth_call",),
+    )
+    reply = world.call(rpc("eth_call", [{"to": ADDRESS, "data": "0x"}, "latest"]))
+    assert _error(reply.body)["code"] == 3
+    assert world.urls_called() == [ARCHIVE]
+    assert world.metered() == {Scenario.FIRST_CHOICE: (1, 100)}
+
+
+def test_in_a_batch_each_item_is_routed_on_its_own() -> None:
+    world = scripted_world(
+        [(PRUNED, 100, answering("0x1")), (ARCHIVE, 300, answering("0x2"))],
+        methods=STATE_METHODS,
+        capabilities={PRUNED: Capabilities(state_depth=128)},
+        heads={PRUNED: HEAD, ARCHIVE: HEAD},
+    )
+    reply = world.call([_balance(RECENT, 1), _balance(OLD, 2)])
+    results = {item["id"]: item["result"] for item in json.loads(reply.body)}
+    assert results == {1: "0x1", 2: "0x2"}
+    assert world.metered() == {Scenario.FIRST_CHOICE: (2, 400)}
