@@ -3,7 +3,7 @@ capabilities"; the table is documented in docs/router.md, "What a call needs").
 
 `METHODS` is the one table: for each method the router reads the parameters of, what kind of
 data it reads and which parameter names the block. A method not in the table needs nothing the
-router checks (a node's own error still fails over: `router/upstream_errors.py`), except that
+router checks (a node's own error still fails over: `domain/upstream_errors.py`), except that
 every `trace_*` method needs tracing and every `debug_*` method needs the debug namespace.
 
 A block parameter is a hex number, a tag (`latest`, `pending`, `safe`, `finalized`,

@@ -21,9 +21,9 @@ from enum import Enum
 from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.requirements import Needs, logs_span
 from chainrouter.domain.routing import NodeInfo, Route
+from chainrouter.domain.upstream_errors import Fault, NodeFault
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router.health import HealthMonitor
-from chainrouter.router.upstream_errors import Fault, NodeFault
 
 AHEAD_MARGIN = 1000  # blocks past the known chain head still sent to nodes (the head may lag)
 REFUSAL_STATUS = 422  # HTTP status of a capability refusal (docs/router.md)

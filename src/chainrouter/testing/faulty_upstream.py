@@ -25,13 +25,27 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/not-http` | bytes that are not an HTTP answer at all |
 | `/once` | `/ok` on a connection's first request; a later one is dropped unanswered |
 | `/interim` | an interim `100 Continue` answer, then the `/ok` answer |
+| `/relay/PORT/full` | 200, the answer of the real node at 127.0.0.1:PORT to the body as sent |
+| `/relay/PORT/no-trace` | like `full`, but a `trace_*` or `debug_*` call gets geth's -32601 |
+| `/relay/PORT/logs-range/N` | like `full`, but `eth_getLogs` over more than N blocks gets -32005 |
 
 Further segments are free: `/ok/a` and `/ok/b` behave alike but are two nodes with their own
-counts.
+counts (and `/relay/8545/no-trace/a`, `/relay/8545/no-trace/b` likewise).
+
+The `/relay` paths play real nodes that lack a capability: a real node (an anvil on loopback)
+answers, except the calls the path refuses, which are answered without being forwarded.
+`no-trace` answers as geth does for a namespace it does not serve: -32601 "the method M does not
+exist/is not available". `logs-range/N` answers -32005 "block range too large: this node serves
+eth_getLogs over at most N blocks" where the filter has both `fromBlock` and `toBlock`, and
+`toBlock - fromBlock + 1 > N`; an end is a hex number, `earliest` (0), or a tag (`latest`,
+`pending`, `safe`, `finalized`) resolved by asking the node `eth_blockNumber`. A batch is judged
+item by item: the items not refused go to the node as one batch, and the answers are merged back
+in the batch's order. When the real node cannot be reached the answer is HTTP 502.
 
 Every node of this server belongs to chain `CHAIN_ID` (31337, anvil's default): where a behaviour
-answers with results, `eth_chainId` gets that chain's ID, so the router's health checks find the
-chain right and test only the fault the path names.
+answers with results, `eth_chainId` gets that chain's ID (a `/relay` path passes on its real
+node's), so the router's health checks find the chain right and test only the fault the path
+names.
 
 `requests[path]` counts what each path received, and `heads[path]` is the head (request line and
 headers, as sent) of the last request it received; `connections` counts accepted connections, and
@@ -49,8 +63,10 @@ import socket
 import struct
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
+
+import aiohttp
 
 OK_RESULT = "0x10d4f"
 CHAIN_ID = 31337
@@ -131,6 +147,67 @@ async def _send_not_http(body: bytes, writer: asyncio.StreamWriter) -> None:
     await writer.drain()
 
 
+class _NodeUnreachableError(Exception):
+    """The real node behind a `/relay` path did not answer."""
+
+
+_HEAD_TAGS = ("latest", "pending", "safe", "finalized")
+
+
+def _call_id(call: Any) -> Any:
+    return call.get("id") if isinstance(call, dict) else None
+
+
+def _refusal(call: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": _call_id(call), "error": {"code": code, "message": message}}
+
+
+_Refuse = Callable[[Any], Awaitable[dict[str, Any] | None]]
+"""A relay's own answer to a call it refuses, or None for a call the real node answers."""
+
+
+async def _refuse_traces(call: Any) -> dict[str, Any] | None:
+    """Geth's answer to a method of a namespace it does not serve (`--http.api` without it)."""
+    method = call.get("method") if isinstance(call, dict) else None
+    if isinstance(method, str) and method.startswith(("trace_", "debug_")):
+        return _refusal(call, -32601, f"the method {method} does not exist/is not available")
+    return None
+
+
+def _in_order_of(calls: list[Any], answers: list[Any]) -> list[Any]:
+    """The node's batch answers in the order of `calls`: by id where the ids tell them apart."""
+    ids = [json.dumps(_call_id(call)) for call in calls]
+    by_id = {json.dumps(_call_id(answer)): answer for answer in answers}
+    if len(set(ids)) == len(ids) and all(key in by_id for key in ids):
+        return [by_id[key] for key in ids]
+    return answers
+
+
+def _logs_range_ends(call: Any) -> tuple[Any, Any] | None:
+    """The two ends of an `eth_getLogs` filter that names both, else None."""
+    if not isinstance(call, dict) or call.get("method") != "eth_getLogs":
+        return None
+    params = call.get("params")
+    if not isinstance(params, list) or not params or not isinstance(params[0], dict):
+        return None
+    query = params[0]
+    if "fromBlock" not in query or "toBlock" not in query:
+        return None
+    return query["fromBlock"], query["toBlock"]
+
+
+def _block_number(tag: Any, head: int | None) -> int | None:
+    """A filter end as a number: None where it is neither a hex number nor a known tag."""
+    if tag == "earliest":
+        return 0
+    if tag in _HEAD_TAGS:
+        return head
+    if isinstance(tag, str) and tag.startswith(("0x", "0X")):
+        with contextlib.suppress(ValueError):
+            return int(tag, 16)
+    return None
+
+
 # Answers after which the server closes the connection (the caller closes the writer).
 _CLOSING = {
     "close": _send_and_close,
@@ -155,6 +232,7 @@ class FaultyUpstream:
         self._ready = threading.Event()
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
+        self._session: aiohttp.ClientSession | None = None
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -190,6 +268,9 @@ class FaultyUpstream:
         for task in handlers:
             task.cancel()
         await asyncio.gather(*handlers, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
         await self._server.wait_closed()
         await asyncio.sleep(0.01)
 
@@ -311,6 +392,9 @@ class FaultyUpstream:
         elif kind == "block":
             answer = _answer_ok(body, hex(int(parts[1])))
             writer.write(_head(200, len(answer)) + answer)
+        elif kind == "relay":
+            status, answer = await self._relay(parts, body)
+            writer.write(_head(status, len(answer)) + answer)
         else:
             if kind == "sleep":
                 await asyncio.sleep(int(parts[1]) / 1000)
@@ -318,6 +402,96 @@ class FaultyUpstream:
             writer.write(_head(200, len(answer)) + answer)
         await writer.drain()
         return True
+
+    async def _relay(self, parts: list[str], body: bytes) -> tuple[int, bytes]:
+        """The status and body a `/relay/PORT/MODE[/N]` path answers `body` with."""
+        node = f"http://127.0.0.1:{int(parts[1])}/"
+        mode = parts[2] if len(parts) > 2 else ""
+        try:
+            if mode == "full":
+                return 200, await self._post(node, body)
+            if mode == "no-trace":
+                return 200, await self._relay_refusing(node, body, _refuse_traces)
+            if mode == "logs-range":
+                rule = self._logs_range_rule(node, int(parts[3]))
+                return 200, await self._relay_refusing(node, body, rule)
+        except _NodeUnreachableError:
+            return 502, b'{"error":"the relayed node is unreachable"}'
+        return 404, b'{"error":"unknown relay mode"}'
+
+    async def _relay_refusing(self, node: str, body: bytes, refuse: _Refuse) -> bytes:
+        """Forward `body`, except the calls `refuse` answers itself (item by item in a batch)."""
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return await self._post(node, body)  # not JSON: the node's own parse error
+        if not isinstance(payload, list):
+            refusal = await refuse(payload)
+            if refusal is not None:
+                return json.dumps(refusal).encode()
+            return await self._post(node, body)
+        answers: list[Any] = [await refuse(call) for call in payload]
+        kept = [index for index, answer in enumerate(answers) if answer is None]
+        if len(kept) == len(payload):
+            return await self._post(node, body)
+        if kept:
+            forwarded = [payload[index] for index in kept]
+            answer = await self._post(node, json.dumps(forwarded).encode())
+            try:
+                relayed = json.loads(answer)
+            except ValueError:
+                relayed = None
+            if not isinstance(relayed, list) or len(relayed) != len(forwarded):
+                return answer  # not one answer per call (a whole-batch error): passed on as is
+            for index, answer in zip(kept, _in_order_of(forwarded, relayed), strict=True):
+                answers[index] = answer
+        return json.dumps(answers).encode()
+
+    def _logs_range_rule(self, node: str, most: int) -> _Refuse:
+        """Refuses an `eth_getLogs` over more than `most` blocks; asks the head at most once."""
+        message = f"block range too large: this node serves eth_getLogs over at most {most} blocks"
+        head: list[int | None] = []
+
+        async def number(end: Any) -> int | None:
+            if end in _HEAD_TAGS and not head:
+                head.append(await self._node_head(node))
+            return _block_number(end, head[0] if head else None)
+
+        async def refuse(call: Any) -> dict[str, Any] | None:
+            ends = _logs_range_ends(call)
+            if ends is None:
+                return None
+            first, last = await number(ends[0]), await number(ends[1])
+            if first is not None and last is not None and last - first + 1 > most:
+                return _refusal(call, -32005, message)
+            return None
+
+        return refuse
+
+    async def _node_head(self, node: str) -> int | None:
+        """The node's head block, or None where it does not tell (then the node judges)."""
+        call = {"jsonrpc": "2.0", "id": 1, "method": "eth_blockNumber", "params": []}
+        answer = await self._post(node, json.dumps(call).encode())
+        try:
+            return int(json.loads(answer)["result"], 16)
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    async def _post(self, node: str, body: bytes) -> bytes:
+        """The real node's answer body to `body`; a kept connection it closed is retried once."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        headers = {"Content-Type": "application/json"}
+        for attempt in range(2):
+            try:
+                async with self._session.post(node, data=body, headers=headers) as response:
+                    return await response.read()
+            except aiohttp.ServerDisconnectedError:
+                if attempt:
+                    raise _NodeUnreachableError(node) from None
+            except (aiohttp.ClientError, OSError, TimeoutError):
+                raise _NodeUnreachableError(node) from None
+        raise _NodeUnreachableError(node)
 
 
 @contextlib.contextmanager

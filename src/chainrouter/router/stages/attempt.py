@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.domain.upstream_errors import Fault, NodeFault, classify
 from chainrouter.jsonrpc.envelope import encode_json
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
@@ -28,7 +29,6 @@ from chainrouter.router.context import CallContext
 from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
-from chainrouter.router.upstream_errors import Fault, NodeFault, classify
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The node's fault or the caller's answer (router/upstream_errors.py): one table read against
+"""The node's fault or the caller's answer (domain/upstream_errors.py): one table read against
 the errors real nodes and providers send."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chainrouter.router.upstream_errors import Fault, classify, stated_limit
+from chainrouter.domain.upstream_errors import Fault, classify, stated_limit
 
 
 @pytest.mark.parametrize(
