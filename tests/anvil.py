@@ -6,7 +6,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,14 +56,24 @@ def wait_until_answering(url: str) -> None:
 
 def start_anvil_nodes(
     names: tuple[tuple[str, int], ...] = (("a1", CHAIN_A), ("a2", CHAIN_A), ("b1", CHAIN_B)),
-) -> Iterator[AnvilNodes]:
-    """Anvil processes by name and chain ID, stopped when the iterator is closed."""
+    extra_args: dict[str, list[str]] | None = None,
+) -> Generator[AnvilNodes]:
+    """Anvil processes by name and chain ID (with `extra_args` by name, e.g. a pruned node's
+    `--prune-history`), stopped when the iterator is closed."""
     nodes = AnvilNodes()
     binary = anvil_binary()
     for name, chain_id in names:
         port = free_port()
         process = subprocess.Popen(
-            [binary, "--port", str(port), "--chain-id", str(chain_id), "--silent"],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--chain-id",
+                str(chain_id),
+                "--silent",
+                *(extra_args or {}).get(name, []),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

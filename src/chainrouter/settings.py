@@ -179,6 +179,14 @@ class Settings(BaseSettings):
     health_check_timeout_s: float = Field(
         default=5.0, gt=0, le=60, description="Time a node gets to answer a health check."
     )
+    capability_probe_interval_s: float = Field(
+        default=3600.0,
+        ge=0,
+        le=86_400,
+        description="How often a router probes each node's capabilities (tracing, state depth, "
+        "block history; docs/router.md), seconds; one node at a time, a few calls each. "
+        "0: never (declarations, screening and the nodes' own errors only).",
+    )
     max_block_lag: int = Field(
         default=10,
         ge=0,

@@ -208,6 +208,14 @@ def test_status_reads_follow_health_reports_and_the_providers_setting(
         "node_id": node_id,
         "in_sync": True,
         "status": "pending check",
+        "capabilities": {  # as screening found them: a fresh anvil has all it ever had
+            "state_history": "archive",
+            "blocks_from": 0,
+            "trace": True,
+            "debug": True,
+            "logs_max_block_range": None,
+            "max_batch_size": None,
+        },
     }
     now = datetime.now(UTC)
     for report, expected in (
@@ -325,7 +333,12 @@ def test_a_websocket_node_must_deliver_new_heads(
     status = api.client.get(
         f"/provider/nodes/{node_id}/status", params={"kind": "ws"}, headers=mine.headers
     )
-    assert status.json() == {"node_id": node_id, "in_sync": True, "status": "healthy"}
+    assert status.json() == {
+        "node_id": node_id,
+        "in_sync": True,
+        "status": "healthy",
+        "capabilities": None,  # WebSocket nodes: not probed
+    }
     _set(api, mine, node_id, "disabled by provider", kind="ws")
     assert api.client.get("/chains/ws").json() == []
 

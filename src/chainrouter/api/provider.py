@@ -24,6 +24,7 @@ from chainrouter.api.deps import Context, ProviderId
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
 from chainrouter.contracts.provider import HttpNodeIn, NodeKind, NodeStatusIn, WsNodeIn
+from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeStatus
 from chainrouter.domain.records import Node
 from chainrouter.management import admin, nodes
@@ -90,6 +91,23 @@ Kind = Annotated[
 ]
 
 
+class CapabilitiesOut(OutModel):
+    state_history: int | str | None = Field(
+        description='"archive", blocks of state kept behind the head, or null: unknown.'
+    )
+    blocks_from: int | None = Field(description="Oldest block served; null: unknown.")
+    trace: bool | None
+    debug: bool | None
+    logs_max_block_range: int | None
+    max_batch_size: int | None
+
+    @classmethod
+    def of(cls, capabilities: Capabilities | None) -> CapabilitiesOut | None:
+        if capabilities is None or capabilities == UNKNOWN:
+            return None
+        return cls(**capabilities.as_json())
+
+
 class NodeOut(OutModel):
     id: int
     plan_id: int
@@ -101,6 +119,10 @@ class NodeOut(OutModel):
     rate_limit_interval_sec: int
     source: str
     status: str
+    capabilities: CapabilitiesOut | None = Field(description="As declared; null: none.")
+    verified_capabilities: CapabilitiesOut | None = Field(
+        description="As screening's probes found them."
+    )
     created_at: datetime
     updated_at: datetime
 
@@ -117,6 +139,8 @@ class NodeOut(OutModel):
             rate_limit_interval_sec=node.rate_limit_interval_sec,
             source=node.source,
             status=node.status,
+            capabilities=CapabilitiesOut.of(node.capabilities),
+            verified_capabilities=CapabilitiesOut.of(node.verified_capabilities),
             created_at=node.created_at,
             updated_at=node.updated_at,
         )
@@ -184,6 +208,7 @@ async def put_node(body: HttpNodeIn, provider_id: ProviderId, ctx: Context) -> R
         rate_limit_interval_sec=body.rate_limit_interval_sec,
         source=body.source,
         node_target_type=body.node_target_type,
+        capabilities=None if body.capabilities is None else body.capabilities.capabilities(),
     )
     registered = await nodes.register_http_node(
         ctx.engine, ctx.guard, provider_id, spec, max_lag=ctx.settings.max_block_lag
@@ -226,6 +251,11 @@ class NodeStatusOut(OutModel):
         description="healthy, disabled by provider, pending check, failing or out of sync "
         "(see docs/provider-api.md)."
     )
+    capabilities: CapabilitiesOut | None = Field(
+        default=None,
+        description="What routers know the node can answer now (declared, probed and learned "
+        "from its errors); null for WebSocket nodes and when nothing is known.",
+    )
 
 
 @router.get(
@@ -238,9 +268,7 @@ async def get_node_status(
     node_id: PathId, provider_id: ProviderId, ctx: Context, kind: Kind = "http"
 ) -> Response:
     report = await run_in_threadpool(nodes.node_status, ctx.engine, provider_id, node_id, kind)
-    return respond(
-        NodeStatusOut(node_id=report.node_id, in_sync=report.in_sync, status=report.status)
-    )
+    return respond(_status_out(report))
 
 
 @router.post(
@@ -258,6 +286,13 @@ async def set_node_status(body: NodeStatusIn, provider_id: ProviderId, ctx: Cont
     report = await run_in_threadpool(
         nodes.node_status, ctx.engine, provider_id, body.node_id, body.kind
     )
-    return respond(
-        NodeStatusOut(node_id=report.node_id, in_sync=report.in_sync, status=report.status)
+    return respond(_status_out(report))
+
+
+def _status_out(report: nodes.NodeStatusReport) -> NodeStatusOut:
+    return NodeStatusOut(
+        node_id=report.node_id,
+        in_sync=report.in_sync,
+        status=report.status,
+        capabilities=CapabilitiesOut.of(report.capabilities),
     )

@@ -12,6 +12,7 @@ from chainrouter.management.admin import MAX_METHOD_ROWS
 from chainrouter.operator_config.model import (
     ChainId,
     MethodPriceSpec,
+    NodeCapabilitiesSpec,
     NonNegativeInt,
     PositiveInt,
     RowId,
@@ -57,6 +58,12 @@ class HttpNodeIn(_In):
     source: NodeSource = NodeSource.PROVIDER
     node_target_type: TargetType = Field(
         default="full", description="Which of your plan's prices apply, e.g. full or archive."
+    )
+    capabilities: NodeCapabilitiesSpec | None = Field(
+        default=None,
+        description="What the node can answer: state and block history kept, tracing, its own "
+        "eth_getLogs range and batch limits. Optional; screening verifies what it can and "
+        "refuses a declaration it finds untrue.",
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import LedgerEntryKind, Role, RoutingStrategy, SubmissionStatus
 
 
@@ -177,6 +178,8 @@ class Node:
     source: str
     created_at: datetime
     updated_at: datetime
+    capabilities: Capabilities = UNKNOWN  # as declared
+    verified_capabilities: Capabilities | None = None  # as screening found them
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,3 +189,4 @@ class NodeHealthRecord:
     latency_ms: Decimal | None
     consecutive_failures: int
     checked_at: datetime
+    capabilities: Capabilities | None = None  # as the reporting router knows them

@@ -153,6 +153,7 @@ class HealthReport:
     latency_ms: float | None
     consecutive_failures: int
     checked_at: datetime
+    capabilities: dict[str, object] | None = None  # Capabilities.as_json() as the router knows
 
 
 def order_routes(

@@ -13,6 +13,7 @@ from typing import Literal
 
 from sqlalchemy import Engine, Table
 
+from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.enums import NodeSource, NodeStatus
 from chainrouter.domain.records import Node
 from chainrouter.management.errors import (
@@ -27,6 +28,7 @@ from chainrouter.screening.ws import screen_ws_node
 from chainrouter.stores.sql import nodes as store
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.config_version import bump_config_version
+from chainrouter.stores.sql.nodes import capabilities_column
 from chainrouter.stores.sql.plans import get_plan, known_chain_ids
 
 HTTP_SCHEMES = frozenset({"http", "https"})
@@ -47,6 +49,7 @@ class HttpNodeSpec:
     rate_limit_interval_sec: int
     source: NodeSource
     node_target_type: str
+    capabilities: Capabilities | None = None  # as declared; None: none declared
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +108,7 @@ async def register_http_node(
         expected_chain_id=chain_id,
         chain_head=head,
         max_lag=max_lag,
+        declared=spec.capabilities,
     )
     if not screening.passed:
         raise _failed(screening)
@@ -162,6 +166,8 @@ def _write_http(
             "source": spec.source.value,
             "node_target_type": spec.node_target_type,
             "status": NodeStatus.HEALTHY.value,
+            "capabilities": capabilities_column(spec.capabilities),
+            "verified_capabilities": capabilities_column(screening.capabilities),
         }
         if existing is None:
             node_id = store.insert_node(
@@ -174,6 +180,8 @@ def _write_http(
                 rate_limit=spec.rate_limit,
                 rate_limit_interval_sec=spec.rate_limit_interval_sec,
                 node_target_type=spec.node_target_type,
+                capabilities=spec.capabilities,
+                verified_capabilities=screening.capabilities,
             )
         else:
             node_id = existing.id
@@ -253,6 +261,8 @@ class NodeStatusReport:
     node_id: int
     in_sync: bool
     status: str
+    # What routers know the node can answer now, else what screening found over the declaration.
+    capabilities: Capabilities | None = None
 
 
 def node_status(engine: Engine, provider_id: int, node_id: int, kind: NodeKind) -> NodeStatusReport:
@@ -262,12 +272,16 @@ def node_status(engine: Engine, provider_id: int, node_id: int, kind: NodeKind) 
         return NodeStatusReport(node.id, True, node.status)
     with engine.connect() as connection:
         health = store.node_health(connection, node_id)
+    known = health.capabilities if health is not None else None
+    if known is None:
+        known = node.capabilities.overridden_by(node.verified_capabilities or Capabilities())
     if node.status != NodeStatus.HEALTHY.value:
-        return NodeStatusReport(node.id, health.in_sync if health else False, node.status)
+        in_sync = health.in_sync if health else False
+        return NodeStatusReport(node.id, in_sync, node.status, known)
     if health is None:
-        return NodeStatusReport(node.id, True, STATUS_PENDING_CHECK)
+        return NodeStatusReport(node.id, True, STATUS_PENDING_CHECK, known)
     if health.consecutive_failures:
-        return NodeStatusReport(node.id, health.in_sync, STATUS_FAILING)
+        return NodeStatusReport(node.id, health.in_sync, STATUS_FAILING, known)
     if not health.in_sync:
-        return NodeStatusReport(node.id, False, STATUS_OUT_OF_SYNC)
-    return NodeStatusReport(node.id, True, NodeStatus.HEALTHY.value)
+        return NodeStatusReport(node.id, False, STATUS_OUT_OF_SYNC, known)
+    return NodeStatusReport(node.id, True, NodeStatus.HEALTHY.value, known)

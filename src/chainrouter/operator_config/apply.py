@@ -31,6 +31,7 @@ from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.chains import upsert_chains
 from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.ledger import find_by_reference, record_credit_change
+from chainrouter.stores.sql.nodes import capabilities_column
 from chainrouter.stores.sql.schema import utcnow
 
 
@@ -181,6 +182,9 @@ class _Writer:
                     "rate_limit_interval_sec": node.rate_limit_interval_sec,
                     "source": node.source.value,
                     "status": node.status.value,
+                    "capabilities": capabilities_column(
+                        None if node.capabilities is None else node.capabilities.capabilities()
+                    ),
                 }
                 for node in plan.nodes
             ],

@@ -27,6 +27,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.chains import MAX_CHAIN_ID, Chain, Explorer
 from chainrouter.domain.credentials import SecretKind, secret_format_problem
 from chainrouter.domain.domains import normalise_allowed_domain
@@ -225,6 +226,41 @@ class MethodPriceSpec(_Strict):
     chain_id: ChainId | None = Field(default=None, description="null or left out: every chain.")
 
 
+MAX_BLOCK = 2**63 - 1
+BlockNumber = Annotated[StrictInt, Field(ge=0, le=MAX_BLOCK)]
+
+
+class NodeCapabilitiesSpec(_Strict):
+    """What a node can answer, as its provider declares it (docs/router.md, "Node
+    capabilities"). Every field is optional: what is not declared is found by screening and
+    probes, or learned from the node's own errors. Screening refuses a declaration it finds
+    untrue (state, history, tracing); the log range and batch limits are taken as declared."""
+
+    state_history: Literal["archive"] | Annotated[StrictInt, Field(ge=0, le=MAX_BLOCK)] | None = (
+        Field(
+            default=None,
+            description='"archive" (the state of every block), or how many blocks of state it '
+            "keeps behind its head (a geth full node: 128).",
+        )
+    )
+    blocks_from: BlockNumber | None = Field(
+        default=None,
+        description="The oldest block whose header, transactions, receipts and logs it serves "
+        "(0: all of them).",
+    )
+    trace: StrictBool | None = Field(default=None, description="Serves trace_* methods.")
+    debug: StrictBool | None = Field(default=None, description="Serves debug_trace* methods.")
+    logs_max_block_range: PositiveInt | None = Field(
+        default=None, description="The widest eth_getLogs block range it accepts."
+    )
+    max_batch_size: PositiveInt | None = Field(
+        default=None, description="The largest JSON-RPC batch it accepts."
+    )
+
+    def capabilities(self) -> Capabilities:
+        return Capabilities.from_json(self.model_dump())
+
+
 class NodeSpec(_Strict):
     """An HTTP(S) JSON-RPC node serving one chain for the plan it is listed under."""
 
@@ -236,6 +272,7 @@ class NodeSpec(_Strict):
     rate_limit_interval_sec: PositiveInt = 1
     source: NodeSource = NodeSource.PROVIDER
     status: NodeStatus = NodeStatus.HEALTHY
+    capabilities: NodeCapabilitiesSpec | None = None
 
 
 class WsNodeSpec(_Strict):

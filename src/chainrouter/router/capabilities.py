@@ -54,6 +54,7 @@ class CapabilityBook:
         # Whether any node was found to lack a method: until then, calls that need nothing
         # particular skip the eligibility check.
         self.any_missing_methods = False
+        self.taught: set[int] = set()  # nodes that taught something since their last probe
 
     def of(self, node: NodeInfo) -> Capabilities:
         """The node's capabilities as the router knows them now."""
@@ -74,6 +75,7 @@ class CapabilityBook:
         """A probe's findings: they replace what was probed and learned before."""
         self._probed[node_id] = found
         self._learned.pop(node_id, None)
+        self.taught.discard(node_id)
         self._known.pop(node_id, None)
 
     def learned_of(self, node_id: int) -> Capabilities | None:
@@ -90,6 +92,7 @@ class CapabilityBook:
             return False
         previous = self._learned.get(node.node_id, UNKNOWN)
         self._learned[node.node_id] = previous.narrowed(lesson)
+        self.taught.add(node.node_id)
         if lesson.missing_methods:
             self.any_missing_methods = True
         self._known.pop(node.node_id, None)

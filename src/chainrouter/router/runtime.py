@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import Engine
 
-from chainrouter.domain.routing import NodeInfo
+from chainrouter.domain.routing import HealthReport, NodeInfo
 from chainrouter.net.client_ip import IpNetwork
 from chainrouter.ratelimit import create_limiter
 from chainrouter.ratelimit.gcra import Limiter
@@ -19,6 +19,7 @@ from chainrouter.router.executors import Executor
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.http_face import RouterFace
 from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
@@ -34,6 +35,7 @@ class RouterRuntime:
     sync: StorageSync
     health: HealthMonitor
     capabilities: CapabilityBook
+    prober: CapabilityProber | None  # None: probes are off
     limiter: Limiter
     cooldowns: MemoryCooldowns
     engine: Engine
@@ -52,6 +54,8 @@ class RouterRuntime:
         self._tasks.append(task)
         if health_checks:
             executor.spawn(self.health.run(self.current_nodes))
+            if self.prober is not None:
+                executor.spawn(self.prober.run(self.current_nodes))
 
     def current_nodes(self) -> list[NodeInfo]:
         routes = self.service.snapshot.routes
@@ -63,6 +67,8 @@ class RouterRuntime:
             return
         self._stopped = True
         self.health.stop()  # wherever it runs
+        if self.prober is not None:
+            self.prober.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -89,6 +95,14 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         max_block_lag=settings.max_block_lag,
     )
     capabilities = CapabilityBook(health)
+    prober = None
+    if settings.capability_probe_interval_s > 0:
+        prober = CapabilityProber(
+            capabilities,
+            health,
+            interval_s=settings.capability_probe_interval_s,
+            timeout_s=settings.health_check_timeout_s,
+        )
     limiter = create_limiter(settings.redis_url)
     meter = UsageMeter()
     credits = CreditView()
@@ -123,9 +137,24 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         version=snapshot.version,
         sync_interval_s=settings.sync_interval_s,
         flush_interval_s=settings.usage_flush_interval_s,
-        health_reports=health.take_reports,
+        health_reports=lambda: with_capabilities(health.take_reports(), service, capabilities),
     )
-    return RouterRuntime(service, sync, health, capabilities, limiter, cooldowns, engine)
+    return RouterRuntime(service, sync, health, capabilities, prober, limiter, cooldowns, engine)
+
+
+def with_capabilities(
+    reports: list[HealthReport], service: RpcService, book: CapabilityBook
+) -> list[HealthReport]:
+    """Health reports with what this router knows each node can answer (the provider's node
+    status shows it)."""
+    routes = service.snapshot.routes
+    nodes = {node.node_id: node for found in routes.nodes_by_chain.values() for node in found}
+    return [
+        replace(report, capabilities=book.of(nodes[report.node_id]).as_json())
+        if report.node_id in nodes
+        else report
+        for report in reports
+    ]
 
 
 def _report_end(task: asyncio.Task[None]) -> None:

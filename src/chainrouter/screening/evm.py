@@ -4,7 +4,10 @@ Three checks, in order, each a JSON-RPC call; the first failure ends the screeni
 1. `eth_chainId` answers a quantity, equal to the expected chain when one is given;
 2. `eth_blockNumber` answers a quantity, within `max_lag` blocks of the chain head when one is
    known (a node far behind would only be taken out of routing again);
-3. `eth_getBlockByNumber("latest", false)` returns a block with a number and a hash.
+3. `eth_getBlockByNumber("latest", false)` returns a block with a number and a hash;
+4. its capabilities are probed (screening/probes.py): tracing, the debug namespace, state depth
+   and block history. What the provider declared must hold: a node declared archive must have
+   old state, one declared to trace must trace; a capability found but not declared is kept.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from typing import Any
 import orjson
 from yarl import URL
 
+from chainrouter.domain.capabilities import Capabilities
 from chainrouter.screening.guard import GuardedSession, OutboundError, OutboundGuard
+from chainrouter.screening.probes import Ask, NodeErrorAnswer, ProbeUnanswered, probe_capabilities
 
 _MAX_QUANTITY = 2**63 - 1
 _ids = itertools.count(1)
@@ -38,6 +43,7 @@ class Screening:
     checks: list[Check] = field(default_factory=list)
     chain_id: int | None = None
     block_number: int | None = None
+    capabilities: Capabilities | None = None  # what the probes found
 
     @property
     def passed(self) -> bool:
@@ -74,7 +80,11 @@ def _quantity(value: Any, what: str) -> int:
     return number
 
 
-async def _call(session: GuardedSession, url: URL, method: str, params: list[Any]) -> Any:
+async def _call(
+    session: GuardedSession, url: URL, method: str, params: list[Any], *, keep_errors: bool = False
+) -> Any:
+    """The call's result; a JSON-RPC error fails the check, or with `keep_errors` is raised as
+    the node's answer (`NodeErrorAnswer`)."""
     call_id = next(_ids)
     body = orjson.dumps({"jsonrpc": "2.0", "id": call_id, "method": method, "params": params})
     try:
@@ -89,6 +99,8 @@ async def _call(session: GuardedSession, url: URL, method: str, params: list[Any
         raise _CheckFailedError("the answer is not the JSON-RPC response to the call")
     if "error" in answer:
         error = answer["error"]
+        if keep_errors:
+            raise NodeErrorAnswer(error)
         message = error.get("message") if isinstance(error, dict) else error
         raise _CheckFailedError(f"the node answered an error: {str(message)[:200]}")
     if "result" not in answer:
@@ -104,6 +116,7 @@ async def screen_http_node(
     expected_chain_id: int | None = None,
     chain_head: int | None = None,
     max_lag: int = 100,
+    declared: Capabilities | None = None,
 ) -> Screening:
     screening = Screening(url)
     try:
@@ -125,7 +138,59 @@ async def screen_http_node(
                 screening.checks.append(Check(name, False, str(exc)))
                 return screening
             screening.checks.append(Check(name, True, detail))
+        assert screening.block_number is not None
+        found = await probe_capabilities(_ask(session, parsed), screening.block_number)
+        screening.capabilities = found
+        problem = contradiction(declared or Capabilities(), found)
+        screening.checks.append(Check("capabilities", problem is None, problem or describe(found)))
     return screening
+
+
+def _ask(session: GuardedSession, url: URL) -> Ask:
+    async def ask(method: str, params: list[Any]) -> Any:
+        try:
+            return await _call(session, url, method, params, keep_errors=True)
+        except _CheckFailedError as exc:
+            raise ProbeUnanswered(str(exc)) from None
+
+    return ask
+
+
+def contradiction(declared: Capabilities, found: Capabilities) -> str | None:
+    """What the provider declared that the probes found untrue, if anything."""
+    if declared.trace and found.trace is False:
+        return "declared to serve trace_*, but trace_transaction is not available"
+    if declared.debug and found.debug is False:
+        return "declared to serve debug_*, but debug_traceTransaction is not available"
+    declared_depth, found_depth = declared.state_depth, found.state_depth
+    # The head moves while the probe searches: a depth a block or two short still holds.
+    if declared_depth and found_depth is not None and declared_depth > found_depth + 2:
+        kept = "all state" if declared.archive else f"{declared_depth} blocks of state"
+        return f"declared to keep {kept}, but keeps {found_depth} blocks of state"
+    if declared.blocks_from is not None and found.blocks_from is not None:  # noqa: SIM102
+        if declared.blocks_from < found.blocks_from:
+            return (
+                f"declared to serve blocks from block {declared.blocks_from}, but the oldest "
+                f"it serves is block {found.blocks_from}"
+            )
+    return None
+
+
+def describe(found: Capabilities) -> str:
+    state = "unknown"
+    if found.archive:
+        state = "archive"
+    elif found.state_depth is not None:
+        state = f"{found.state_depth} blocks"
+    blocks = "unknown" if found.blocks_from is None else f"block {found.blocks_from}"
+    return (
+        f"state: {state}; blocks from: {blocks}; trace: {_yes_no(found.trace)}; "
+        f"debug: {_yes_no(found.debug)}"
+    )
+
+
+def _yes_no(value: bool | None) -> str:
+    return "unknown" if value is None else "yes" if value else "no"
 
 
 async def _check_chain_id(

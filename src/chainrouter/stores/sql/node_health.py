@@ -29,6 +29,7 @@ def write_node_health(engine: Engine, reports: Sequence[HealthReport]) -> None:
                 "latency_ms": None if r.latency_ms is None else Decimal(f"{r.latency_ms:.3f}"),
                 "consecutive_failures": r.consecutive_failures,
                 "checked_at": r.checked_at,
+                "capabilities": r.capabilities,
             }
             for r in reports
             if r.node_id in live
@@ -50,6 +51,7 @@ def write_node_health(engine: Engine, reports: Sequence[HealthReport]) -> None:
                     "latency_ms",
                     "consecutive_failures",
                     "checked_at",
+                    "capabilities",
                 )
             },
         )

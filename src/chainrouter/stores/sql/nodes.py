@@ -6,6 +6,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, Table, func, select
 
+from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeSource, NodeStatus
 from chainrouter.domain.records import Node, NodeHealthRecord
 from chainrouter.stores.sql import schema as t
@@ -28,10 +29,14 @@ def insert_node(
     rate_limit: int = 0,
     rate_limit_interval_sec: int = 1,
     node_target_type: str = "full",
+    capabilities: Capabilities | None = None,
+    verified_capabilities: Capabilities | None = None,
 ) -> int:
     now = utcnow()
     key = connection.execute(
         t.nodes.insert().values(
+            capabilities=capabilities_column(capabilities),
+            verified_capabilities=capabilities_column(verified_capabilities),
             plan_id=plan_id,
             chain_id=chain_id,
             url=url,
@@ -88,7 +93,18 @@ def _node(row: Row[Any], ws: bool) -> Node:
         source="provider" if ws else values["source"],
         created_at=values["created_at"],
         updated_at=values["updated_at"],
+        capabilities=UNKNOWN if ws else Capabilities.from_json(values["capabilities"]),
+        verified_capabilities=None
+        if ws or values["verified_capabilities"] is None
+        else Capabilities.from_json(values["verified_capabilities"]),
     )
+
+
+def capabilities_column(capabilities: Capabilities | None) -> dict[str, Any] | None:
+    """How capabilities are stored: their JSON spelling, or null when nothing is known."""
+    if capabilities is None or capabilities == UNKNOWN:
+        return None
+    return capabilities.as_json()
 
 
 def _with_provider(table: Table) -> Any:
@@ -120,6 +136,7 @@ def node_health(connection: Connection, node_id: int) -> NodeHealthRecord | None
         latency_ms=row.latency_ms,
         consecutive_failures=row.consecutive_failures,
         checked_at=row.checked_at,
+        capabilities=None if row.capabilities is None else Capabilities.from_json(row.capabilities),
     )
 
 

@@ -192,6 +192,8 @@ nodes = Table(
     Column("rate_limit_interval_sec", Integer, nullable=False, server_default="1"),
     Column("source", String(40), nullable=False, server_default="provider"),
     Column("status", String(40), nullable=False, server_default="healthy"),
+    Column("capabilities", JSON),  # as declared (Capabilities.as_json); null: none declared
+    Column("verified_capabilities", JSON),  # as screening's probes found them
     *_timestamps(),
     CheckConstraint("rate_limit >= 0", name="rate_limit_not_negative"),
     CheckConstraint("rate_limit_interval_sec > 0", name="interval_positive"),
@@ -377,6 +379,7 @@ node_health = Table(
     Column("latency_ms", Numeric(12, 3)),
     Column("consecutive_failures", Integer, nullable=False),
     Column("checked_at", UtcDateTime(), nullable=False),
+    Column("capabilities", JSON),  # what the reporting router knows the node can answer
 )
 
 chain_requests = Table(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Connection, select
 
 from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeStatus, RoutingStrategy
 from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
@@ -46,6 +49,7 @@ def load_route_table(connection: Connection) -> RouteTable:
             status=NodeStatus(row.status),
             rate_limit=row.rate_limit,
             rate_limit_interval_s=row.rate_limit_interval_sec,
+            capabilities=_capabilities(row.capabilities, row.verified_capabilities),
         )
         for row in connection.execute(
             select(t.nodes).where(t.nodes.c.status == NodeStatus.HEALTHY.value)
@@ -75,3 +79,10 @@ def load_route_table(connection: Connection) -> RouteTable:
         for row in connection.execute(select(t.plan_methods))
     ]
     return RouteTable.build(nodes, plans, prices)
+
+
+def _capabilities(declared: dict[str, Any] | None, verified: dict[str, Any] | None) -> Capabilities:
+    """What the router starts from: the declaration, with screening's findings over it."""
+    if declared is None and verified is None:
+        return UNKNOWN
+    return Capabilities.from_json(declared).overridden_by(Capabilities.from_json(verified))
