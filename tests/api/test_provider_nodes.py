@@ -377,3 +377,63 @@ def test_a_websocket_node_that_redirects_is_refused_and_its_target_never_dialled
         assert target.requests == 0
     assert response.status_code == 400
     assert "redirects are not followed" in response.json()["error"]["message"]
+
+
+def test_declared_capabilities_are_verified_stored_and_shown(
+    api: ApiHarness, anvil: AnvilNodes, upstream: Any
+) -> None:
+    _catalog(api, 31337)
+    mine = api.provider("mine")
+    declared = {"state_history": "archive", "trace": True, "logs_max_block_range": 2000}
+    response = _put(api, mine, anvil.urls["a1"], capabilities=declared)
+    assert response.status_code == 200, response.text
+    node = response.json()["node"]
+    assert node["capabilities"] == {
+        "state_history": "archive",
+        "blocks_from": None,
+        "trace": True,
+        "debug": None,
+        "logs_max_block_range": 2000,
+        "max_batch_size": None,
+    }
+    assert node["verified_capabilities"]["debug"] is True
+    shown = _status(api, mine, node["id"]).json()["capabilities"]
+    assert shown["logs_max_block_range"] == 2000  # declared; probes cannot find it
+    assert shown["trace"] is True
+
+
+def test_a_declaration_screening_finds_untrue_is_refused(
+    api: ApiHarness, anvil: AnvilNodes, upstream: Any
+) -> None:
+    _catalog(api, 31337)
+    mine = api.provider("mine")
+    port = anvil.urls["a1"].rsplit(":", 1)[1]
+    response = _put(
+        api, mine, upstream.url(f"/relay/{port}/no-trace/declared"), capabilities={"trace": True}
+    )
+    assert response.status_code == 400
+    assert (
+        "declared to serve trace_*, but trace_transaction is not available"
+        in (response.json()["error"]["message"])
+    )
+
+
+@pytest.mark.parametrize(
+    "capabilities",
+    [
+        {"state_history": "full"},
+        {"state_history": -1},
+        {"blocks_from": "0x10"},
+        {"trace": "yes"},
+        {"logs_max_block_range": 0},
+        {"max_batch_size": 1.5},
+        {"archive": True},
+    ],
+)
+def test_a_malformed_declaration_is_422(
+    api: ApiHarness, anvil: AnvilNodes, capabilities: dict[str, Any]
+) -> None:
+    _catalog(api, 31337)
+    mine = api.provider("mine")
+    response = _put(api, mine, anvil.urls["a1"], capabilities=capabilities)
+    assert response.status_code == 422, capabilities
