@@ -196,7 +196,18 @@ class Settings(BaseSettings):
     max_logs_block_range: int = Field(
         default=10_000,
         ge=1,
-        description="Widest eth_getLogs block range served; wider queries get -32005.",
+        description="Widest eth_getLogs block range served; wider queries get -32005. A "
+        "range wider than every node's own limit but within this one is split across nodes.",
+    )
+    logs_split_max_parts: int = Field(
+        default=16,
+        ge=1,
+        le=1000,
+        description="Most ranges one eth_getLogs query is split into; a query that would need "
+        "more gets -32005 with the widest range a node serves.",
+    )
+    logs_split_concurrency: int = Field(
+        default=4, ge=1, le=64, description="Ranges of one split query asked at once."
     )
     free_tier_enabled: bool = Field(
         default=True, description="Serve the anonymous free tier at /rpc/evm/{chainId}."

@@ -230,7 +230,8 @@ def test_a_log_range_no_node_serves_is_minus_32005_with_the_widest_any_serves() 
             "http://n2": Capabilities(logs_max_range=500),
         },
     )
-    reply = world.call(rpc("eth_getLogs", [{"fromBlock": "0x0", "toBlock": "0x3e8"}]))
+    # 8,193 blocks: 17 ranges of the widest node's 500, one more than a split may take
+    reply = world.call(rpc("eth_getLogs", [{"fromBlock": "0x0", "toBlock": "0x2000"}]))
     error = _error(reply.body)
     assert (reply.status, error["code"], error["data"]) == (200, -32005, 500)
     assert error["message"].endswith("try a block range of at most 500 blocks")
@@ -296,3 +297,70 @@ def test_in_a_batch_each_item_is_routed_on_its_own() -> None:
     results = {item["id"]: item["result"] for item in json.loads(reply.body)}
     assert results == {1: "0x1", 2: "0x2"}
     assert world.metered() == {Scenario.FIRST_CHOICE: (2, 400)}
+
+
+def _logs(start: int, end: int, request_id: int = 1) -> dict[str, Any]:
+    return rpc("eth_getLogs", [{"fromBlock": hex(start), "toBlock": hex(end)}], request_id)
+
+
+def _log(block: int, index: int = 0) -> dict[str, Any]:
+    return {"blockNumber": hex(block), "blockHash": f"0x{block:064x}", "logIndex": hex(index)}
+
+
+def _logs_of_range(command: Any) -> bytes:
+    """A node that answers each range with one log per block in it."""
+    request = json.loads(command.body)
+    query = request["params"][0]
+    blocks = range(int(query["fromBlock"], 16), int(query["toBlock"], 16) + 1)
+    answer = {"jsonrpc": "2.0", "id": request["id"], "result": [_log(b) for b in blocks]}
+    return json.dumps(answer).encode()
+
+
+def test_a_range_wider_than_every_nodes_limit_is_split_merged_and_billed_per_range() -> None:
+    n1, n2 = "http://n1", "http://n2"
+    world = scripted_world(
+        [(n1, 100, _logs_of_range), (n2, 300, _logs_of_range)],
+        methods=STATE_METHODS,
+        capabilities={n1: Capabilities(logs_max_range=10), n2: Capabilities(logs_max_range=25)},
+    )
+    reply = world.call(_logs(1, 60, request_id=9))
+    answer = json.loads(reply.body)
+    assert (reply.status, answer["id"]) == (200, 9)
+    assert [log["blockNumber"] for log in answer["result"]] == [hex(b) for b in range(1, 61)]
+    assert reply.headers == (("x-logs-split-ranges", "3"),)
+    asked = [json.loads(c.body)["params"][0] for c in world.executor.forwarded]
+    assert [(q["fromBlock"], q["toBlock"]) for q in asked] == [
+        ("0x1", "0x19"),
+        ("0x1a", "0x32"),
+        ("0x33", "0x3c"),
+    ]
+    assert world.urls_called() == [n2, n2, n1]  # the last, 10-block range fits the cheaper node
+    assert world.metered() == {Scenario.SPLIT: (1, 300 + 300 + 100)}
+
+
+def test_a_split_range_that_fails_in_part_fails_whole_and_unbilled() -> None:
+    n1 = "http://n1"
+    world = scripted_world(
+        [(n1, 100, [_logs_of_range, erroring(-32000, "header not found"), _logs_of_range])],
+        methods=STATE_METHODS,
+        capabilities={n1: Capabilities(logs_max_range=10)},
+    )
+    reply = world.call(_logs(1, 30))
+    assert "error" in json.loads(reply.body)
+    assert "x-logs-split-ranges" not in dict(reply.headers)
+    [(scenario, (calls, credits))] = world.metered().items()
+    assert (calls, credits) == (1, 0)
+    assert scenario != Scenario.SPLIT
+
+
+def test_a_range_needing_too_many_parts_is_minus_32005() -> None:
+    n1 = "http://n1"
+    world = scripted_world(
+        [(n1, 100, _logs_of_range)],
+        methods=STATE_METHODS,
+        capabilities={n1: Capabilities(logs_max_range=10)},
+    )
+    reply = world.call(_logs(1, 10 * 16 + 1))  # 17 ranges; the default bound is 16
+    error = _error(reply.body)
+    assert (error["code"], error["data"]) == (-32005, 10)
+    assert world.urls_called() == []

@@ -216,6 +216,36 @@ async def test_a_log_range_wider_than_every_nodes_limit_is_minus_32005_with_the_
     assert answer["error"]["message"].endswith("try a block range of at most 10 blocks")
 
 
+EMIT_ONE_LOG = "0x60006000a000"  # init code: LOG0 of nothing, then stop
+
+
+async def test_a_range_wider_than_every_nodes_limit_is_split_and_merged_as_the_node_has_it(
+    make_world: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    started = start_anvil_nodes((("logs", CHAIN_A),))
+    logs_node = next(started)
+    try:
+        url = logs_node.urls["logs"]
+        for _ in range(12):  # blocks 1 to 12, one log each
+            tx = {"from": ADDRESS, "data": EMIT_ONE_LOG}
+            httpx.post(url, json=rpc("eth_sendTransaction", [tx]), timeout=10).raise_for_status()
+        query = [{"fromBlock": "0x1", "toBlock": "0xc"}]
+        direct = httpx.post(url, json=rpc("eth_getLogs", query), timeout=10).json()["result"]
+        assert len(direct) == 12
+        path = f"/relay/{_port(url)}/logs-range/5/split"
+        world = await _world(make_world, {upstream.url(path): ("1", None)})
+        before = world.stored_balance()
+        first = await _call(world, "eth_getLogs", query)  # the node's limit learned
+        assert first[1]["error"]["data"] == 5
+        reply = await world.call(rpc("eth_getLogs", query))
+        assert json.loads(reply.body)["result"] == direct
+        assert dict(reply.headers) == {"x-logs-split-ranges": "3"}
+        assert await _spent(world, before) == Decimal(3)  # per range served
+        assert world.stored_usage_by_scenario()[Scenario.SPLIT] == (1, 3 * NANO)
+    finally:
+        started.close()
+
+
 async def test_the_prober_finds_what_each_node_can_answer(
     make_world: WorldFactory, nodes: AnvilNodes, upstream: FaultyUpstream
 ) -> None:

@@ -262,7 +262,7 @@ def test_browsers_get_cors_and_the_key_decides_the_origin(served: Served) -> Non
         restricted, json=rpc("eth_chainId"), headers={"origin": "https://app.example.com"}
     )
     assert allowed.status_code == 200
-    assert allowed.headers["access-control-expose-headers"] == "x-batch-id"
+    assert allowed.headers["access-control-expose-headers"] == "x-batch-id, x-logs-split-ranges"
     refused = httpx.post(
         restricted, json=rpc("eth_chainId"), headers={"origin": "https://evil.example"}
     )

@@ -69,3 +69,4 @@ class Scenario(StrEnum):
     REFUSED = "refused"  # a router rule refused the call, e.g. the eth_getLogs range; -32005
     REJECTED = "rejected"  # a node answered that the request is invalid (-32600 ...); unbilled
     INCAPABLE = "incapable"  # no node can serve what the call needs (-32007/11/12/13, -32005)
+    SPLIT = "split"  # an eth_getLogs range served in parts by nodes with narrower limits

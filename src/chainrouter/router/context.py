@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import RoutingStrategy, Scenario
-from chainrouter.domain.requirements import NOTHING, Needs
+from chainrouter.domain.requirements import NOTHING, Needs, logs_span
 from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
@@ -38,6 +38,7 @@ class RequestContext:
     calls: list[RpcCall | InvalidCall] = field(default_factory=list)
     is_batch: bool = False
     refusal: RpcError | None = None  # set by the stage that refuses the request as a whole
+    split_ranges: int = 0  # eth_getLogs ranges asked of nodes for calls split in parts
 
 
 @dataclass(slots=True)
@@ -51,17 +52,29 @@ class CallContext:
     routes: tuple[Route, ...] = ()  # every route that prices the method on the chain
     ordered: Sequence[Route] = ()  # the ones to try, in order
     held_nano: int = 0  # credits held while the call is in flight
+    split_size: int = 0  # eth_getLogs split in ranges of this many blocks; 0: not split
     # The outcome, set by the stage that ends the call:
     status: int = 200
     answer: bytes = b""
     scenario: Scenario | None = None  # None while the call goes on
     served_by: Route | None = None  # the route whose node answered, and is paid
+    charged_nano: int | None = None  # what it costs when not one route's price (split calls)
 
     @property
     def cost_nano(self) -> int:
         """What the call costs its customer: the price of the route that served it, if any."""
+        if self.charged_nano is not None:
+            return self.charged_nano
         served_by = self.served_by
         return 0 if served_by is None else served_by.price.cost_nano
+
+    @property
+    def parts(self) -> int:
+        """Ranges a split call is asked in (1: not split)."""
+        span = logs_span(self.needs)
+        if not self.split_size or span is None:
+            return 1
+        return -(-span // self.split_size)
 
     def end(self, scenario: Scenario, status: int, answer: bytes) -> None:
         """End the call with this outcome; no later call stage runs."""

@@ -15,7 +15,7 @@ import orjson
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
 from chainrouter.net.client_ip import IpNetwork, client_address
 from chainrouter.router.contract import HttpAnswer, HttpRequest
-from chainrouter.router.pipeline import Reply
+from chainrouter.router.pipeline import SPLIT_HEADER, Reply
 from chainrouter.router.service import RpcService
 from chainrouter.router.sync import StorageSync
 
@@ -108,7 +108,7 @@ class RouterFace:
 
 
 def _answer(reply: Reply, origin: str | None) -> HttpAnswer:
-    headers = [("content-type", _JSON), ("x-batch-id", reply.batch_id)]
+    headers = [("content-type", _JSON), ("x-batch-id", reply.batch_id), *reply.headers]
     if reply.status == 405:
         headers.append(("allow", "POST, OPTIONS"))
     if origin:
@@ -122,6 +122,6 @@ def _cors(origin: str | None) -> Headers:
         return []
     return [
         ("access-control-allow-origin", origin),
-        ("access-control-expose-headers", "x-batch-id"),
+        ("access-control-expose-headers", f"x-batch-id, {SPLIT_HEADER}"),
         ("vary", "origin"),
     ]

@@ -19,11 +19,15 @@ from chainrouter.router.stages import CallStage, RequestStage
 _OK = 200
 
 
+SPLIT_HEADER = "x-logs-split-ranges"  # how many ranges split eth_getLogs calls were asked in
+
+
 @dataclass(slots=True)
 class Reply:
     status: int
     body: bytes
     batch_id: str
+    headers: tuple[tuple[str, str], ...] = ()  # beyond the ones every answer carries
 
 
 def combined_status(statuses: Sequence[int]) -> int:
@@ -59,7 +63,7 @@ class Pipeline:
                 return Reply(refusal.http_status, error_response(refusal), request.batch_id)
         if not request.is_batch:
             status, answer = await self._call(request, request.calls[0], request.body)
-            return Reply(status, answer, request.batch_id)
+            return Reply(status, answer, request.batch_id, _headers(request))
         results: list[tuple[int, bytes]] = await Gather(
             [self._call(request, call, None) for call in request.calls]
         )
@@ -67,6 +71,7 @@ class Pipeline:
             combined_status([status for status, _ in results]),
             batch_response([answer for _, answer in results]),
             request.batch_id,
+            _headers(request),
         )
 
     async def _call(
@@ -90,3 +95,9 @@ class Pipeline:
             for closing in self.closing_stages:
                 closing.run(context)
         return context.status, context.answer
+
+
+def _headers(request: RequestContext) -> tuple[tuple[str, str], ...]:
+    if request.split_ranges:
+        return ((SPLIT_HEADER, str(request.split_ranges)),)
+    return ()

@@ -114,6 +114,8 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
             attempt_timeout_s=settings.upstream_timeout_s,
             deadline_s=settings.request_deadline_s,
             max_logs_block_range=settings.max_logs_block_range,
+            logs_split_max_parts=settings.logs_split_max_parts,
+            logs_split_concurrency=settings.logs_split_concurrency,
         ),
         free_tier=FreeTierLimits(
             enabled=settings.free_tier_enabled,

@@ -56,6 +56,8 @@ class RouterLimits:
     attempt_timeout_s: float
     deadline_s: float
     max_logs_block_range: int
+    logs_split_max_parts: int = 16
+    logs_split_concurrency: int = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,13 +107,15 @@ def calls(deps: StageDeps) -> list[CallStage]:
         CallNeeds(deps.health),
         LogsRange(limits.max_logs_block_range),
         PlanRoutes(deps.health),
-        CapableRoutes(deps.capabilities),
+        CapableRoutes(deps.capabilities, limits.logs_split_max_parts),
         CreditHold(deps.credits),
         Attempt(
             deps.cooldowns,
             deps.health,
             deps.capabilities,
-            AttemptLimits(limits.attempt_timeout_s, limits.deadline_s),
+            AttemptLimits(
+                limits.attempt_timeout_s, limits.deadline_s, limits.logs_split_concurrency
+            ),
             deps.clock,
         ),
     ]

@@ -15,7 +15,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import orjson
+
 from chainrouter.domain.enums import Scenario
+from chainrouter.domain.requirements import Needs
 from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.upstream_errors import Fault, NodeFault, classify
@@ -26,7 +29,7 @@ from chainrouter.ratelimit.gcra import Bucket
 from chainrouter.router.answers import Verdict, judge_answer
 from chainrouter.router.capabilities import CapabilityBook, ahead_error
 from chainrouter.router.context import CallContext
-from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward
+from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward, Gather
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 
@@ -35,6 +38,7 @@ from chainrouter.router.health import HealthMonitor
 class AttemptLimits:
     attempt_timeout_s: float  # one node, one call
     deadline_s: float  # one call, across all its attempts
+    split_concurrency: int = 4  # ranges of a split eth_getLogs asked at once
 
 
 class _Tally:
@@ -79,6 +83,9 @@ class Attempt:
         self._buckets: dict[int, list[Bucket]] = {}
 
     async def run(self, call: CallContext) -> None:
+        if call.split_size:
+            await self._split(call)
+            return
         cooldowns, clock = self._cooldowns, self._clock
         snapshot = call.request.snapshot
         if snapshot is not self._snapshot:  # routes live as long as their snapshot
@@ -147,6 +154,45 @@ class Attempt:
         scenario = Scenario.RATE_LIMITED if failure.http_status == 429 else Scenario.ALL_FAILED
         call.end(scenario, failure.http_status, error_response(failure, call.call.id_json))
 
+    async def _split(self, call: CallContext) -> None:
+        """An `eth_getLogs` range wider than any node serves, asked in consecutive ranges (each
+        routed and failed over on its own, `split_concurrency` at once) and answered as one: the
+        logs in block order, none twice. Billed per range served; if any range cannot be
+        served, the call fails with that range's error and nothing is billed."""
+        parts = [self._part(call, start, end) for start, end in _ranges(call)]
+        step = self._limits.split_concurrency
+        for first in range(0, len(parts), step):
+            await Gather([self.run(part) for part in parts[first : first + step]])
+        merged = _merged_logs(parts)
+        if merged is None:
+            failed = next(p for p in parts if p.served_by is None or not _is_result(p.answer))
+            scenario = failed.scenario or Scenario.ALL_FAILED
+            if failed.served_by is not None:  # a node's error answer: not billed in a split
+                scenario = Scenario.ALL_FAILED
+            call.end(scenario, failed.status, failed.answer)
+            return
+        call.served_by = parts[0].served_by
+        call.charged_nano = sum(part.cost_nano for part in parts)
+        call.request.split_ranges += len(parts)
+        answer = b'{"jsonrpc":"2.0","id":' + call.call.id_json + b',"result":' + merged + b"}"
+        call.end(Scenario.SPLIT, 200, answer)
+
+    def _part(self, call: CallContext, start: int, end: int) -> CallContext:
+        rpc = call.call
+        query = {**rpc.params[0], "fromBlock": hex(start), "toBlock": hex(end)}  # type: ignore[index]
+        body = (
+            b'{"jsonrpc":"2.0","id":'
+            + rpc.id_json
+            + b',"method":"eth_getLogs","params":'
+            + orjson.dumps([query])
+            + b"}"
+        )
+        part = CallContext(call.request, rpc, body, Needs(history_from=start, history_to=end))
+        part.routes = call.routes
+        shortfalls = self._capabilities.shortfalls
+        part.ordered = [r for r in call.ordered if not shortfalls(r.node, part.needs, rpc.method)]
+        return part
+
     def _faulted(self, route: Route, fault: NodeFault, call: CallContext, tally: _Tally) -> None:
         """A node said it cannot serve the call: the next one is tried. Its own rate limit cools
         it down; an internal error does if another node answers (as a rejection does); what it
@@ -197,6 +243,48 @@ class Attempt:
         for node_id, _ in tally.rejections:
             self._cooldowns.failed(node_id)
         tally.rejections.clear()
+
+
+def _ranges(call: CallContext) -> list[tuple[int, int]]:
+    start, end, size = call.needs.history_from, call.needs.history_to, call.split_size
+    assert start is not None
+    assert end is not None
+    return [(first, min(first + size - 1, end)) for first in range(start, end + 1, size)]
+
+
+def _is_result(answer: bytes) -> bool:
+    try:
+        parsed = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(parsed, dict) and isinstance(parsed.get("result"), list)
+
+
+def _merged_logs(parts: list[CallContext]) -> bytes | None:
+    """The logs of every part, in order, each once (by block hash and log index); None unless
+    every part was served with a list of logs."""
+    merged: list[object] = []
+    seen: set[tuple[object, object]] = set()
+    for part in parts:
+        if part.served_by is None:
+            return None
+        try:
+            answer = orjson.loads(part.answer)
+        except orjson.JSONDecodeError:
+            return None
+        logs = answer.get("result") if isinstance(answer, dict) else None
+        if not isinstance(logs, list):
+            return None
+        for log in logs:
+            identity = (
+                (log.get("blockHash"), log.get("logIndex")) if isinstance(log, dict) else None
+            )
+            if identity is not None and identity in seen:
+                continue
+            if identity is not None:
+                seen.add(identity)
+            merged.append(log)
+    return orjson.dumps(merged)
 
 
 def _failure_for(tally: _Tally, rejected_alike: str | None) -> RpcError:

@@ -11,8 +11,9 @@ from chainrouter.router.metering import CreditView
 
 
 class CreditHold:
-    """The first route's price is held against the customer's balance while the call is in
-    flight, so that concurrent calls cannot spend the same credits. Unless the key bypasses the
+    """The first route's price (times the ranges of a split eth_getLogs) is held against the
+    customer's balance while the call is in flight, so that concurrent calls cannot spend the
+    same credits. Unless the key bypasses the
     check, a balance that cannot cover it ends the call: HTTP 402, -32601. The free tier pays
     nothing and holds nothing."""
 
@@ -23,7 +24,7 @@ class CreditHold:
         access = call.request.access
         if access is None:
             return
-        price = call.ordered[0].price.cost_nano
+        price = call.ordered[0].price.cost_nano * call.parts
         if self._credits.hold(access.customer_id, price, check=not access.bypass_credit_check):
             call.held_nano = price
             return
