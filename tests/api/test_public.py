@@ -161,7 +161,8 @@ def test_prices_show_each_strategys_first_choice(api: ApiHarness, upstream: Faul
         ("10", "eth_call", "performance"): Decimal("0.0000001"),
     }
     entry = api.client.get("/prices").json()[0]
-    assert set(entry) == {"vm", "chain_id", "method", "strategy", "cost"}
+    assert set(entry) == {"vm", "chain_id", "method", "strategy", "cost", "requires"}
+    assert entry["requires"] is None
     assert entry["vm"] == "evm"
     # An out-of-sync node is not a first choice.
     later = now + timedelta(seconds=1)
@@ -174,6 +175,50 @@ def test_prices_show_each_strategys_first_choice(api: ApiHarness, upstream: Faul
     assert api.client.get("/prices/ws").json() == [
         {"chain_id": "10", "subscription_type": "newHeads", "cost": 0.00000001}
     ]
+
+
+def test_prices_show_what_old_state_and_traces_cost_where_it_differs(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    def plan(slug: str, cost: str, capabilities: dict[str, Any]) -> dict[str, Any]:
+        methods = ["eth_getBalance", "trace_block", "eth_chainId"]
+        return {
+            "slug": slug,
+            "name": slug,
+            "plans": [
+                {
+                    "name": slug,
+                    "methods": [{"method": m, "cost": cost} for m in methods],
+                    "nodes": [
+                        {
+                            "url": upstream.url(f"/ok/{slug}"),
+                            "chain_id": 31337,
+                            "capabilities": capabilities,
+                        }
+                    ],
+                }
+            ],
+        }
+
+    config = {
+        "chains": [_chain(31337)],
+        "providers": [
+            plan("full", "0.1", {"state_history": 128, "trace": False}),
+            plan("archive", "0.5", {"state_history": "archive", "trace": True}),
+        ],
+    }
+    apply_config(api.engine, validate_document(config))
+    rows = {
+        (p["method"], p["requires"]): Decimal(str(p["cost"]))
+        for p in api.client.get("/prices").json()
+        if p["strategy"] == "economy"
+    }
+    assert rows == {
+        ("eth_getBalance", None): Decimal("0.1"),
+        ("eth_getBalance", "archive"): Decimal("0.5"),  # old state: only the archive node
+        ("trace_block", None): Decimal("0.5"),  # the full node does not trace
+        ("eth_chainId", None): Decimal("0.1"),  # reads no state: one price
+    }
 
 
 @pytest.mark.anyio

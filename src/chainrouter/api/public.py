@@ -92,6 +92,11 @@ class RoutePriceOut(OutModel):
     method: str
     strategy: RoutingStrategy
     cost: CreditsOut = Field(description="Credits per call on the strategy's first-choice route.")
+    requires: str | None = Field(
+        default=None,
+        description='null: the price of any call of the method. "archive": the price of a '
+        "call that reads state only archive nodes keep, where it differs.",
+    )
 
 
 class NotificationPriceOut(OutModel):
@@ -149,6 +154,7 @@ async def list_prices(ctx: Context, ip: ClientIp) -> Response:
                 method=p.method,
                 strategy=p.strategy,
                 cost=credits_out(p.cost_nano),
+                requires=p.requires,
             )
             for p in lists.route_prices
         ]

@@ -4,6 +4,11 @@ The RPC price list is computed with the router's own routing code over the same 
 price shown for (chain, method, strategy) is what the first-choice route of that strategy charges
 now. Performance ordering uses the node health routers report (`node_health`); a node not yet
 reported counts as in sync and unmeasured, as it does in a router that has not checked it.
+
+Capabilities count as in the router (docs/router.md, "Node capabilities"): a `trace_*` or
+`debug_*` method is priced on nodes not known to lack the namespace; and where a call that reads
+old state costs more than one at the head (only archive nodes keep it, at their price), a second
+row with `requires: "archive"` shows that price.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import Engine
 
+from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import RoutingStrategy
-from chainrouter.domain.routing import order_routes
+from chainrouter.domain.requirements import METHODS, Reads, needs_of
+from chainrouter.domain.routing import Route, order_routes
 from chainrouter.stores.sql import public_lists
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.snapshot import load_route_table
@@ -31,6 +38,7 @@ class RoutePrice:
     method: str
     strategy: RoutingStrategy
     cost_nano: int
+    requires: str | None = None  # a capability the price applies to ("archive"); None: any call
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +89,24 @@ class CatalogLists:
                 for node_id, known in health.items()
                 if known.latency_ms is not None
             }
+            reported = public_lists.reported_capabilities(connection)
             prices = []
             served_chains = set()
             for chain_id, method, routes in table.offered():
                 served_chains.add(chain_id)
+                capable, archive = _capable_routes(method, routes, reported)
                 for strategy in RoutingStrategy:
-                    ordered = order_routes(routes, strategy, out_of_sync, latency_ms)
-                    if ordered:
+                    ordered = order_routes(capable, strategy, out_of_sync, latency_ms)
+                    if not ordered:
+                        continue
+                    base = ordered[0].cost_nano
+                    prices.append(RoutePrice("evm", chain_id, method, strategy, base))
+                    old = order_routes(archive, strategy, out_of_sync, latency_ms)
+                    if old and old[0].cost_nano != base:
                         prices.append(
-                            RoutePrice("evm", chain_id, method, strategy, ordered[0].cost_nano)
+                            RoutePrice(
+                                "evm", chain_id, method, strategy, old[0].cost_nano, "archive"
+                            )
                         )
             return PublicLists(
                 http_chains=public_lists.chains_by_id(connection, served_chains),
@@ -102,3 +119,26 @@ class CatalogLists:
                     for chain_id, kind, cost in public_lists.ws_notification_prices(connection)
                 ],
             )
+
+
+def _capable_routes(
+    method: str, routes: tuple[Route, ...], reported: dict[int, Capabilities]
+) -> tuple[tuple[Route, ...], tuple[Route, ...]]:
+    """The routes that can serve `method` at the head, and those that can for old state too."""
+    namespace = needs_of(method, None, None).namespace
+
+    def capabilities(route: Route) -> Capabilities:
+        return reported.get(route.node.node_id, route.node.capabilities)
+
+    def traces(route: Route) -> bool:
+        caps = capabilities(route)
+        return not (
+            (namespace == "trace" and caps.trace is False)
+            or (namespace == "debug" and caps.debug is False)
+        )
+
+    capable = tuple(route for route in routes if traces(route))
+    spec = METHODS.get(method)
+    if spec is None or spec.reads not in (Reads.STATE, Reads.TRACE):
+        return capable, ()
+    return capable, tuple(route for route in capable if capabilities(route).archive)

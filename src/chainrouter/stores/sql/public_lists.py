@@ -6,6 +6,7 @@ from decimal import Decimal
 
 from sqlalchemy import Connection, func, select
 
+from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import NodeStatus
 from chainrouter.domain.routing import NodeHealth
@@ -73,6 +74,16 @@ def node_health(connection: Connection) -> dict[int, NodeHealth]:
             latency_ms=None if row.latency_ms is None else float(Decimal(row.latency_ms)),
         )
         for row in connection.execute(query)
+    }
+
+
+def reported_capabilities(connection: Connection) -> dict[int, Capabilities]:
+    """What routers last reported each node can answer; nodes never reported are absent."""
+    query = select(t.node_health.c.node_id, t.node_health.c.capabilities).where(
+        t.node_health.c.capabilities.is_not(None)
+    )
+    return {
+        row.node_id: Capabilities.from_json(row.capabilities) for row in connection.execute(query)
     }
 
 
