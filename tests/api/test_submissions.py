@@ -67,7 +67,6 @@ def test_a_chain_whose_url_serves_it_is_stored_pending(
         "eth_chainId",
         "eth_blockNumber",
         "eth_getBlockByNumber",
-        "capabilities",
     ]
 
 

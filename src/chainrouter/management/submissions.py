@@ -140,7 +140,11 @@ async def submit_chain_request(
         screenings = await asyncio.gather(
             *(
                 screen_http_node(
-                    guard, url, schemes=HTTPS_ONLY, expected_chain_id=values["chain_id"]
+                    guard,
+                    url,
+                    schemes=HTTPS_ONLY,
+                    expected_chain_id=values["chain_id"],
+                    probe=False,
                 )
                 for url in values["rpc_urls"]
             )
@@ -164,7 +168,7 @@ async def submit_node_request(
 ) -> int:
     """Screen the node (it reports its chain) and store the request."""
     async with gate.admit(engine, t.node_requests, submitter, "node requests"):
-        screening = await screen_http_node(guard, values["url"], schemes=HTTPS_ONLY)
+        screening = await screen_http_node(guard, values["url"], schemes=HTTPS_ONLY, probe=False)
         record = {**values, "chain_id": screening.chain_id, "screening": [screening.as_dict()]}
         if not screening.passed:
             await _store_rejected(engine, t.node_requests, submitter, record)
@@ -250,7 +254,7 @@ async def screen_and_approve_node_request(
     if request.status is not SubmissionStatus.PENDING:
         raise ConflictError(f"node request {request_id} is already {request.status.value}")
     screening = await screen_http_node(
-        guard, request.url, schemes=HTTPS_ONLY, expected_chain_id=request.chain_id
+        guard, request.url, schemes=HTTPS_ONLY, expected_chain_id=request.chain_id, probe=False
     )
     if not screening.passed:
         raise ScreeningFailedError(

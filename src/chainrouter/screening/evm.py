@@ -12,6 +12,7 @@ Three checks, in order, each a JSON-RPC call; the first failure ends the screeni
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,9 @@ from chainrouter.screening.guard import GuardedSession, OutboundError, OutboundG
 from chainrouter.screening.probes import Ask, NodeErrorAnswer, ProbeUnanswered, probe_capabilities
 
 _MAX_QUANTITY = 2**63 - 1
+# The capability probes' whole time at registration: a slow node must not hold the API call for
+# each of their (up to about 80) calls' time-outs. What is not found then, routers find later.
+PROBE_BUDGET_S = 15.0
 _ids = itertools.count(1)
 
 
@@ -117,7 +121,11 @@ async def screen_http_node(
     chain_head: int | None = None,
     max_lag: int = 100,
     declared: Capabilities | None = None,
+    probe: bool = True,
 ) -> Screening:
+    """Screen the node at `url`; with `probe`, find its capabilities too (step 4). Public
+    submissions skip step 4: an anonymous request must not buy 15 s of probing, and the node,
+    once approved, is probed by the routers."""
     screening = Screening(url)
     try:
         parsed = guard.check_url(url, schemes)
@@ -139,7 +147,15 @@ async def screen_http_node(
                 return screening
             screening.checks.append(Check(name, True, detail))
         assert screening.block_number is not None
-        found = await probe_capabilities(_ask(session, parsed), screening.block_number)
+        if not probe:
+            return screening
+        try:
+            async with asyncio.timeout(PROBE_BUDGET_S):
+                found = await probe_capabilities(_ask(session, parsed), screening.block_number)
+        except TimeoutError:
+            detail = f"not probed within {PROBE_BUDGET_S:g} s; routers' probes will find them"
+            screening.checks.append(Check("capabilities", True, detail))
+            return screening
         screening.capabilities = found
         problem = contradiction(declared or Capabilities(), found)
         screening.checks.append(Check("capabilities", problem is None, problem or describe(found)))
