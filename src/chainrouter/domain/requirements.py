@@ -107,6 +107,14 @@ class BadParamsError(ValueError):
     """A parameter the router must read is malformed: -32602."""
 
 
+def needs_anything(method: str) -> bool:
+    """Whether calls of `method` can need anything the router checks (else: `NOTHING`)."""
+    return method in METHODS or method.startswith(_NAMESPACES)
+
+
+_NAMESPACES = ("trace_", "debug_")
+
+
 def needs_of(method: str, params: Any, head: int | None) -> Needs:
     """What a call of `method` with `params` needs, with the chain head at `head` (None:
     unknown). `BadParamsError` when a block parameter or a log filter is malformed."""

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from chainrouter.domain.enums import Scenario
-from chainrouter.domain.requirements import BadParamsError, needs_of
+from chainrouter.domain.requirements import BadParamsError, needs_anything, needs_of
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.router.capabilities import ahead_refusal
@@ -21,6 +21,8 @@ class CallNeeds:
 
     def run(self, call: CallContext) -> None:
         rpc = call.call
+        if not needs_anything(rpc.method):
+            return  # most calls (eth_blockNumber, eth_getTransactionReceipt ...): NOTHING
         head = self._chain_head(call.request.chain_id)
         try:
             needs = needs_of(rpc.method, rpc.params, head)
