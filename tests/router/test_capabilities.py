@@ -364,3 +364,44 @@ def test_a_range_needing_too_many_parts_is_minus_32005() -> None:
     error = _error(reply.body)
     assert (error["code"], error["data"]) == (-32005, 10)
     assert world.urls_called() == []
+
+
+def test_logs_a_node_sends_twice_across_ranges_are_merged_once() -> None:
+    n1 = "http://n1"
+
+    def overlapping(command: Any) -> bytes:  # every range also answers block 1's log
+        request = json.loads(command.body)
+        query = request["params"][0]
+        blocks = range(int(query["fromBlock"], 16), int(query["toBlock"], 16) + 1)
+        logs = [_log(1), *(_log(b) for b in blocks if b != 1), {"odd": ["not", "hashable"]}]
+        return json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": logs}).encode()
+
+    world = scripted_world(
+        [(n1, 100, overlapping)],
+        methods=STATE_METHODS,
+        capabilities={n1: Capabilities(logs_max_range=5)},
+    )
+    result = json.loads(world.call(_logs(1, 10)).body)["result"]
+    numbers = [log.get("blockNumber") for log in result]
+    assert numbers == [hex(b) for b in range(1, 6)] + [None] + [hex(b) for b in range(6, 11)] + [
+        None
+    ]
+
+
+def test_a_split_query_keeps_to_the_calls_deadline() -> None:
+    n1 = "http://n1"
+
+    def slow(command: Any) -> bytes:
+        world.clock.now += 2.0  # each range takes 2 s
+        return _logs_of_range(command)
+
+    world = scripted_world(
+        [(n1, 100, slow)],
+        methods=STATE_METHODS,
+        capabilities={n1: Capabilities(logs_max_range=1)},
+        deadline_s=5.0,
+    )
+    reply = world.call(_logs(1, 16))  # 16 ranges, 4 at a time: the deadline passes after 3 rounds
+    assert reply.status == 504
+    assert len(world.executor.forwarded) < 16
+    assert world.metered()[Scenario.ALL_FAILED] == (1, 0)

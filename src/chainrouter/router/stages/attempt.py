@@ -158,10 +158,15 @@ class Attempt:
         """An `eth_getLogs` range wider than any node serves, asked in consecutive ranges (each
         routed and failed over on its own, `split_concurrency` at once) and answered as one: the
         logs in block order, none twice. Billed per range served; if any range cannot be
-        served, the call fails with that range's error and nothing is billed."""
+        served, the call fails with that range's error and nothing is billed. The ranges share
+        the call's deadline: none is started once it has passed."""
         parts = [self._part(call, start, end) for start, end in _ranges(call)]
-        step = self._limits.split_concurrency
+        step, started = self._limits.split_concurrency, self._clock()
         for first in range(0, len(parts), step):
+            if self._clock() - started >= self._limits.deadline_s:
+                failure = RpcError(504, RpcCode.ALL_NODES_FAILED, "upstream providers timed out")
+                call.end(Scenario.ALL_FAILED, 504, error_response(failure, call.call.id_json))
+                return
             await Gather([self.run(part) for part in parts[first : first + step]])
         merged = _merged_logs(parts)
         if merged is None:
@@ -276,9 +281,11 @@ def _merged_logs(parts: list[CallContext]) -> bytes | None:
         if not isinstance(logs, list):
             return None
         for log in logs:
-            identity = (
-                (log.get("blockHash"), log.get("logIndex")) if isinstance(log, dict) else None
-            )
+            identity = None
+            if isinstance(log, dict):
+                block_hash, index = log.get("blockHash"), log.get("logIndex")
+                if isinstance(block_hash, str) and isinstance(index, str):
+                    identity = (block_hash, index)
             if identity is not None and identity in seen:
                 continue
             if identity is not None:
