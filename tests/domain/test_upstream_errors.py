@@ -30,6 +30,12 @@ from chainrouter.domain.upstream_errors import Fault, classify, stated_limit
         (-32005, "eth_getLogs is limited to a 10,000 block range", Fault.RANGE_LIMIT),
         (-32000, "exceed maximum block range: 5000", Fault.RANGE_LIMIT),
         (-32005, "query returned more than 10000 results", Fault.RESULT_LIMIT),
+        (
+            -32602,
+            "Log response size exceeded. You can make eth_getLogs requests with up to a 2K block "
+            "range and no limit on the response size",
+            Fault.RESULT_LIMIT,
+        ),
         (-32005, "daily request count exceeded, request rate limited", Fault.RATE_LIMITED),
         (429, "Too Many Requests", Fault.RATE_LIMITED),
         (-32603, "internal error", Fault.NODE_ERROR),

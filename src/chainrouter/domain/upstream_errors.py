@@ -70,16 +70,19 @@ RULES: tuple[_Rule, ...] = (
         r"available|state (is )?not available|state histor(y|ies)|state .*pruned|pruned state"
         r"|blockoutofrangeerror|old data not available|distance to target block",
     ),
+    # A result-size limit before a range limit: it depends on the query, and a message naming
+    # both ("response size exceeded ... up to a 2K block range") must teach nothing a caller
+    # could provoke.
+    _rule(
+        Fault.RESULT_LIMIT,
+        None,
+        r"query returned more than|too many (results|logs)|response size|result set too large",
+    ),
     _rule(
         Fault.RANGE_LIMIT,
         None,
         r"block range|range (is )?too (large|wide)|exceed(s|ed)? (the )?max(imum)? (block )?range"
         r"|too many blocks|range limit",
-    ),
-    _rule(
-        Fault.RESULT_LIMIT,
-        None,
-        r"query returned more than|too many (results|logs)|response size|result set too large",
     ),
     _rule(
         Fault.RATE_LIMITED,
