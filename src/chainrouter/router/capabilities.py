@@ -101,7 +101,7 @@ class CapabilityBook:
     def _lesson(
         self, node: NodeInfo, fault: NodeFault, needs: Needs, method: str
     ) -> Capabilities | None:
-        head = self._health.node_head(node.node_id) or self._health.chain_head(node.chain_id)
+        head = self._health.node_head(node.node_id)  # its own: the chain's may be ahead of it
         kind = fault.fault
         if kind is Fault.METHOD_MISSING:
             if needs.namespace == "trace":
