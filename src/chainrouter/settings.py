@@ -163,6 +163,12 @@ class Settings(BaseSettings):
         description="How often metered usage is written and balances re-read, seconds. Also "
         "the window in which concurrent routers can overdraw a balance (see docs/router.md).",
     )
+    usage_journal_dir: str = Field(
+        default="var/usage-journal",
+        description="Where each router process journals the usage it meters until storage has "
+        "it, so that a router killed without warning loses none (replayed at the next start; "
+        "docs/router.md). Relative to the working directory; empty: no journal.",
+    )
     health_check_interval_s: float = Field(
         default=15.0, gt=0, le=3600, description="Target time between two checks of one node."
     )

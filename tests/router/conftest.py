@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from decimal import Decimal
@@ -233,6 +234,8 @@ async def _make_world(
     migrate.upgrade(engine)
     apply_config(engine, validate_document(config))
     settings.setdefault("outbound_allow_private", True)  # the nodes of tests are on loopback
+    # Each world journals its usage apart (a journal is replayed only into its own database).
+    settings.setdefault("usage_journal_dir", tempfile.mkdtemp(prefix="usage-journal-"))
     router_settings = Settings(database_url=database_url, **settings)
     runtime = build_runtime(router_settings, engine)
     executor = make_executor(

@@ -54,7 +54,7 @@ class Served:
         return f"{self.base}/rpc/{chain}/{self.key}"
 
 
-def _start(
+def start_router(
     tmp: Path, anvil: AnvilNodes, server: str, host: str = "127.0.0.1", **settings: str
 ) -> Served:
     """A served router over `anvil`; `settings` add to or replace its environment."""
@@ -114,7 +114,7 @@ def _start(
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes
 ) -> Iterator[Served]:
-    server = _start(tmp_path_factory.mktemp("served"), anvil, request.param)
+    server = start_router(tmp_path_factory.mktemp("served"), anvil, request.param)
     yield server
     if server.process.poll() is None:
         server.process.terminate()
@@ -205,7 +205,7 @@ def test_the_health_checker_runs_and_reports_every_node_to_storage(
 ) -> None:
     # On the native server the checks run on the server's own thread, through its Rust client.
     # Reports are stored with each usage flush.
-    served = _start(
+    served = start_router(
         tmp_path,
         anvil,
         server,
@@ -342,7 +342,7 @@ def test_sigterm_writes_the_usage_metered_so_far(served: Served) -> None:
 def test_the_router_listens_on_an_ipv6_address(
     tmp_path: Path, anvil: AnvilNodes, server: str
 ) -> None:
-    ipv6 = _start(tmp_path, anvil, server, host="::1")
+    ipv6 = start_router(tmp_path, anvil, server, host="::1")
     try:
         response = httpx.post(ipv6.url(), json=rpc("eth_chainId"))
         assert response.json()["result"] == hex(CHAIN_A)

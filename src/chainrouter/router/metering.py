@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 from chainrouter.domain.enums import Scenario
+from chainrouter.router.journal import UsageJournal
 
 # (customer id, API key id, chain id, method, scenario, hour start as Unix seconds)
 UsageKey = tuple[int, int, int, str, str, int]
@@ -42,6 +43,8 @@ class UsageMeter:
     _spend: dict[int, int] = field(default_factory=dict)
     _sequence: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Where each metered call and each take is also appended, as it happens (router/journal.py).
+    journal: UsageJournal | None = None
 
     def record(
         self,
@@ -65,12 +68,16 @@ class UsageMeter:
                 row[1] += credits_nano
             if credits_nano:
                 self._spend[customer_id] = self._spend.get(customer_id, 0) + credits_nano
+            if self.journal is not None:
+                self.journal.metered(key, credits_nano)
 
     def take(self) -> UsageBatch:
         with self._lock:
             self._sequence += 1
             batch = UsageBatch(self._rows, self._spend, self._sequence)
             self._rows, self._spend = {}, {}
+            if self.journal is not None:
+                self.journal.taken(self._sequence)
         return batch
 
     def pending_requests(self) -> int:

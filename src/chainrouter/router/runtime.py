@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from sqlalchemy import Engine
 
@@ -18,6 +20,12 @@ from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.executors import Executor
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.http_face import RouterFace
+from chainrouter.router.journal import (
+    ReplayedFlush,
+    UsageJournal,
+    database_fingerprint,
+    replay_journals,
+)
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.service import RpcService
@@ -25,6 +33,7 @@ from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
 from chainrouter.settings import Settings
+from chainrouter.stores.sql.usage import write_usage
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +86,7 @@ class RouterRuntime:
         self._tasks.clear()
         if not await self.sync.flush():
             self.sync.log_unwritten()
+        self.sync.close_journal()
         await self.limiter.close()
         self.engine.dispose()
 
@@ -84,6 +94,15 @@ class RouterRuntime:
 def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
     """Everything a router process needs but an executor; the snapshot is loaded before this
     returns."""
+    # Usage a router killed without warning journaled goes to storage first, so that the
+    # balances loaded next count it.
+    instance = secrets.token_hex(8)  # names this process's flushes and its usage journal
+    journal = None
+    if settings.usage_journal_dir:
+        directory = Path(settings.usage_journal_dir)
+        database = database_fingerprint(engine.url.render_as_string(hide_password=True))
+        replay_journals(directory, database, lambda flush: _write_replayed(engine, flush))
+        journal = UsageJournal(directory, instance, database)
     snapshot = load_snapshot(engine)
     cooldowns = MemoryCooldowns()
     health = HealthMonitor(
@@ -104,7 +123,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
             timeout_s=settings.health_check_timeout_s,
         )
     limiter = create_limiter(settings.redis_url)
-    meter = UsageMeter()
+    meter = UsageMeter(journal=journal)
     credits = CreditView()
     credits.replace_stored(dict(snapshot.balances_nano))
     deps = StageDeps(
@@ -140,8 +159,14 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         sync_interval_s=settings.sync_interval_s,
         flush_interval_s=settings.usage_flush_interval_s,
         health_reports=lambda: with_capabilities(health.take_reports(), service, capabilities),
+        instance=instance,
+        journal=journal,
     )
     return RouterRuntime(service, sync, health, capabilities, prober, limiter, cooldowns, engine)
+
+
+def _write_replayed(engine: Engine, flush: ReplayedFlush) -> None:
+    write_usage(engine, flush.rows, flush.spend, reference=flush.reference)
 
 
 def with_capabilities(

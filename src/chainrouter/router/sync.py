@@ -32,6 +32,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from chainrouter.domain.money import format_credits
 from chainrouter.domain.routing import HealthReport
 from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.router.journal import UsageJournal
 from chainrouter.router.metering import CreditView, UsageBatch, UsageKey, UsageMeter
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.node_health import write_node_health
@@ -63,6 +64,8 @@ class StorageSync:
         sync_interval_s: float,
         flush_interval_s: float,
         health_reports: Callable[[], list[HealthReport]] | None = None,
+        instance: str | None = None,
+        journal: UsageJournal | None = None,
     ) -> None:
         self.engine = engine
         self._meter = meter
@@ -72,8 +75,10 @@ class StorageSync:
         self._sync_interval_s = sync_interval_s
         self._flush_interval_s = flush_interval_s
         self._health_reports = health_reports
-        # Names this process's flushes in storage (idempotent retries; see write_usage).
-        self._instance = secrets.token_hex(8)
+        # Names this process's flushes in storage (idempotent retries; see write_usage), and its
+        # usage journal, which is told when a flush is in storage.
+        self._instance = instance or secrets.token_hex(8)
+        self._journal = journal
         self._unwritten: list[UsageBatch] = []  # in order; the head is retried first
         self._set_aside: list[UsageBatch] = []  # one customer each, failed but not for a outage
         self.failed_flushes = 0
@@ -139,6 +144,7 @@ class StorageSync:
                 self._unwritten[:0] = self._isolate(batch, exc)
                 continue
             self._unwritten.pop(0)
+            self._journal_written(batch.sequence)
             wrote = True
         for batch in list(self._set_aside):
             try:
@@ -149,6 +155,7 @@ class StorageSync:
                 log.debug("usage set aside still not written: %s", _first_line(exc))
                 continue
             self._set_aside.remove(batch)
+            self._journal_written(batch.sequence)
             log.warning("usage set aside earlier is now written (%s)", _describe(batch))
             wrote = True
         if not wrote:
@@ -160,6 +167,20 @@ class StorageSync:
                 return not self._set_aside
             self._credits.replace_stored(balances)
         return not self._set_aside
+
+    def _journal_written(self, sequence: int) -> None:
+        """Mark flush `sequence` written in the journal once no part of it is pending."""
+        if self._journal is None:
+            return
+        if any(b.sequence == sequence for b in (*self._unwritten, *self._set_aside)):
+            return
+        self._journal.written(sequence)
+
+    def close_journal(self) -> None:
+        """At exit: the journal is removed when everything in it is in storage, else kept for
+        the next start to replay."""
+        if self._journal is not None:
+            self._journal.close(remove=not self.unwritten_batches)
 
     @property
     def unwritten_batches(self) -> int:

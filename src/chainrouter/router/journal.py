@@ -1,0 +1,208 @@
+"""The usage journal: what a router metered, on local disk before storage has it, so that a
+router killed without warning (`kill -9`, the OOM killer, a lost machine's process) loses no
+served usage (docs/router.md, "Usage").
+
+Each router process appends to its own file, `<dir>/<instance>.journal`, one JSON line per
+event, written with one `write` to a file opened for appending, at the moment the event happens.
+The first line names the database the usage belongs to (`{"db": <fingerprint>}`, a digest of
+its URL without the password): a journal is replayed only into that database.
+- `{"u": [customer, key, chain, method, scenario, hour, nano-credits]}`: a call was metered;
+- `{"t": N}`: the meter's rows so far were taken as flush N (the `u` lines since the previous
+  `t` belong to it);
+- `{"w": N}`: flush N is in storage.
+A `write` is in the kernel when it returns: a process killed after it loses nothing; only a
+machine that loses power before the page cache reaches the disk does (no `fsync` per call: it
+would cost milliseconds).
+
+The live process holds an exclusive lock (`flock`) on its file, which the kernel drops when the
+process dies, however it dies. At start, a router replays every journal in the directory whose
+lock it can take: each flush not marked written (and the rows after the last `t`) is written to
+storage under the dead process's own flush reference, `usage:<instance>:<N>`, which storage
+accepts once per customer (stores/sql/usage.py), so a flush that did reach storage before the
+crash is not charged twice. Then the file is removed. A graceful stop removes its own file once
+everything is written.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from chainrouter.domain.enums import Scenario
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".journal"
+# (customer, key, chain, method, scenario, hour): the meter's row key (router/metering.py)
+RowKey = tuple[int, int, int, str, str, int]
+
+
+class UsageJournal:
+    """This process's journal, open for appending and locked for as long as it lives."""
+
+    def __init__(self, directory: Path, instance: str, database: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{instance}{SUFFIX}"
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self.failed_writes = 0
+        self._append(orjson.dumps({"db": database}))
+
+    def metered(self, key: RowKey, credits_nano: int) -> None:
+        customer, api_key, chain, method, scenario, hour = key
+        self._append(
+            orjson.dumps({"u": [customer, api_key, chain, method, scenario, hour, credits_nano]})
+        )
+
+    def taken(self, sequence: int) -> None:
+        self._append(b'{"t":%d}' % sequence)
+
+    def written(self, sequence: int) -> None:
+        self._append(b'{"w":%d}' % sequence)
+
+    def _append(self, line: bytes) -> None:
+        try:
+            os.write(self._fd, line + b"\n")
+        except OSError as exc:  # a full disk must not stop serving: storage still gets it all
+            self.failed_writes += 1
+            if self.failed_writes == 1 or self.failed_writes % 10_000 == 0:
+                log.error(
+                    "usage journal %s not written (%d times): %s",
+                    self.path,
+                    self.failed_writes,
+                    exc,
+                )
+
+    def close(self, *, remove: bool) -> None:
+        """Close the file; with `remove`, delete it first (everything in it is in storage)."""
+        if self._fd < 0:
+            return
+        if remove:
+            self.path.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = -1
+
+
+@dataclass(slots=True)
+class ReplayedFlush:
+    instance: str
+    sequence: int
+    rows: dict[RowKey, list[int]]  # key -> [calls, nano-credits]
+    spend: dict[int, int]  # customer -> nano-credits
+
+    @property
+    def reference(self) -> str:
+        return f"usage:{self.instance}:{self.sequence}"
+
+
+def database_fingerprint(url: str) -> str:
+    """Names a database without revealing its URL: a digest of the URL without the password."""
+    return hashlib.sha256(url.encode()).hexdigest()[:32]
+
+
+def journal_database(lines: Iterator[bytes]) -> str | None:
+    """The database fingerprint a journal's first line names, if it names one."""
+    first = next(lines, b"")
+    try:
+        header = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return None
+    database = header.get("db") if isinstance(header, dict) else None
+    return database if isinstance(database, str) else None
+
+
+def unwritten_flushes(instance: str, lines: Iterator[bytes]) -> list[ReplayedFlush]:
+    """The flushes a journal holds that it does not mark written, rows after the last `t`
+    included (as the flush after it). A torn last line (the process died inside a `write`) or
+    any line that is not an event is skipped."""
+    flushes: dict[int, ReplayedFlush] = {}
+    written: set[int] = set()
+    current = ReplayedFlush(instance, 1, {}, {})
+    for raw in lines:
+        try:
+            event: Any = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(event, dict):
+            continue
+        if "u" in event:
+            _add(current, event["u"])
+        elif isinstance(event.get("t"), int):
+            current.sequence = event["t"]
+            flushes[current.sequence] = current
+            current = ReplayedFlush(instance, current.sequence + 1, {}, {})
+        elif isinstance(event.get("w"), int):
+            written.add(event["w"])
+    if current.rows:
+        flushes[current.sequence] = current
+    return [f for n, f in sorted(flushes.items()) if n not in written and f.rows]
+
+
+def _add(flush: ReplayedFlush, fields: Any) -> None:
+    if not isinstance(fields, list) or len(fields) != 7:
+        return
+    customer, api_key, chain, method, scenario, hour, credits = fields
+    if not all(isinstance(v, int) for v in (customer, api_key, chain, hour, credits)):
+        return
+    if not isinstance(method, str) or scenario not in Scenario._value2member_map_:
+        return
+    key = (customer, api_key, chain, method, Scenario(scenario), hour)
+    row = flush.rows.setdefault(key, [0, 0])
+    row[0] += 1
+    row[1] += credits
+    if credits:
+        flush.spend[customer] = flush.spend.get(customer, 0) + credits
+
+
+WriteFlush = Callable[[ReplayedFlush], None]
+
+
+def replay_journals(directory: Path, database: str, write: WriteFlush) -> int:
+    """Write what dead routers' journals of `database` in `directory` hold and storage may
+    lack; remove each journal once done. Journals of live routers (locked) and of other
+    databases are left alone. The number of flushes written. A flush storage refuses for good
+    is logged and its journal kept, for an operator."""
+    if not directory.is_dir():
+        return 0
+    replayed = 0
+    for path in sorted(directory.glob(f"*{SUFFIX}")):
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:  # another router replayed it first
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its router is alive
+            if not path.exists():
+                continue  # replayed and removed while this one waited
+            with open(fd, "rb", closefd=False) as journal:
+                lines = iter(journal)
+                if journal_database(lines) != database:
+                    continue  # another database's usage: not this router's to write
+                flushes = unwritten_flushes(path.stem, lines)
+            for flush in flushes:
+                write(flush)
+                replayed += 1
+                log.warning(
+                    "usage of a router that stopped without writing it replayed from %s: "
+                    "flush %d, %d calls",
+                    path.name,
+                    flush.sequence,
+                    sum(row[0] for row in flush.rows.values()),
+                )
+            path.unlink()
+        except Exception:
+            log.exception("usage journal %s not replayed; kept for the next start", path)
+        finally:
+            os.close(fd)
+    return replayed

@@ -1,0 +1,185 @@
+"""Crash-safe usage (router/journal.py): what a router metered survives `kill -9`, is written
+once at the next start, and is never charged twice."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from chainrouter.domain.enums import Scenario
+from chainrouter.router.journal import (
+    UsageJournal,
+    database_fingerprint,
+    replay_journals,
+    unwritten_flushes,
+)
+from chainrouter.router.metering import UsageMeter
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.engine import create_database_engine
+from chainrouter.stores.sql.usage import write_usage
+from tests.router.conftest import CHAIN_A, AnvilNodes, WorldFactory, provider, rpc, world_config
+from tests.router.test_server import ACCOUNT, start_router
+
+DB = database_fingerprint("sqlite:///test.db")
+
+
+def _key(customer: int = 1) -> tuple[int, int, int, str, Scenario, int]:
+    return (customer, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 3600)
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines()
+
+
+def test_every_metered_call_and_every_take_is_journaled_as_it_happens(tmp_path: Path) -> None:
+    journal = UsageJournal(tmp_path, "r1", DB)
+    meter = UsageMeter(journal=journal)
+    meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 100)
+    meter.take()
+    meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 100)
+    journal.written(1)
+    lines = _lines(tmp_path / "r1.journal")
+    assert lines[0] == b'{"db":"%s"}' % DB.encode()
+    assert lines[2] == b'{"t":1}'
+    assert lines[-1] == b'{"w":1}'
+    journal.close(remove=False)
+
+
+def test_unwritten_flushes_are_those_not_marked_written_and_the_rows_after_the_last_take(
+    tmp_path: Path,
+) -> None:
+    journal = UsageJournal(tmp_path, "r1", DB)
+    meter = UsageMeter(journal=journal)
+    for credits in (100, 200):  # flush 1, written
+        meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, credits)
+    meter.take()
+    journal.written(1)
+    meter.record(2, 8, CHAIN_A, "eth_call", Scenario.FAILOVER, 50)  # flush 2, taken, not written
+    meter.take()
+    meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 5)  # not taken yet
+    journal.close(remove=False)
+    with (tmp_path / "r1.journal").open("ab") as torn:
+        torn.write(b'{"u":[1,7,31337,"eth_ca')  # the process died inside a write
+    lines = iter(_lines(tmp_path / "r1.journal")[1:])
+    flushes = unwritten_flushes("r1", lines)
+    assert [(f.sequence, f.spend) for f in flushes] == [(2, {2: 50}), (3, {1: 5})]
+    assert flushes[0].reference == "usage:r1:2"
+    [(key, counts)] = flushes[0].rows.items()
+    assert (key[:5], counts) == ((2, 8, CHAIN_A, "eth_call", Scenario.FAILOVER), [1, 50])
+
+
+def test_a_live_routers_journal_and_another_databases_are_not_replayed(tmp_path: Path) -> None:
+    live = UsageJournal(tmp_path, "live", DB)
+    live.metered(_key(), 10)
+    other = UsageJournal(tmp_path, "other", database_fingerprint("sqlite:///else.db"))
+    other.metered(_key(), 10)
+    other.close(remove=False)  # dead, but another database's
+    written: list[str] = []
+    assert replay_journals(tmp_path, DB, lambda flush: written.append(flush.reference)) == 0
+    assert written == []
+    assert (tmp_path / "live.journal").exists()
+    assert (tmp_path / "other.journal").exists()
+    live.close(remove=True)
+    assert not (tmp_path / "live.journal").exists()
+
+
+@pytest.mark.anyio
+async def test_replay_writes_once_even_a_flush_storage_already_had(
+    make_world_on_each_backend: WorldFactory, tmp_path: Path
+) -> None:
+    world = await make_world_on_each_backend(
+        world_config([provider("p", {"eth_call": "0.001"}, [("http://127.0.0.1:9/", CHAIN_A)])])
+    )
+    key_id = next(iter(world.runtime.service.snapshot.keys_by_hash.values())).key_id
+    customer = world.customer_id
+    dead = UsageJournal(tmp_path, "dead", DB)
+    meter = UsageMeter(journal=dead)
+    for _ in range(3):
+        meter.record(customer, key_id, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 10**6)
+    first = meter.take()  # flush 1 reached storage, but the process died before saying so
+    write_usage(world.engine, first.rows, first.spend, reference="usage:dead:1")
+    for _ in range(2):
+        meter.record(customer, key_id, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 10**6)
+    os.close(dead._fd)  # killed: the lock goes with the process
+    before = world.stored_balance()
+
+    def write(flush: object) -> None:
+        from chainrouter.router.journal import ReplayedFlush
+
+        assert isinstance(flush, ReplayedFlush)
+        write_usage(world.engine, flush.rows, flush.spend, reference=flush.reference)
+
+    assert replay_journals(tmp_path, DB, write) == 2  # flush 1 again (a no-op) and the rest
+    assert before - world.stored_balance() == 2 * 10**6
+    assert world.stored_usage_by_scenario()[Scenario.FIRST_CHOICE] == (5, 5 * 10**6)
+    assert not (tmp_path / "dead.journal").exists()
+    assert replay_journals(tmp_path, DB, write) == 0
+
+
+def test_a_journal_is_locked_while_its_router_lives(tmp_path: Path) -> None:
+    journal = UsageJournal(tmp_path, "r1", DB)
+    fd = os.open(tmp_path / "r1.journal", os.O_RDWR)
+    try:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
+        journal.close(remove=True)
+
+
+@pytest.mark.parametrize("server", ["python", "native"])
+def test_kill_9_loses_no_served_usage_and_charges_nothing_twice(
+    tmp_path: Path, anvil: AnvilNodes, server: str
+) -> None:
+    """A router killed with SIGKILL under load, long before its next flush: at its next start
+    every call the nodes served is charged once."""
+    first = start_router(tmp_path, anvil, server)
+    engine = create_database_engine(first.database_url)
+    try:
+        with engine.connect() as connection:
+            before = connection.execute(select(func.sum(t.customers.c.balance_nano))).scalar_one()
+        served = 0
+        with httpx.Client(timeout=10) as client:
+            for _ in range(40):
+                answer = client.post(first.url(), json=rpc("eth_getBalance", [ACCOUNT, "latest"]))
+                served += answer.status_code == 200 and "result" in answer.json()
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(10)
+        assert served == 40
+        with engine.connect() as connection:
+            unchanged = connection.execute(
+                select(func.sum(t.customers.c.balance_nano))
+            ).scalar_one()
+        assert unchanged == before  # the flush interval is 300 s: nothing was written yet
+        second = start_router(tmp_path, anvil, server)  # replays the journal as it starts
+        try:
+            with engine.connect() as connection:
+                after = connection.execute(
+                    select(func.sum(t.customers.c.balance_nano))
+                ).scalar_one()
+                calls = connection.execute(
+                    select(func.sum(t.usage_aggregates.c.request_count)).where(
+                        t.usage_aggregates.c.method == "eth_getBalance"
+                    )
+                ).scalar_one()
+            price = 200  # eth_getBalance on the cheap provider: 0.0000002 credits, in nano
+            assert before - after == price * served
+            assert calls == served
+            assert list((tmp_path / "var" / "usage-journal").glob("*.journal")) != []  # its own
+        finally:
+            second.process.send_signal(signal.SIGTERM)
+            assert second.process.wait(30) == 0
+        time.sleep(0.1)
+        assert list((tmp_path / "var" / "usage-journal").glob("*.journal")) == []
+        with engine.connect() as connection:
+            final = connection.execute(select(func.sum(t.customers.c.balance_nano))).scalar_one()
+        assert final == after  # the graceful stop wrote nothing more, nothing twice
+    finally:
+        engine.dispose()
