@@ -50,7 +50,9 @@ _ANSWER = STATIC_BODY.encode()
 
 
 def _runtime(database_url: str) -> RouterRuntime:
-    settings = load_settings(database_url=database_url)
+    # The journal on, as in production, in a directory of its own: this runtime is never stopped.
+    journal_dir = tempfile.mkdtemp(prefix="bench-usage-journal-")
+    settings = load_settings(database_url=database_url, usage_journal_dir=journal_dir)
     return build_runtime(settings, create_database_engine(settings.database_url))
 
 

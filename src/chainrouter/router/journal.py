@@ -58,8 +58,19 @@ class UsageJournal:
 
     def metered(self, key: RowKey, credits_nano: int) -> None:
         customer, api_key, chain, method, scenario, hour = key
+        # Formatted, not a dictionary encoded: this runs once per call. The method (a name some
+        # plan prices, or "(unsupported)") is the one field that may need escaping.
         self._append(
-            orjson.dumps({"u": [customer, api_key, chain, method, scenario, hour, credits_nano]})
+            b'{"u":[%d,%d,%d,%b,"%b",%d,%d]}'
+            % (
+                customer,
+                api_key,
+                chain,
+                orjson.dumps(method),
+                scenario.encode(),
+                hour,
+                credits_nano,
+            )
         )
 
     def taken(self, sequence: int) -> None:
