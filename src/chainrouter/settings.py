@@ -163,6 +163,14 @@ class Settings(BaseSettings):
         description="How often metered usage is written and balances re-read, seconds. Also "
         "the window in which concurrent routers can overdraw a balance (see docs/router.md).",
     )
+    health_storage_stale_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=86_400,
+        description="A router whose storage has not answered for this long reports itself "
+        "unavailable (GET /health 503): its keys, prices and balances are that old and its "
+        "usage is not being written.",
+    )
     usage_journal_dir: str = Field(
         default="var/usage-journal",
         description="Where each router process journals the usage it meters until storage has "

@@ -9,6 +9,7 @@ program, and writes the `HttpAnswer` it ends with; the pipelines behind it are i
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import orjson
 
@@ -16,6 +17,7 @@ from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
 from chainrouter.net.client_ip import IpNetwork, client_address
 from chainrouter.router.contract import HttpAnswer, HttpRequest
 from chainrouter.router.pipeline import SPLIT_HEADER, Reply
+from chainrouter.router.readiness import Readiness
 from chainrouter.router.service import RpcService
 from chainrouter.router.sync import StorageSync
 
@@ -33,12 +35,18 @@ _CORS_PREFLIGHT = [
 
 class RouterFace:
     def __init__(
-        self, service: RpcService, sync: StorageSync, trusted: list[IpNetwork], executor: str
+        self,
+        service: RpcService,
+        sync: StorageSync,
+        trusted: list[IpNetwork],
+        executor: str,
+        readiness: Callable[[], Readiness],
     ) -> None:
         self._service = service
         self._sync = sync
         self._trusted = trusted
         self._executor = executor
+        self._readiness = readiness
 
     async def respond(self, request: HttpRequest) -> HttpAnswer:
         """The answer to one request (a program: the executor runs it)."""
@@ -90,17 +98,23 @@ class RouterFace:
         return _answer(reply, origin)
 
     def _health(self) -> HttpAnswer:
-        sync = self._sync
-        body = orjson.dumps(
-            {
-                "status": "ok",
-                "configuration_version": sync.version,
-                "executor": self._executor,
-                # Usage metered but not yet in storage: above 1 for long, something is wrong.
-                "unwritten_usage_batches": sync.unwritten_batches,
-            }
-        )
-        return HttpAnswer(200, self._plain_headers(), body)
+        """200 when the router can serve, 503 when it cannot (router/readiness.py)."""
+        sync, ready = self._sync, self._readiness()
+        age = ready.storage_contact_age_s
+        body: dict[str, object] = {
+            "status": "ok" if ready.ready else "unavailable",
+            "configuration_version": sync.version,
+            "executor": self._executor,
+            # Usage metered but not yet in storage: above 1 for long, something is wrong.
+            "unwritten_usage_batches": sync.unwritten_batches,
+            "storage": "ok" if ready.storage_ok else "unreachable",
+            "storage_contact_age_s": None if age is None else round(age, 1),
+            "chains": ready.chains,
+            "chains_without_healthy_node": ready.chains_without_healthy_node,
+        }
+        if not ready.ready:
+            body["reasons"] = ready.reasons()
+        return HttpAnswer(200 if ready.ready else 503, self._plain_headers(), orjson.dumps(body))
 
     def _plain_headers(self) -> Headers:
         # Every response of the router carries a batch id (spec section 1), even these.

@@ -28,6 +28,7 @@ from chainrouter.router.journal import (
 )
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.probing import CapabilityProber
+from chainrouter.router.readiness import Readiness, readiness
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
@@ -48,12 +49,22 @@ class RouterRuntime:
     limiter: Limiter
     cooldowns: MemoryCooldowns
     engine: Engine
+    stale_after_s: float = 60.0  # storage silent this long: not ready
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
     def face(self, trusted: list[IpNetwork], executor: Executor) -> RouterFace:
         """The HTTP behaviour over this router, for a server of `executor`'s."""
-        return RouterFace(self.service, self.sync, trusted, executor.name)
+        return RouterFace(self.service, self.sync, trusted, executor.name, self.readiness)
+
+    def readiness(self) -> Readiness:
+        return readiness(
+            self.service.snapshot,
+            self.health,
+            self.cooldowns,
+            self.sync.last_contact,
+            stale_after_s=self.stale_after_s,
+        )
 
     def start_background(self, executor: Executor, *, health_checks: bool = True) -> None:
         """Start the storage sync on the running event loop, and the health checker on
@@ -162,7 +173,17 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         instance=instance,
         journal=journal,
     )
-    return RouterRuntime(service, sync, health, capabilities, prober, limiter, cooldowns, engine)
+    return RouterRuntime(
+        service,
+        sync,
+        health,
+        capabilities,
+        prober,
+        limiter,
+        cooldowns,
+        engine,
+        stale_after_s=settings.health_storage_stale_s,
+    )
 
 
 def _write_replayed(engine: Engine, flush: ReplayedFlush) -> None:

@@ -79,6 +79,8 @@ class StorageSync:
         # usage journal, which is told when a flush is in storage.
         self._instance = instance or secrets.token_hex(8)
         self._journal = journal
+        # When storage last answered (monotonic): the snapshot was loaded just before this.
+        self.last_contact: float | None = time.monotonic()
         self._unwritten: list[UsageBatch] = []  # in order; the head is retried first
         self._set_aside: list[UsageBatch] = []  # one customer each, failed but not for a outage
         self.failed_flushes = 0
@@ -112,6 +114,7 @@ class StorageSync:
     async def refresh(self) -> bool:
         """Load and install a new snapshot if the configuration changed; True if it did."""
         version = await asyncio.to_thread(_read_version, self.engine)
+        self.last_contact = time.monotonic()
         if version == self.version:
             return False
         snapshot = await asyncio.to_thread(load_snapshot, self.engine)
@@ -165,6 +168,7 @@ class StorageSync:
             except SQLAlchemyError as exc:
                 log.warning("cannot read balances: %s", _first_line(exc))
                 return not self._set_aside
+            self.last_contact = time.monotonic()
             self._credits.replace_stored(balances)
         return not self._set_aside
 
@@ -200,6 +204,7 @@ class StorageSync:
             batch.spend,
             reference=f"usage:{self._instance}:{batch.sequence}",
         )
+        self.last_contact = time.monotonic()
         self._credits.written(batch.spend, balances)
 
     def _isolate(self, batch: UsageBatch, exc: Exception) -> list[UsageBatch]:
