@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrouter.domain.requirements import (
+    AT_HEAD,
     METHODS,
     NOTHING,
     BadParamsError,
@@ -30,9 +31,10 @@ HASH = "0x" + "ab" * 32
         ("eth_getCode", [ADDRESS, "earliest"], Needs(state_at=0)),
         ("eth_getStorageAt", [ADDRESS, "0x0", "0x10"], Needs(state_at=16)),
         ("eth_call", [{"to": ADDRESS}, {"blockNumber": "0x5"}], Needs(state_at=5)),
-        ("eth_call", [{"to": ADDRESS}], NOTHING),  # no block: latest
+        ("eth_call", [{"to": ADDRESS}], AT_HEAD),  # no block: latest
         ("eth_getProof", [ADDRESS, [], "0x7"], Needs(state_at=7)),
-        ("eth_getBalance", [ADDRESS, "latest"], NOTHING),
+        ("eth_getBalance", [ADDRESS, "latest"], AT_HEAD),
+        ("eth_getBalance", [ADDRESS, {"blockNumber": "pending"}], AT_HEAD),
         ("eth_getBalance", [ADDRESS, "finalized"], NOTHING),  # behind the head: nodes know where
         ("eth_getBalance", [ADDRESS, {"blockHash": HASH}], NOTHING),
         ("eth_getBlockByNumber", ["0x9", False], Needs(history_from=9, history_to=9)),
@@ -56,7 +58,8 @@ HASH = "0x" + "ab" * 32
         ("debug_traceTransaction", [HASH], Needs(namespace="debug")),
         ("debug_getRawBlock", ["0x1"], Needs(namespace="debug")),
         ("eth_sendRawTransaction", ["0x02f8"], Needs(write=True)),
-        ("eth_blockNumber", [], NOTHING),
+        ("eth_blockNumber", [], AT_HEAD),
+        ("eth_chainId", [], NOTHING),
         ("eth_getTransactionReceipt", [HASH], NOTHING),
         (
             "eth_getLogs",
@@ -64,7 +67,16 @@ HASH = "0x" + "ab" * 32
             Needs(history_from=1, history_to=10),
         ),
         ("eth_getLogs", [{"blockHash": HASH}], NOTHING),
-        ("eth_getLogs", [{"fromBlock": "latest"}], Needs(history_from=500, history_to=500)),
+        (
+            "eth_getLogs",
+            [{"fromBlock": "latest"}],
+            Needs(history_from=500, history_to=500, at_head=True),
+        ),
+        (
+            "eth_getLogs",
+            [{"fromBlock": "0x1", "toBlock": "finalized"}],
+            Needs(history_from=1, history_to=500),
+        ),
     ],
 )
 def test_each_method_needs_what_the_table_says(method: str, params: Any, needs: Needs) -> None:

@@ -18,6 +18,7 @@ from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.pipeline import Reply
+from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
@@ -146,6 +147,7 @@ def scripted_world(
         free_tier=FreeTierLimits(True, 100, 60.0, 1000, None),
         health=health,
         capabilities=CapabilityBook(health),
+        seen_heads=SeenHeads(health),
         cooldowns=cooldowns,
         credits=credits,
         meter=UsageMeter(),

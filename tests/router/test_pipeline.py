@@ -49,10 +49,11 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         "LogsRange",
         "PlanRoutes",
         "CapableRoutes",
+        "NotBehindSeen",
         "CreditHold",
         "Attempt",
     ]
-    assert names(service.keyed.closing_stages) == ["SettleCredits", "Meter"]
+    assert names(service.keyed.closing_stages) == ["SettleCredits", "Meter", "SeeHead"]
 
 
 def test_an_unauthenticated_request_is_refused_before_its_body_is_parsed() -> None:

@@ -24,6 +24,7 @@ class Reads(Enum):
     HISTORY = "history"  # blocks, transactions, receipts or logs of a block or a range
     TRACE = "trace"  # re-executes a block: tracing, and the state before that block
     WRITE = "write"  # sends a transaction: no block; never retried blindly elsewhere
+    HEAD = "head"  # the chain head itself
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ METHODS: dict[str, MethodNeeds] = {
     "eth_getLogs": MethodNeeds(Reads.HISTORY, None),
     **{m: MethodNeeds(Reads.TRACE, i, ns) for m, (ns, i, _) in _TRACE_AT_BLOCK.items()},
     "trace_filter": MethodNeeds(Reads.TRACE, None, "trace"),
+    "eth_blockNumber": MethodNeeds(Reads.HEAD, None),
     "eth_sendRawTransaction": MethodNeeds(Reads.WRITE, None),
     "eth_sendTransaction": MethodNeeds(Reads.WRITE, None),
 }
@@ -91,6 +93,7 @@ class Needs:
     history_to: int | None = None  # the newest
     namespace: str | None = None  # "trace" or "debug"
     write: bool = False
+    at_head: bool = False  # reads the head (`latest`, `pending`, or no block named)
 
     @property
     def blocks(self) -> tuple[int, ...]:
@@ -101,6 +104,7 @@ class Needs:
 
 
 NOTHING = Needs()  # the common case: checked by identity on the request path
+AT_HEAD = Needs(at_head=True)  # a read at the head and nothing else: checked by identity too
 
 
 class BadParamsError(ValueError):
@@ -127,6 +131,8 @@ def needs_of(method: str, params: Any, head: int | None) -> Needs:
         return NOTHING
     if spec.reads is Reads.WRITE:
         return Needs(write=True)
+    if spec.reads is Reads.HEAD:
+        return AT_HEAD
     if not isinstance(params, list):
         return NOTHING if spec.namespace is None else Needs(namespace=spec.namespace)
     if method == "eth_getLogs":
@@ -137,16 +143,31 @@ def needs_of(method: str, params: Any, head: int | None) -> Needs:
             history_from=ranged.history_from, history_to=ranged.history_to, namespace="trace"
         )
     block = None
+    at_head = True  # no block named: the latest
     if spec.block_param is not None and len(params) > spec.block_param:
-        block = block_number(params[spec.block_param], head)
+        named = params[spec.block_param]
+        block = block_number(named, head)
+        at_head = _names_head(named)
+    if spec.reads is Reads.STATE and block is None:
+        return AT_HEAD if at_head else NOTHING
     if spec.reads is Reads.STATE:
-        return NOTHING if block is None else Needs(state_at=block)
+        return Needs(state_at=block)
+    if spec.reads is Reads.HISTORY and block is None:
+        return AT_HEAD if at_head else NOTHING
     if spec.reads is Reads.HISTORY:
-        return NOTHING if block is None else Needs(history_from=block, history_to=block)
+        return Needs(history_from=block, history_to=block)
     state = block
     if block is not None and method in _READS_PARENT_STATE:
         state = max(0, block - 1)
     return Needs(state_at=state, history_from=block, history_to=block, namespace=spec.namespace)
+
+
+def _names_head(value: Any) -> bool:
+    """Whether a (valid) block parameter names the head: `latest`, `pending`, or those tags as
+    EIP-1898 `blockNumber`."""
+    if isinstance(value, dict):
+        value = value.get("blockNumber")
+    return isinstance(value, str) and value in HEAD_TAGS
 
 
 def block_number(value: Any, head: int | None) -> int | None:
@@ -209,11 +230,13 @@ def _logs_needs(params: list[Any], head: int | None, what: str = "eth_getLogs") 
         if not isinstance(block_hash, str) or not _HASH.fullmatch(block_hash):
             raise BadParamsError("blockHash must be a 32-byte hex string")
         return NOTHING
+    to_block = query.get("toBlock", "latest")
     start = _range_end(query.get("fromBlock", "latest"), head, "fromBlock")
-    end = _range_end(query.get("toBlock", "latest"), head, "toBlock")
+    end = _range_end(to_block, head, "toBlock")
+    at_head = isinstance(to_block, str) and to_block in HEAD_TAGS
     if start is None and end is None:
-        return NOTHING
-    return Needs(history_from=start, history_to=end)
+        return AT_HEAD if at_head else NOTHING
+    return Needs(history_from=start, history_to=end, at_head=at_head)
 
 
 def _range_end(value: Any, head: int | None, what: str) -> int | None:

@@ -181,6 +181,16 @@ class HealthMonitor:
         self.record_head(node, head)
         self.observe_latency(node.node_id, (time.monotonic() - started) * 1000)
 
+    def observe_head(self, node: NodeInfo, head: int) -> None:
+        """A node answered the head `head` to a call: it is there at least. Moves its head (and
+        the chain's) forward, never back, and only once it was checked (a head from an answer
+        does not replace the check)."""
+        state = self._states.get(node.node_id)
+        if state is None or state.head is None or head <= state.head:
+            return
+        state.head = head
+        self._update_chain_head(node.chain_id)
+
     def record_head(self, node: NodeInfo, head: int) -> None:
         """A passed check that found the node at block `head`."""
         state = self._state_of(node)

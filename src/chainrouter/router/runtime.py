@@ -29,6 +29,7 @@ from chainrouter.router.journal import (
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.readiness import Readiness, readiness
+from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
@@ -156,6 +157,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         ),
         health=health,
         capabilities=capabilities,
+        seen_heads=SeenHeads(health),
         cooldowns=cooldowns,
         credits=credits,
         meter=meter,

@@ -24,10 +24,12 @@ from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
 from chainrouter.router.stages.body import BodyWithinLimit
 from chainrouter.router.stages.capable import CapableRoutes
 from chainrouter.router.stages.chain import SupportedChain
+from chainrouter.router.stages.consistent_head import NotBehindSeen, SeeHead
 from chainrouter.router.stages.content_type import JsonContentType
 from chainrouter.router.stages.credit import CreditHold, SettleCredits
 from chainrouter.router.stages.domain import AllowedDomain
@@ -68,6 +70,7 @@ class StageDeps:
     free_tier: FreeTierLimits
     health: HealthMonitor
     capabilities: CapabilityBook
+    seen_heads: SeenHeads
     cooldowns: MemoryCooldowns
     credits: CreditView
     meter: UsageMeter
@@ -108,6 +111,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
         LogsRange(limits.max_logs_block_range),
         PlanRoutes(deps.health),
         CapableRoutes(deps.capabilities, limits.logs_split_max_parts),
+        NotBehindSeen(deps.seen_heads, deps.health),
         CreditHold(deps.credits),
         Attempt(
             deps.cooldowns,
@@ -123,4 +127,4 @@ def calls(deps: StageDeps) -> list[CallStage]:
 
 def closing(deps: StageDeps) -> list[CallStage]:
     """After every call, whatever ended it."""
-    return [SettleCredits(deps.credits), Meter(deps.meter)]
+    return [SettleCredits(deps.credits), Meter(deps.meter), SeeHead(deps.seen_heads)]

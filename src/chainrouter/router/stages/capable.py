@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from chainrouter.domain.enums import Scenario
-from chainrouter.domain.requirements import NOTHING, logs_span
+from chainrouter.domain.requirements import AT_HEAD, NOTHING, logs_span
 from chainrouter.domain.routing import Route
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.router.capabilities import CapabilityBook, Shortfall
@@ -27,7 +27,8 @@ class CapableRoutes:
 
     def run(self, call: CallContext) -> None:
         book = self._book
-        if call.needs is NOTHING and not book.any_missing_methods:
+        needs = call.needs
+        if (needs is NOTHING or needs is AT_HEAD) and not book.any_missing_methods:
             return  # most calls: nothing to check
         method = call.call.method
         candidates = call.ordered

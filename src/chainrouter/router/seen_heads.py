@@ -1,0 +1,41 @@
+"""The newest block each key has seen on each chain, so that its next reads of the head do not
+go back in time (design notes, "Tail latency and consistency"; docs/router.md).
+
+A key sees a block when an `eth_blockNumber` answer it was served names it. The map is bounded:
+past `max_entries` the entry written longest ago is forgotten (that key then starts afresh).
+Kept per router process: a client whose calls are spread over several routers by a load
+balancer is kept consistent per router.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from chainrouter.domain.routing import NodeInfo
+from chainrouter.router.health import HealthMonitor
+
+MAX_ENTRIES = 100_000
+
+
+class SeenHeads:
+    def __init__(self, health: HealthMonitor, max_entries: int = MAX_ENTRIES) -> None:
+        self._health = health
+        self._max_entries = max_entries
+        self._seen: dict[tuple[int, int], int] = {}  # (key id, chain id) -> block
+        self._lock = threading.Lock()
+
+    def seen(self, key_id: int, chain_id: int) -> int | None:
+        return self._seen.get((key_id, chain_id))
+
+    def saw(self, key_id: int, chain_id: int, block: int, node: NodeInfo) -> None:
+        """`key_id` was served `block` as the head by `node`: that node is at `block` at least."""
+        self._health.observe_head(node, block)
+        entry = (key_id, chain_id)
+        with self._lock:
+            previous = self._seen.pop(entry, None)  # re-inserted last: the newest written
+            self._seen[entry] = block if previous is None else max(previous, block)
+            if len(self._seen) > self._max_entries:
+                del self._seen[next(iter(self._seen))]
+
+    def __len__(self) -> int:
+        return len(self._seen)
