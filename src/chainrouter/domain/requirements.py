@@ -75,6 +75,7 @@ METHODS: dict[str, MethodNeeds] = {
     "eth_sendRawTransaction": MethodNeeds(Reads.WRITE, None),
     "eth_sendTransaction": MethodNeeds(Reads.WRITE, None),
 }
+HEAD_ONLY = frozenset(m for m, spec in METHODS.items() if spec.reads is Reads.HEAD)
 _READS_PARENT_STATE = frozenset(m for m, (_, _, parent) in _TRACE_AT_BLOCK.items() if parent)
 
 HEAD_TAGS = frozenset({"latest", "pending"})

@@ -20,16 +20,23 @@ class NotBehindSeen:
     def __init__(self, seen: SeenHeads, health: HealthMonitor) -> None:
         self._seen = seen
         self._node_head = health.node_head
+        self._chain_head = health.chain_head
 
     def run(self, call: CallContext) -> None:
         access = call.request.access
         if access is None or not call.needs.at_head:
             return
-        seen = self._seen.seen(access.key_id, call.request.chain_id)
+        chain_id = call.request.chain_id
+        seen = self._seen.seen(access.key_id, chain_id)
         if seen is None:
             return
+        chain_head = self._chain_head(chain_id)
+        if chain_head is None or chain_head < seen:
+            return  # no node is known to be at or past it: the order stands
         node_head = self._node_head
         ordered = call.ordered
+        if (node_head(ordered[0].node.node_id) or -1) >= seen:
+            return  # the usual case: the first choice is caught up
         caught_up = [r for r in ordered if (node_head(r.node.node_id) or -1) >= seen]
         if caught_up and len(caught_up) < len(ordered):
             call.ordered = caught_up
@@ -50,7 +57,10 @@ class SeeHead:
         if call.scenario not in _SERVED:
             return
         block = head_in(call.answer)
-        if block is not None:
+        if block is None:
+            return
+        seen = self._seen.seen(access.key_id, call.request.chain_id)
+        if seen is None or block > seen:  # else nothing new: no write
             self._seen.saw(access.key_id, call.request.chain_id, block, served_by.node)
 
 

@@ -4,7 +4,13 @@
 from __future__ import annotations
 
 from chainrouter.domain.enums import Scenario
-from chainrouter.domain.requirements import BadParamsError, needs_anything, needs_of
+from chainrouter.domain.requirements import (
+    AT_HEAD,
+    HEAD_ONLY,
+    BadParamsError,
+    needs_anything,
+    needs_of,
+)
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.router.capabilities import ahead_refusal
@@ -21,8 +27,12 @@ class CallNeeds:
 
     def run(self, call: CallContext) -> None:
         rpc = call.call
-        if not needs_anything(rpc.method):
-            return  # most calls (eth_blockNumber, eth_getTransactionReceipt ...): NOTHING
+        method = rpc.method
+        if not needs_anything(method):
+            return  # most calls (eth_chainId, eth_getTransactionReceipt ...): NOTHING
+        if method in HEAD_ONLY:
+            call.needs = AT_HEAD  # eth_blockNumber: no parameter to read
+            return
         head = self._chain_head(call.request.chain_id)
         try:
             needs = needs_of(rpc.method, rpc.params, head)
