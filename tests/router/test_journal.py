@@ -183,3 +183,22 @@ def test_kill_9_loses_no_served_usage_and_charges_nothing_twice(
         assert final == after  # the graceful stop wrote nothing more, nothing twice
     finally:
         engine.dispose()
+
+
+def test_a_journal_directory_that_cannot_be_written_does_not_stop_the_router(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from chainrouter.router.runtime import build_runtime
+    from chainrouter.settings import Settings
+    from chainrouter.stores.sql import migrate
+
+    blocked = tmp_path / "file"
+    blocked.write_text("not a directory")
+    database_url = f"sqlite:///{tmp_path / 'r.db'}"
+    engine = create_database_engine(database_url)
+    migrate.upgrade(engine)
+    settings = Settings(database_url=database_url, usage_journal_dir=str(blocked / "journal"))
+    runtime = build_runtime(settings, engine)
+    assert runtime.service.snapshot is not None
+    assert "usage journal unavailable" in caplog.text
+    engine.dispose()

@@ -113,8 +113,17 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
     if settings.usage_journal_dir:
         directory = Path(settings.usage_journal_dir)
         database = database_fingerprint(engine.url.render_as_string(hide_password=True))
-        replay_journals(directory, database, lambda flush: _write_replayed(engine, flush))
-        journal = UsageJournal(directory, instance, database)
+        try:
+            replay_journals(directory, database, lambda flush: _write_replayed(engine, flush))
+            journal = UsageJournal(directory, instance, database)
+        except OSError as exc:  # a read-only or missing disk must not keep the router down
+            log.error(
+                "usage journal unavailable in %s (%s): usage metered since the last flush is "
+                "lost if this router is killed; set CHAINROUTER_USAGE_JOURNAL_DIR to a writable "
+                "directory",
+                directory,
+                exc,
+            )
     snapshot = load_snapshot(engine)
     cooldowns = MemoryCooldowns()
     health = HealthMonitor(
