@@ -70,3 +70,9 @@ async def test_storage_silent_too_long_is_503(
     await world.runtime.sync.refresh()  # storage answers again
     status, _ = await _health(world)
     assert status == 200
+
+
+async def test_a_router_with_no_chain_configured_yet_is_ready(make_world: WorldFactory) -> None:
+    world = await make_world(world_config([]))
+    status, body = await _health(world)
+    assert (status, body["chains"]) == (200, 0)

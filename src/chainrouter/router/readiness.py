@@ -1,9 +1,10 @@
 """Whether a router can serve, for load balancers (`GET /health`; docs/router.md, "Health").
 
 Ready means: storage answered within `stale_after_s` (the snapshot of keys, prices and nodes is
-as fresh as that, and usage is being written), and at least one configured chain has a node that
-is in sync and not cooling down. Chains with no such node are counted, not fatal: the router
-still serves the others.
+as fresh as that, and usage is being written), and, when chains are configured, at least one has
+a node that is in sync and not cooling down. Chains with no such node are counted, not fatal: the
+router still serves the others. A router with no chain configured yet (a new installation) is
+ready: nothing it should serve is failing.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Readiness:
         found = []
         if not self.storage_ok:
             found.append("storage has not answered recently")
-        if self.chains == self.chains_without_healthy_node:
+        if self.chains and self.chains == self.chains_without_healthy_node:
             found.append("no chain has a node in sync and available")
         return found
 
@@ -52,5 +53,5 @@ def readiness(
         for nodes in chains.values()
         if not any(n.node_id not in out_of_sync and cooldowns.available(n.node_id) for n in nodes)
     )
-    ready = storage_ok and without < len(chains)
+    ready = storage_ok and (not chains or without < len(chains))
     return Readiness(ready, storage_ok, age, len(chains), without)
