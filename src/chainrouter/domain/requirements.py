@@ -97,6 +97,12 @@ class Needs:
     at_head: bool = False  # reads the head (`latest`, `pending`, or no block named)
 
     @property
+    def oldest_block(self) -> int | None:
+        """The oldest block it reads anything of (state or history), where known."""
+        found = [b for b in (self.history_from, self.state_at) if b is not None]
+        return min(found) if found else None
+
+    @property
     def blocks(self) -> tuple[int, ...]:
         """Every block number it names."""
         return tuple(

@@ -148,7 +148,7 @@ class CapabilityBook:
             missing.add(Shortfall.NAMESPACE)
         blocks_from = caps.blocks_from
         if blocks_from is not None:
-            oldest_read = _lowest(needs.history_from, needs.state_at)
+            oldest_read = needs.oldest_block
             if oldest_read is not None and oldest_read < blocks_from:
                 missing.add(Shortfall.HISTORY)
         if needs.state_at is not None:
@@ -223,7 +223,7 @@ class CapabilityBook:
             )
         if Shortfall.HISTORY in common:
             oldest = self._best(nodes, lambda n: self.of(n).blocks_from)
-            block = _lowest(needs.history_from, needs.state_at)
+            block = needs.oldest_block
             return RpcError(
                 REFUSAL_STATUS,
                 RpcCode.NO_BLOCK_PARAM_CAPABLE_NODES,
@@ -284,7 +284,7 @@ def _describe(shortfall: Shortfall, needs: Needs) -> str:
     if shortfall is Shortfall.STATE:
         return f"state at block {needs.state_at:,}"
     if shortfall is Shortfall.HISTORY:
-        return f"history from block {_lowest(needs.history_from, needs.state_at):,}"
+        return f"history from block {needs.oldest_block:,}"
     if shortfall is Shortfall.LOGS_RANGE:
         return f"an eth_getLogs range of {logs_span(needs) or 0:,} blocks"
     return "the method"
@@ -292,7 +292,3 @@ def _describe(shortfall: Shortfall, needs: Needs) -> str:
 
 def _block(number: int | None) -> str:
     return "unknown" if number is None else f"block {number:,}"
-
-
-def _lowest(a: int | None, b: int | None) -> int | None:
-    return b if a is None else a if b is None else min(a, b)

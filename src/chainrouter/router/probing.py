@@ -16,17 +16,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import orjson
-
 from chainrouter.domain.routing import NodeInfo
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.contract import Failure, Forward, Wait
 from chainrouter.router.health import HealthMonitor
 from chainrouter.screening.probes import (
     Ask,
-    NodeErrorAnswer,
     ProbeUnanswered,
+    call_body,
     probe_capabilities,
+    read_answer,
 )
 
 log = logging.getLogger(__name__)
@@ -42,19 +41,10 @@ def forwarding_ask(url: str, timeout_s: float) -> Ask:
 
     async def ask(method: str, params: list[Any]) -> Any:
         call_id = next(ids)
-        body = orjson.dumps({"jsonrpc": "2.0", "id": call_id, "method": method, "params": params})
-        answer = await Forward(url, body, timeout_s)
+        answer = await Forward(url, call_body(call_id, method, params), timeout_s)
         if isinstance(answer, Failure):
             raise ProbeUnanswered(answer.detail)
-        try:
-            parsed = orjson.loads(answer)
-        except orjson.JSONDecodeError:
-            raise ProbeUnanswered("not JSON") from None
-        if not isinstance(parsed, dict) or parsed.get("id") != call_id:
-            raise ProbeUnanswered("not the answer to the probe")
-        if "error" in parsed:
-            raise NodeErrorAnswer(parsed["error"])
-        return parsed.get("result")
+        return read_answer(answer, call_id)
 
     return ask
 

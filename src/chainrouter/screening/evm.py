@@ -17,12 +17,18 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from yarl import URL
 
 from chainrouter.domain.capabilities import Capabilities
 from chainrouter.screening.guard import GuardedSession, OutboundError, OutboundGuard
-from chainrouter.screening.probes import Ask, NodeErrorAnswer, ProbeUnanswered, probe_capabilities
+from chainrouter.screening.probes import (
+    Ask,
+    NodeErrorAnswer,
+    ProbeUnanswered,
+    call_body,
+    probe_capabilities,
+    read_answer,
+)
 
 _MAX_QUANTITY = 2**63 - 1
 # The capability probes' whole time at registration: a slow node must not hold the API call for
@@ -90,26 +96,17 @@ async def _call(
     """The call's result; a JSON-RPC error fails the check, or with `keep_errors` is raised as
     the node's answer (`NodeErrorAnswer`)."""
     call_id = next(_ids)
-    body = orjson.dumps({"jsonrpc": "2.0", "id": call_id, "method": method, "params": params})
     try:
-        raw = await session.post_json(url, body)
-    except OutboundError as exc:
+        raw = await session.post_json(url, call_body(call_id, method, params))
+        return read_answer(raw, call_id)
+    except (OutboundError, ProbeUnanswered) as exc:
         raise _CheckFailedError(str(exc)) from None
-    try:
-        answer = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise _CheckFailedError("the answer is not JSON") from None
-    if not isinstance(answer, dict) or answer.get("id") != call_id:
-        raise _CheckFailedError("the answer is not the JSON-RPC response to the call")
-    if "error" in answer:
-        error = answer["error"]
+    except NodeErrorAnswer as exc:
         if keep_errors:
-            raise NodeErrorAnswer(error)
+            raise
+        error = exc.error
         message = error.get("message") if isinstance(error, dict) else error
-        raise _CheckFailedError(f"the node answered an error: {str(message)[:200]}")
-    if "result" not in answer:
-        raise _CheckFailedError("the answer has no result")
-    return answer["result"]
+        raise _CheckFailedError(f"the node answered an error: {str(message)[:200]}") from None
 
 
 async def screen_http_node(

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
+
 from chainrouter.domain.capabilities import ARCHIVE_DEPTH, Capabilities
 from chainrouter.domain.upstream_errors import Fault, classify
 
@@ -40,6 +42,26 @@ class ProbeUnanswered(Exception):  # noqa: N818
 
 
 Ask = Callable[[str, list[Any]], Awaitable[Any]]
+
+
+def call_body(call_id: int, method: str, params: list[Any]) -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": call_id, "method": method, "params": params})
+
+
+def read_answer(raw: bytes, call_id: int) -> Any:
+    """The result of the JSON-RPC answer `raw` to call `call_id`: `NodeErrorAnswer` for an error
+    object, `ProbeUnanswered` for anything that is not the answer to the call."""
+    try:
+        answer = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise ProbeUnanswered("the answer is not JSON") from None
+    if not isinstance(answer, dict) or answer.get("id") != call_id:
+        raise ProbeUnanswered("the answer is not the JSON-RPC response to the call")
+    if "error" in answer:
+        raise NodeErrorAnswer(answer["error"])
+    if "result" not in answer:
+        raise ProbeUnanswered("the answer has no result")
+    return answer["result"]
 
 
 async def probe_capabilities(
