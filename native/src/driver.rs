@@ -5,6 +5,8 @@
 //! - `Forward`: a POST to a node, done by `Upstream` while Python waits; resumed with the answer's
 //!   bytes or a `Failure`;
 //! - `Gather`: several programs at once (the calls of a batch), each driven the same way;
+//! - `Race`: several programs, each from its own delay, until one returns a value (`race.rs`);
+//!   the others are dropped where they wait and their coroutines closed;
 //! - `Acquire`: the rate limiter, which is Python: the host's function answers at once (the
 //!   in-process limiter) or with a `concurrent.futures.Future` (Redis, on the event loop's
 //!   thread), waited for here without the GIL;
@@ -28,6 +30,7 @@ use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyCFunction, PyDict, PyList, PyTu
 use pyo3::{ffi, AsPyPointer};
 
 use crate::contract::Types;
+use crate::race::{first_some, Racer};
 use crate::upstream::{Failure, Upstream, UpstreamSettings, Vet};
 
 extern "C" {
@@ -138,6 +141,8 @@ enum Resume {
     Error(PyErr),
     Answer(Result<Bytes, Failure>),
     Results(Vec<PyObject>),
+    /// A race's winner, or (-1, None), and the race's programs to close first.
+    Raced(Option<(usize, PyObject)>, CloseOnDrop),
 }
 
 /// What a program asked for when it stopped.
@@ -150,11 +155,18 @@ pub enum Step {
     },
     /// The programs of a batch, each already started (under the GIL that found them).
     Gather(Vec<(PyObject, PyResult<Step>)>),
+    /// The programs of a race: the ones without delay already started, the others with theirs.
+    Race(Vec<(PyObject, Racing)>),
     /// The host's answer to `Acquire`: its result, or a future of it.
     Acquired(PyObject),
     AcquireLater(PyObject),
     Wait(Duration),
     Spawn(PyObject),
+}
+
+pub enum Racing {
+    Started(PyResult<Step>),
+    After(Duration),
 }
 
 /// After one turn under the GIL: more to wait for, or the caller's result.
@@ -223,6 +235,7 @@ where
                     None => Resume::Results(results),
                 }
             }
+            Step::Race(entries) => race(&shared, entries).await,
             Step::Acquired(value) => Resume::Value(value),
             Step::AcquireLater(future) => match wait_for(future).await {
                 Ok(value) => Resume::Value(value),
@@ -252,6 +265,71 @@ where
     }
 }
 
+/// Carry out a `Race`: each program from its delay, until one returns something other than None;
+/// then every program's coroutine is closed (a finished one is left as it is).
+async fn race(shared: &Arc<Shared>, entries: Vec<(PyObject, Racing)>) -> Resume {
+    let closing = CloseOnDrop(entries.iter().map(|(coroutine, _)| coroutine.clone()).collect());
+    let racers: Vec<Racer<'_, PyObject, PyErr>> = entries
+        .into_iter()
+        .map(|(coroutine, racing)| -> Racer<'_, PyObject, PyErr> {
+            let shared = shared.clone();
+            Box::pin(async move {
+                let first = match racing {
+                    Racing::Started(first) => first?,
+                    Racing::After(delay) => {
+                        tokio::time::sleep(delay).await;
+                        Python::with_gil(|py| start(py, &shared, coroutine.as_ref(py)))?
+                    }
+                };
+                drive_racer(shared, coroutine, first).await
+            })
+        })
+        .collect();
+    let outcome = first_some(racers).await;
+    match outcome {
+        // Closed under the GIL that resumes the parent: no turn of the GIL of their own.
+        Ok(winner) => Resume::Raced(winner, closing),
+        Err(error) => Resume::Error(error), // `closing` closes them as it goes
+    }
+}
+
+/// The coroutines of a race, closed when the race ends, or when the request it is part of is
+/// dropped (its client gone, the server stopping): a program never started must still be
+/// closed, or Python warns that it was never awaited.
+pub struct CloseOnDrop(Vec<PyObject>);
+
+impl CloseOnDrop {
+    fn close(&mut self, py: Python<'_>) {
+        for coroutine in self.0.drain(..) {
+            if let Err(error) = coroutine.call_method0(py, "close") {
+                log_error(py, LOGGER, "a program of a race failed as it was closed", error);
+            }
+        }
+    }
+}
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        // SAFETY: a plain query of the interpreter's state; nothing is closed once it is gone.
+        if self.0.is_empty() || unsafe { ffi::Py_IsInitialized() } == 0 {
+            return;
+        }
+        Python::with_gil(|py| self.close(py));
+    }
+}
+
+/// One program of a race, driven to its end: None when it returned None. Boxed, as `Driven` is,
+/// so that a race inside a race is a future the compiler can see is `Send`.
+fn drive_racer(
+    shared: Arc<Shared>,
+    coroutine: PyObject,
+    first: Step,
+) -> Racer<'static, PyObject, PyErr> {
+    Box::pin(drive_from(shared, coroutine, first, |py, outcome| {
+        outcome.map(|value| if value.is_none(py) { None } else { Some(value) })
+    }))
+}
+
 /// Resume the coroutine once, and read what it asks for next.
 fn advance(py: Python<'_>, shared: &Shared, coroutine: &PyAny, resume: Resume) -> PyResult<Step> {
     let sent: PyObject = match resume {
@@ -264,6 +342,13 @@ fn advance(py: Python<'_>, shared: &Shared, coroutine: &PyAny, resume: Resume) -
             shared.types.failure.as_ref(py).call1((kind, failure.detail, failure.status))?.into()
         }
         Resume::Results(values) => PyList::new(py, values).into(),
+        Resume::Raced(winner, mut closing) => {
+            closing.close(py);
+            match winner {
+                Some((index, value)) => (index, value).into_py(py),
+                None => (-1, py.None()).into_py(py),
+            }
+        }
     };
     let mut result: *mut ffi::PyObject = std::ptr::null_mut();
     // SAFETY: both pointers are live references held under the GIL; `result` receives a new
@@ -305,6 +390,25 @@ fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny)
         let programs: &PyList = yielded.getattr(programs.as_ref(py))?.downcast()?;
         let children = programs.iter().map(|child| (child.into(), start(py, shared, child)));
         return Ok(Step::Gather(children.collect()));
+    }
+    if kind.is(types.race.as_ref(py)) {
+        let [programs, delays_s] = &types.race_fields;
+        let programs: &PyList = yielded.getattr(programs.as_ref(py))?.downcast()?;
+        let delays_s: Vec<f64> = yielded.getattr(delays_s.as_ref(py))?.extract()?;
+        if delays_s.len() != programs.len() {
+            let message = "Race needs one delay per program";
+            return throw(py, shared, coroutine, PyValueError::new_err(message));
+        }
+        let entries = programs.iter().zip(delays_s).map(|(child, delay_s)| {
+            let delay = Duration::from_secs_f64(bounded_seconds(delay_s));
+            let racing = if delay.is_zero() {
+                Racing::Started(start(py, shared, child))
+            } else {
+                Racing::After(delay)
+            };
+            (child.into(), racing)
+        });
+        return Ok(Step::Race(entries.collect()));
     }
     if kind.is(types.acquire.as_ref(py)) {
         let answer = shared.acquire.call1(py, (yielded,))?;

@@ -5,6 +5,7 @@
 mod contract;
 mod driver;
 mod http1;
+mod race;
 mod server;
 mod target;
 mod upstream;

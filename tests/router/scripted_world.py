@@ -16,6 +16,7 @@ from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
+from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.pipeline import Reply
 from chainrouter.router.seen_heads import SeenHeads
@@ -90,6 +91,7 @@ def scripted_world(
     methods: tuple[str, ...] = (METHOD,),
     capabilities: dict[str, Capabilities] | None = None,
     heads: dict[str, int] | None = None,
+    tail: TailPolicy | None = None,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
     declare `capabilities` (by URL) and have passed a health check at `heads` (by URL)."""
@@ -152,6 +154,7 @@ def scripted_world(
         credits=credits,
         meter=UsageMeter(),
         clock=executor.clock,
+        tail=TailPolicies(tail or TailPolicy(timeout_ceiling_s=attempt_timeout_s)),
     )
     service = RpcService(snapshot, deps)
     return ScriptedWorld(service, executor, key, scripted, deps)

@@ -4,6 +4,7 @@ every executor carries out every command."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +13,16 @@ import pytest
 
 from chainrouter.ratelimit.gcra import Bucket
 from chainrouter.router import contract
-from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward, Gather, Spawn, Wait
+from chainrouter.router.contract import (
+    Acquire,
+    Failure,
+    FailureKind,
+    Forward,
+    Gather,
+    Race,
+    Spawn,
+    Wait,
+)
 from chainrouter.router.executors import Executor
 from chainrouter.router.executors.native import load_native_module
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -60,15 +70,16 @@ async def _every_command(url: str) -> list[Any]:
     answer = await Forward(url, b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}', 5)
     failure = await Forward(url.replace("/ok", "/status/503"), b"{}", 5)
     both = await Gather([_value(1), _value(2)])
+    raced = await Race([_value(1, 0.2), _value(2, 0.01)], [0, 0])
     allowed = [await Acquire([Bucket("contract", 1, 60.0)]) for _ in range(2)]
     await Spawn(beside())
     await Wait(0.05)
     assert isinstance(failure, Failure)
-    return [answer, (failure.kind, failure.status), both, allowed, done]
+    return [answer, (failure.kind, failure.status), both, raced, allowed, done]
 
 
-async def _value(value: int) -> int:
-    await Wait(0)
+async def _value(value: int | None, after_s: float = 0) -> int | None:
+    await Wait(after_s)
     return value
 
 
@@ -83,10 +94,11 @@ async def test_every_executor_carries_out_every_command(
     executor: Executor, upstream: FaultyUpstream
 ) -> None:
     url = upstream.url("/ok/contract")
-    answer, failure, both, allowed, done = await executor.run(_every_command(url))
+    answer, failure, both, raced, allowed, done = await executor.run(_every_command(url))
     assert b'"result": "0x7a69"' in answer
     assert failure == (FailureKind.HTTP_STATUS, 503)
     assert both == [1, 2]
+    assert raced == (1, 2)
     assert allowed == [True, False]
     assert done == ["spawned"]
 
@@ -95,10 +107,63 @@ def test_the_scripted_executor_carries_out_every_command_too() -> None:
     url = "http://node.test/ok"
     scripted = ScriptedExecutor({url: answering("0x7a69")})
     scripted.down.add("http://node.test/status/503")
-    answer, failure, both, allowed, done = scripted.run(_every_command(url))
+    answer, failure, both, raced, allowed, done = scripted.run(_every_command(url))
     assert b'"result":"0x7a69"' in answer
     assert failure == (FailureKind.HTTP_STATUS, 503)
-    assert (both, allowed) == ([1, 2], [True, False])
+    assert (both, raced, allowed) == ([1, 2], (1, 2), [True, False])
     assert done == []  # spawned, not run: a test runs `scripted.spawned` when it wants them
     scripted.run(scripted.spawned.pop())
     assert done == ["spawned"]
+
+
+async def _race_story(hang_url: str, ok_url: str) -> list[Any]:
+    """What a `Race` does, told once for every executor."""
+    closed: list[str] = []
+
+    async def attempt(url: str, name: str) -> bytes | Failure | None:
+        try:
+            return await Forward(url, b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}', 30)
+        finally:
+            closed.append(name)
+
+    async def nothing() -> None:
+        await Wait(0.01)
+
+    async def never_started() -> int:
+        closed.append("never started ran")
+        return 3
+
+    # The first to return a value wins, wherever it is; the hung Forward is abandoned.
+    hedged = await Race([attempt(hang_url, "hung"), attempt(ok_url, "hedge")], [0, 0.05])
+    # A program returning None does not end the race; one not started by the end is closed.
+    after_none = await Race([nothing(), _value(2, 0.05), never_started()], [0, 0, 5])
+    # Nobody with a value: (-1, None); no program at all: the same.
+    empty = [await Race([nothing(), nothing()], [0, 0.01]), await Race([], [])]
+    failed: str | None = None
+    try:
+        await Race([_raising(), _value(1, 5)], [0, 0])
+    except ValueError as exc:
+        failed = str(exc)
+    assert isinstance(hedged[1], bytes)
+    return [hedged[0], after_none, empty, failed, closed]
+
+
+async def _raising() -> None:
+    await Wait(0.01)
+    raise ValueError("broken racer")
+
+
+async def test_every_executor_runs_a_race_and_cancels_its_losers(
+    executor: Executor, upstream: FaultyUpstream
+) -> None:
+    url, before = upstream.url, upstream.open_connections
+    started = asyncio.get_running_loop().time()
+    outcome = await executor.run(_race_story(url("/hang/race"), url("/ok/race")))
+    assert asyncio.get_running_loop().time() - started < 2  # nobody waited for the hang or 5 s
+    assert outcome == [1, (1, 2), [(-1, None), (-1, None)], "broken racer", ["hedge", "hung"]]
+    for _ in range(300):  # the abandoned attempt's connection is closed, not kept
+        if upstream.open_connections <= before + 1:
+            break
+        await asyncio.sleep(0.01)
+    assert upstream.open_connections <= before + 1  # at most the answering one, kept
+    assert upstream.requests["/hang/race"] == 1

@@ -7,7 +7,8 @@ executors: the native one in Rust (`native/`, the default) and the Python one
 
 - the HTTP request a server hands to the router (`HttpRequest`) and the answer it writes back
   (`HttpAnswer`);
-- the commands (`Forward`, `Gather`, `Acquire`, `Wait`, `Spawn`) and what each is resumed with;
+- the commands (`Forward`, `Gather`, `Race`, `Acquire`, `Wait`, `Spawn`) and what each is
+  resumed with;
 - the ways a node can fail (`FailureKind`, inside a `Failure`).
 
 The Rust side declares what it expects of each (`chainrouter._native.contract()`), and
@@ -28,7 +29,7 @@ from typing import Any, NamedTuple
 
 from chainrouter.ratelimit.gcra import Bucket
 
-VERSION = 1
+VERSION = 2  # 2: `Race`
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -100,6 +101,25 @@ class Gather:
 
 
 @dataclass(slots=True)
+class Race:
+    """Run `programs` at once, program i starting `delays_s[i]` seconds after the race began
+    (0: at once; negative or NaN: at once). Resumed with `(i, result)` of the first program to
+    return something other than None; the others are cancelled first: one not yet started is
+    closed unstarted, one running is closed where it waits, its command in flight abandoned (a
+    `Forward` cut off mid-answer). When every program has returned None: `(-1, None)`. If one
+    raises, the others are cancelled and the exception is raised here.
+
+    This is the shape of a hedged call: the first attempt at once, the next one a delay later
+    unless the first has answered by then (router/stages/attempt.py)."""
+
+    programs: list[Program]
+    delays_s: list[float]
+
+    def __await__(self) -> Generator[Race, tuple[int, Any], tuple[int, Any]]:
+        return (yield self)
+
+
+@dataclass(slots=True)
 class Acquire:
     """Take every bucket's amount from the rate limiter, or none. Resumed with True when all had
     room. Carried out by the executor's Python side (the limiter may be in Redis)."""
@@ -131,8 +151,8 @@ class Spawn:
         return (yield self)
 
 
-COMMANDS = (Forward, Gather, Acquire, Wait, Spawn)
-Command = Forward | Gather | Acquire | Wait | Spawn
+COMMANDS = (Forward, Gather, Race, Acquire, Wait, Spawn)
+Command = Forward | Gather | Race | Acquire | Wait | Spawn
 
 
 def describe() -> dict[str, Any]:

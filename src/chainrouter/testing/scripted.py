@@ -11,14 +11,20 @@ event loop and no waiting:
     assert [f.url for f in executor.forwarded] == ["http://a", "http://b"]
 
 A node's script is one responder for every call, or a list of responders used in turn (a call
-past the end of the list is a test error). `Gather` interleaves its programs one command at a
-time, as real executors overlap them; `Wait` and time-outs advance `clock` instead of waiting.
+past the end of the list is a test error). An answer comes at once unless the responder says it
+is late (`slow`, `hanging`); a time-out takes the command's whole time-out. `Wait`, time-outs and
+late answers advance `clock` instead of waiting. `Gather` interleaves its programs one command
+at a time, as real executors overlap them; `Race` runs its programs in simulated time, each from
+its delay, each command taking as long as its answer is late, and records the `Forward`s it cuts
+off in `cancelled`. (A race inside a batch runs whole, one item after the other, in that time.)
 """
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
@@ -30,12 +36,22 @@ from chainrouter.router.contract import (
     Forward,
     Gather,
     Program,
+    Race,
     Spawn,
     Wait,
 )
 
 T = TypeVar("T")
-Responder = Callable[[Forward], bytes | Failure]
+
+
+class Late(NamedTuple):
+    """An answer that takes `seconds` to come; past the command's time-out it never does."""
+
+    seconds: float
+    answer: bytes | Failure
+
+
+Responder = Callable[[Forward], bytes | Failure | Late]
 Script = Responder | list[Responder]
 
 
@@ -87,6 +103,21 @@ def failing(kind: FailureKind, status: int | None = None) -> Responder:
     return respond
 
 
+def slow(seconds: float, responder: Responder) -> Responder:
+    """`responder`'s answers, each `seconds` late."""
+
+    def respond(command: Forward) -> Late:
+        answer = responder(command)
+        return Late(seconds, answer.answer if isinstance(answer, Late) else answer)
+
+    return respond
+
+
+def hanging() -> Responder:
+    """A node that takes every call and never answers: each attempt ends at its time-out."""
+    return lambda command: Late(math.inf, Failure(FailureKind.TIMEOUT, "scripted hang", None))
+
+
 def raw(body: bytes) -> Responder:
     """A node that answers `body`, whatever was asked."""
     return lambda command: body
@@ -110,6 +141,7 @@ class ScriptedExecutor:
         self.clock = clock or FakeClock()
         self.limiter = limiter or MemoryLimiter(clock=self.clock)
         self.forwarded: list[Forward] = []  # every Forward carried out, in order
+        self.cancelled: list[Forward] = []  # cut off by the end of a race, in order
         self.spawned: list[Program] = []  # started by `Spawn`, not run: `run` them to
         self.methods_sent: list[str] = []  # the method of every single call forwarded
         self.down: set[str] = set()  # URLs answering HTTP 503, whatever their script
@@ -130,9 +162,13 @@ class ScriptedExecutor:
 
     def _carry_out(self, command: object) -> Any:
         if isinstance(command, Forward):
-            return self._forward(command)
+            seconds, answer = self._forward(command)
+            self.clock.now += seconds
+            return answer
         if isinstance(command, Gather):
             return self._gather(command.programs)
+        if isinstance(command, Race):
+            return self._race(command)
         if isinstance(command, Acquire):
             return self.limiter.try_acquire(command.buckets)
         if isinstance(command, Wait):
@@ -143,13 +179,14 @@ class ScriptedExecutor:
             return None
         raise ScriptError(f"a program awaited {type(command).__name__}, which is not a command")
 
-    def _forward(self, command: Forward) -> bytes | Failure:
+    def _forward(self, command: Forward) -> tuple[float, bytes | Failure]:
+        """How long the answer takes, and what it is."""
         self.forwarded.append(command)
         request = _request_of(command)
         if isinstance(request, dict) and "method" in request:
             self.methods_sent.append(request["method"])
         if command.url in self.down:
-            return Failure(FailureKind.HTTP_STATUS, "HTTP 503", 503)
+            return 0.0, Failure(FailureKind.HTTP_STATUS, "HTTP 503", 503)
         script = self.nodes.get(command.url)
         if script is None:
             raise ScriptError(f"no script for {command.url}")
@@ -160,9 +197,55 @@ class ScriptedExecutor:
         else:
             responder = script
         answer = responder(command)
-        if isinstance(answer, Failure) and answer.kind == FailureKind.TIMEOUT:
-            self.clock.now += command.timeout_s
-        return answer
+        seconds = 0.0
+        if isinstance(answer, Late):
+            seconds, answer = answer
+        if seconds >= command.timeout_s or (
+            isinstance(answer, Failure) and answer.kind == FailureKind.TIMEOUT
+        ):
+            detail = f"no complete answer within {command.timeout_s:.3f} s"
+            return command.timeout_s, Failure(FailureKind.TIMEOUT, detail, None)
+        return seconds, answer
+
+    def _race(self, command: Race) -> tuple[int, Any]:
+        """The race in simulated time: the earliest event first (a program starting at its
+        delay, or a command's result arriving), until a program returns something not None."""
+        programs = command.programs
+        if len(command.delays_s) != len(programs):
+            raise ValueError("Race needs one delay per program")
+        began, order = self.clock.now, 0
+        events: list[tuple[float, int, int, Any]] = []  # (when, order, program, resumed with)
+        for index, delay in enumerate(command.delays_s):
+            events.append((began + (delay if delay > 0 else 0.0), index, index, None))
+            order = index + 1
+        heapq.heapify(events)
+        in_flight: dict[int, Forward] = {}
+        try:
+            while events:
+                when, _, index, value = heapq.heappop(events)
+                self.clock.now = max(self.clock.now, when)
+                in_flight.pop(index, None)
+                try:
+                    step = programs[index].send(value)
+                except StopIteration as done:
+                    if done.value is not None:
+                        return index, done.value
+                    continue
+                seconds, result = 0.0, None
+                if isinstance(step, Forward):
+                    seconds, result = self._forward(step)
+                    in_flight[index] = step
+                elif isinstance(step, Wait):
+                    seconds = max(step.seconds, 0.0)
+                else:
+                    result = self._carry_out(step)
+                heapq.heappush(events, (self.clock.now + seconds, order, index, result))
+                order += 1
+            return -1, None
+        finally:
+            self.cancelled.extend(in_flight.values())
+            for program in programs:
+                program.close()
 
     def _gather(self, programs: list[Program]) -> list[Any]:
         """Step every program one command at a time, in turn, until all have ended."""

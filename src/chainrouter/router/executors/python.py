@@ -26,6 +26,7 @@ from chainrouter.router.contract import (
     Forward,
     Gather,
     Program,
+    Race,
     Spawn,
     Wait,
 )
@@ -105,6 +106,8 @@ class PythonExecutor:
             return await self._forward(command)
         if isinstance(command, Gather):
             return await self._gather(command.programs)
+        if isinstance(command, Race):
+            return await self._race(command)
         if isinstance(command, Acquire):
             return await self._limiter.acquire(command.buckets)
         if isinstance(command, Wait):
@@ -122,6 +125,43 @@ class PythonExecutor:
             if isinstance(outcome, BaseException):
                 raise outcome
         return outcomes
+
+    async def _race(self, command: Race) -> tuple[int, Any]:
+        """Each program from its delay, until one returns something other than None; then the
+        others are cancelled, and the ones never started closed. A program is made a task only
+        when it starts: a hedge whose first attempt answers in time costs no task."""
+        programs, delays = command.programs, command.delays_s
+        if len(delays) != len(programs):
+            raise ValueError("Race needs one delay per program")
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        starts = sorted(range(len(programs)), key=lambda i: _delay(delays[i]))
+        running: dict[asyncio.Task[Any], int] = {}
+        try:
+            while starts or running:
+                while starts and _delay(delays[starts[0]]) <= loop.time() - began:
+                    index = starts.pop(0)
+                    running[loop.create_task(self.run(programs[index]))] = index
+                timeout = None if not starts else began + _delay(delays[starts[0]]) - loop.time()
+                if not running:
+                    await asyncio.sleep(max(timeout or 0.0, 0.0))
+                    continue
+                done, _ = await asyncio.wait(
+                    running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in sorted(done, key=running.__getitem__):
+                    index = running.pop(task)
+                    value = task.result()  # a program's exception ends the race here
+                    if value is not None:
+                        return index, value
+            return -1, None
+        finally:
+            for task in running:
+                task.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+            for index in starts:
+                programs[index].close()
 
     async def _forward(self, command: Forward) -> bytes | Failure:
         refusal = self._literal_refusal(command.url)
@@ -198,6 +238,10 @@ class PythonExecutor:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+def _delay(seconds: float) -> float:
+    return seconds if seconds > 0 else 0.0  # NaN and negatives: at once
 
 
 def _is_ip(host: str) -> bool:
