@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from chainrouter.router.latency import TailPolicy
+from chainrouter.router.runtime import tail_policies
 from chainrouter.settings import LogLevel, ServeRole, SettingsError, load_settings
 
 
@@ -112,3 +114,31 @@ def test_every_setting_is_in_the_configuration_reference() -> None:
         if f"`{ENV_PREFIX}{name.upper()}`" not in reference
     ]
     assert missing == []
+
+
+def test_each_chain_may_have_its_own_hedging_and_time_outs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAINROUTER_HEDGE_DELAY_FLOOR_MS", "5")
+    monkeypatch.setenv(
+        "CHAINROUTER_CHAIN_TAIL", '{"137": {"hedge_max": 0, "upstream_timeout_s": 4}}'
+    )
+    policies = tail_policies(load_settings())
+    assert policies.policy(1) == TailPolicy(hedge_floor_s=0.005)
+    assert policies.policy(137) == TailPolicy(
+        hedge_max=0, hedge_floor_s=0.005, timeout_ceiling_s=4.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('{"0": {"hedge_max": 1}}', "chain IDs must be between 1"),
+        ('{"1": {"hedge_maximum": 1}}', "hedge_maximum"),
+        ('{"1": {"hedge_max": 9}}', "must be <= 8"),
+    ],
+)
+def test_a_bad_chain_tail_is_refused(
+    monkeypatch: pytest.MonkeyPatch, value: str, message: str
+) -> None:
+    monkeypatch.setenv("CHAINROUTER_CHAIN_TAIL", value)
+    with pytest.raises(SettingsError, match=message):
+        load_settings()

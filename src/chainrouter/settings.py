@@ -14,7 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
@@ -23,6 +23,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from chainrouter.domain.chains import MAX_CHAIN_ID
 from chainrouter.validation import error_message
 
 ENV_PREFIX = "CHAINROUTER_"
@@ -47,6 +48,21 @@ class ServeRole(StrEnum):
     RPC = "rpc"  # the RPC router (data plane) only
     API = "api"  # the management API only
     ALL = "all"
+
+
+class TailOverrides(BaseModel):
+    """One chain's own hedging and time-out settings (`Settings.chain_tail`); unset: the
+    process-wide setting of the same name."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hedge_max: int | None = Field(default=None, ge=0, le=8)
+    hedge_quantile: float | None = Field(default=None, ge=0.5, le=0.999)
+    hedge_delay_floor_ms: float | None = Field(default=None, ge=0, le=60_000)
+    hedge_delay_ceiling_ms: float | None = Field(default=None, ge=0, le=600_000)
+    adaptive_timeout_multiplier: float | None = Field(default=None, ge=1, le=1000)
+    adaptive_timeout_floor_s: float | None = Field(default=None, gt=0, le=300)
+    upstream_timeout_s: float | None = Field(default=None, gt=0, le=300)
 
 
 class Settings(BaseSettings):
@@ -144,6 +160,54 @@ class Settings(BaseSettings):
         le=600,
         description="Time a call gets across all its failover attempts, seconds; when it runs "
         "out the client gets HTTP 504.",
+    )
+    hedge_max: int = Field(
+        default=2,
+        ge=0,
+        le=8,
+        description="Further attempts a read may have in flight beside its first when that one "
+        'is slower than its node\'s usual (docs/router.md, "Tail latency"); the first good '
+        "answer wins and alone is billed. 0: never hedge. Writes never are.",
+    )
+    hedge_quantile: float = Field(
+        default=0.95,
+        ge=0.5,
+        le=0.999,
+        description="An attempt is hedged once it has taken longer than this quantile of its "
+        "node's recent answer times for that kind of call.",
+    )
+    hedge_delay_floor_ms: float = Field(
+        default=2.0,
+        ge=0,
+        le=60_000,
+        description="Shortest wait before a hedge, milliseconds.",
+    )
+    hedge_delay_ceiling_ms: float = Field(
+        default=1000.0,
+        ge=0,
+        le=600_000,
+        description="Longest wait before a hedge, milliseconds.",
+    )
+    adaptive_timeout_multiplier: float = Field(
+        default=10.0,
+        ge=1,
+        le=1000,
+        description="A quick call's time-out (a look-up of bounded size, such as "
+        "eth_blockNumber or eth_getBalance) is this times its node's recent p99, within "
+        "adaptive_timeout_floor_s and upstream_timeout_s. Other calls get upstream_timeout_s.",
+    )
+    adaptive_timeout_floor_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=300,
+        description="Shortest time-out of a quick call, seconds.",
+    )
+    chain_tail: dict[int, TailOverrides] = Field(
+        default_factory=dict,
+        description="Per chain, any of hedge_max, hedge_quantile, hedge_delay_floor_ms, "
+        "hedge_delay_ceiling_ms, adaptive_timeout_multiplier, adaptive_timeout_floor_s and "
+        "upstream_timeout_s in place of the settings above. In the environment: a JSON object "
+        'by chain ID, e.g. {"1": {"hedge_max": 0}}.',
     )
     upstream_connect_timeout_s: float = Field(
         default=5.0, gt=0, le=60, description="Time to open a connection to an upstream, seconds."
@@ -316,6 +380,14 @@ class Settings(BaseSettings):
                 raise ValueError(f"{entry!r} is not an IP address or CIDR network") from None
         return value
 
+    @field_validator("chain_tail")
+    @classmethod
+    def _chain_ids(cls, value: dict[int, TailOverrides]) -> dict[int, TailOverrides]:
+        wrong = [chain_id for chain_id in value if not 1 <= chain_id <= MAX_CHAIN_ID]
+        if wrong:
+            raise ValueError(f"chain IDs must be between 1 and {MAX_CHAIN_ID}: {wrong}")
+        return value
+
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str | None) -> str | None:
@@ -357,6 +429,9 @@ _NON_SETTING_PREFIXES = ("CHAINROUTER_TEST_",)
 
 
 def _describe(field_name: str, error: ErrorDetails) -> str:
+    inner = ".".join(str(part) for part in error["loc"][1:])
+    if error["type"] == "extra_forbidden" and inner:
+        return f"{ENV_PREFIX}{field_name.upper()}: {inner} is not a known key"
     if error["type"] == "extra_forbidden":
         return f"{field_name} (in {CONFIG_FILE_ENV}): unknown setting; see docs/configuration.md"
     got = error.get("input")

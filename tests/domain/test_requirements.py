@@ -16,8 +16,10 @@ from chainrouter.domain.requirements import (
     BadParamsError,
     Needs,
     Reads,
+    Work,
     logs_span,
     needs_of,
+    work_of,
 )
 
 ADDRESS = "0x" + "11" * 20
@@ -152,3 +154,34 @@ def test_any_params_give_needs_or_the_callers_error(method: str, first: Any, sec
 @given(st.integers(0, (1 << 64) - 1))
 def test_every_64_bit_block_number_reads_back(number: int) -> None:
     assert needs_of("eth_getBalance", [ADDRESS, hex(number)], None) == Needs(state_at=number)
+
+
+@pytest.mark.parametrize(
+    ("method", "work"),
+    [
+        ("eth_blockNumber", Work.QUICK),
+        ("eth_getBalance", Work.QUICK),
+        ("eth_getTransactionReceipt", Work.QUICK),
+        ("eth_getBlockByNumber", Work.QUICK),
+        ("eth_chainId", Work.QUICK),
+        ("eth_call", Work.EXECUTES),
+        ("eth_estimateGas", Work.EXECUTES),
+        ("eth_getLogs", Work.RANGE),
+        ("eth_getBlockReceipts", Work.RANGE),
+        ("trace_block", Work.TRACE),
+        ("debug_traceTransaction", Work.TRACE),
+        ("trace_anythingNew", Work.TRACE),
+        ("eth_sendRawTransaction", Work.WRITE),
+        ("eth_sendTransaction", Work.WRITE),
+        ("eth_sendBundle", Work.UNKNOWN),
+        ("custom_lookup", Work.UNKNOWN),
+    ],
+)
+def test_each_method_asks_the_work_the_tables_say(method: str, work: Work) -> None:
+    assert work_of(method) is work
+
+
+def test_every_write_in_the_method_table_is_a_write_to_work_of() -> None:
+    writes = [m for m, spec in METHODS.items() if spec.reads is Reads.WRITE]
+    assert writes
+    assert all(work_of(m) is Work.WRITE for m in writes)

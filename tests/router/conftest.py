@@ -236,6 +236,11 @@ async def _make_world(
     settings.setdefault("outbound_allow_private", True)  # the nodes of tests are on loopback
     # Each world journals its usage apart (a journal is replayed only into its own database).
     settings.setdefault("usage_journal_dir", tempfile.mkdtemp(prefix="usage-journal-"))
+    # Every read is still raced in lanes, but a hedge starts only for a call stalled 250 ms: on a
+    # loaded machine a loopback answer can take longer than the 2 ms default, and a hedge then
+    # would change the request counts the routing and failover tests check. The hedging tests
+    # set their own floor.
+    settings.setdefault("hedge_delay_floor_ms", 250.0)
     router_settings = Settings(database_url=database_url, **settings)
     runtime = build_runtime(router_settings, engine)
     executor = make_executor(

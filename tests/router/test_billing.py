@@ -125,8 +125,10 @@ async def test_concurrent_calls_are_each_charged_once(
     )
     assert all(reply.status == 200 for reply in replies)
     assert await world.runtime.sync.flush()
-    assert before_balance - world.stored_balance() == _served_nano(upstream, before_requests)
     assert before_balance - world.stored_balance() == 40 * 300 + 40 * 1_700
+    # Nodes may have been asked more often: a router that has just started knows no latency
+    # and hedges early; a hedge that lost was cancelled and is not billed.
+    assert _served_nano(upstream, before_requests) >= 40 * 300 + 40 * 1_700
 
 
 async def test_failures_and_refusals_cost_nothing(

@@ -17,6 +17,7 @@ from chainrouter.jsonrpc.errors import RpcCode
 from chainrouter.router.answers import Verdict, answers_call, judge_answer
 from chainrouter.router.contract import FailureKind
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.latency import TailPolicy
 from chainrouter.testing.scripted import answering, erroring, failing, raw
 from tests.router.scripted_world import rpc, scripted_world
 
@@ -54,7 +55,9 @@ def test_the_first_choice_answers_when_it_can() -> None:
     ],
 )
 def test_every_kind_of_failure_fails_over_to_the_next_route_and_bills_it(failure: object) -> None:
-    world = scripted_world([(A, 100, failure), (B, 200, OK)])  # type: ignore[list-item]
+    # Failover alone: with hedging, a hedge would overtake the time-out (test_hedging.py).
+    no_hedge = TailPolicy(hedge_max=0)
+    world = scripted_world([(A, 100, failure), (B, 200, OK)], tail=no_hedge)  # type: ignore[list-item]
     reply = world.call(rpc(request_id=7))
     assert reply.status == 200
     assert json.loads(reply.body)["id"] == 7
@@ -115,7 +118,10 @@ def test_when_no_route_answers_the_client_is_told_why_and_pays_nothing(
 def test_time_outs_share_the_calls_deadline() -> None:
     timeout = failing(FailureKind.TIMEOUT)
     world = scripted_world(
-        [(A, 1, timeout), (B, 1, timeout), (C, 1, OK)], attempt_timeout_s=10, deadline_s=15
+        [(A, 1, timeout), (B, 1, timeout), (C, 1, OK)],
+        attempt_timeout_s=10,
+        deadline_s=15,
+        tail=TailPolicy(hedge_max=0, timeout_ceiling_s=10),  # one attempt at a time
     )
     reply = world.call(rpc())
     # A takes its 10 s; B gets the 5 s left; C is not tried once the deadline has passed.
@@ -157,6 +163,26 @@ def test_cooldown_backs_off_exponentially_up_to_the_cap_and_success_clears_it() 
     assert not cooldowns.available(1)
     cooldowns.succeeded(1)
     assert cooldowns.available(1)
+
+
+def test_when_a_pause_ends_one_call_tries_the_node_and_the_others_wait_for_its_outcome() -> None:
+    now = [0.0]
+    cooldowns = MemoryCooldowns(base_s=1, max_s=10, clock=lambda: now[0])
+    cooldowns.failed(1)
+    now[0] = 1.0
+    assert cooldowns.take(1)  # the trial
+    assert not cooldowns.take(1)  # the others wait for it ...
+    assert not cooldowns.available(1)
+    now[0] = 2.0
+    assert cooldowns.take(1)  # ... a base pause at most: the trial said nothing, another goes
+    cooldowns.failed(1)  # it failed: paused longer (the second failure: 2 s)
+    now[0] = 3.5
+    assert not cooldowns.take(1)
+    now[0] = 4.0
+    assert cooldowns.take(1)
+    cooldowns.succeeded(1)  # it answered: every call may try it
+    assert cooldowns.take(1)
+    assert cooldowns.take(1)
 
 
 def test_cooldowns_cannot_overflow_however_long_a_node_fails() -> None:
@@ -216,3 +242,44 @@ def test_ids_at_the_64_bit_edges_are_compared_exactly(
 )  # fmt: skip
 def test_a_nodes_answer_is_judged_by_its_id_and_error_code(body: bytes, verdict: Verdict) -> None:
     assert judge_answer(body, 7)[0] is verdict
+
+
+@pytest.mark.parametrize("result", ["0x2", "0x", "1", 1, None])
+def test_an_eth_chain_id_answer_naming_another_chain_fails_over_and_cools_the_node_down(
+    result: object,
+) -> None:
+    world = scripted_world(
+        [(A, 100, answering(result)), (B, 200, answering("0x1"))], methods=("eth_chainId",)
+    )
+    reply = world.call(rpc("eth_chainId", [], 3))
+    assert json.loads(reply.body)["result"] == "0x1"  # the world's chain is 1
+    assert world.cooling() == [A]
+    assert world.metered() == {Scenario.FAILOVER: (1, 200)}
+
+
+def test_a_429_because_every_route_is_held_back_says_when_the_first_frees_up() -> None:
+    """Retry-After: the soonest a route held back (cooling down, or at its rate limit) is free."""
+    world = scripted_world([(A, 100, failing(FailureKind.RATE_LIMITED, 429))])
+    refused = world.call(rpc())
+    assert refused.status == 429
+    assert dict(refused.headers)["retry-after"] == "1"  # the node's first cooldown: 1 s
+    world.clock.now += 0.4
+    again = world.call(rpc())  # still cooling: 0.6 s left, said in whole seconds
+    assert (again.status, dict(again.headers)["retry-after"]) == (429, "1")
+
+
+def test_a_route_at_its_rate_limit_says_when_it_refills() -> None:
+    world = scripted_world([(A, 100, OK)], node_rate_limit=1)  # 1 call per second
+    assert world.call(rpc()).status == 200
+    refused = world.call(rpc())
+    assert (refused.status, dict(refused.headers)["retry-after"]) == (429, "1")
+    batch = world.call([rpc(request_id=1), rpc(request_id=2)])
+    assert (batch.status, dict(batch.headers)["retry-after"]) == (429, "1")
+
+
+def test_an_answer_that_is_not_a_429_says_nothing_of_retrying() -> None:
+    world = scripted_world([(A, 100, failing(FailureKind.HTTP_STATUS, 503)), (B, 200, OK)])
+    assert "retry-after" not in dict(world.call(rpc()).headers)
+    served_and_refused = world.call([rpc(request_id=1), rpc(request_id=2)])
+    assert served_and_refused.status == 200
+    assert "retry-after" not in dict(served_and_refused.headers)

@@ -61,6 +61,7 @@ class Scenario(StrEnum):
 
     FIRST_CHOICE = "first_choice"  # served by the strategy's first route
     FAILOVER = "failover"  # served by a later route after the earlier ones failed or were skipped
+    HEDGED = "hedged"  # served by a route tried beside a slow one, which was then cancelled
     NO_ROUTE = "no_route"  # no eligible route (all out of sync); -32008
     ALL_FAILED = "all_failed"  # every route tried failed or timed out; -32009
     RATE_LIMITED = "rate_limited"  # every route rate limited or cooling down; -32003

@@ -78,6 +78,69 @@ METHODS: dict[str, MethodNeeds] = {
 HEAD_ONLY = frozenset(m for m, spec in METHODS.items() if spec.reads is Reads.HEAD)
 _READS_PARENT_STATE = frozenset(m for m, (_, _, parent) in _TRACE_AT_BLOCK.items() if parent)
 
+
+class Work(Enum):
+    """How much work a call asks of a node, which says whether its time to answer is the node's
+    (and may set a time-out and a hedge) or the call's own."""
+
+    QUICK = "quick"  # a look-up of bounded size: its time is the node's
+    EXECUTES = "executes"  # runs EVM code (eth_call ...): as long as the code takes
+    RANGE = "range"  # many blocks at once (eth_getLogs, a block's receipts)
+    TRACE = "trace"  # re-executes with tracing
+    WRITE = "write"  # sends a transaction: never sent twice
+    UNKNOWN = "unknown"  # not in these tables: may be anything, a write included
+
+    # By identity (members are singletons): Enum's own hash is Python code, and a node's latency
+    # record is looked up by (node, work) on every call.
+    __hash__ = object.__hash__
+
+
+_QUICK_LOOKUPS = frozenset(
+    {
+        "eth_chainId",
+        "net_version",
+        "net_listening",
+        "net_peerCount",
+        "web3_clientVersion",
+        "web3_sha3",
+        "eth_protocolVersion",
+        "eth_syncing",
+        "eth_gasPrice",
+        "eth_maxPriorityFeePerGas",
+        "eth_blobBaseFee",
+        "eth_getBlockByHash",
+        "eth_getTransactionByHash",
+        "eth_getRawTransactionByHash",
+        "eth_getTransactionReceipt",
+        "eth_getTransactionByBlockHashAndIndex",
+        "eth_getBlockTransactionCountByHash",
+        "eth_getUncleCountByBlockHash",
+        "eth_getUncleByBlockHashAndIndex",
+        "eth_getHeaderByHash",
+    }
+)
+_EXECUTES = frozenset({"eth_call", "eth_estimateGas", "eth_createAccessList", "eth_simulateV1"})
+_RANGES = frozenset({"eth_getLogs", "eth_getBlockReceipts"})
+
+
+def work_of(method: str) -> Work:
+    """How much work a call of `method` asks (`Work`)."""
+    if method in _QUICK_LOOKUPS:
+        return Work.QUICK
+    if method in _EXECUTES:
+        return Work.EXECUTES
+    if method in _RANGES:
+        return Work.RANGE
+    spec = METHODS.get(method)
+    if spec is not None:
+        if spec.reads is Reads.WRITE:
+            return Work.WRITE
+        return Work.TRACE if spec.reads is Reads.TRACE else Work.QUICK
+    if method.startswith(_NAMESPACES):
+        return Work.TRACE
+    return Work.UNKNOWN
+
+
 HEAD_TAGS = frozenset({"latest", "pending"})
 LAGGING_TAGS = frozenset({"safe", "finalized"})  # some way behind the head: where, nodes know
 _HEX_QUANTITY = re.compile(r"0x[0-9a-fA-F]{1,16}")

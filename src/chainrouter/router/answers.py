@@ -10,6 +10,10 @@ of the request, or the node's failure (docs/security.md).
   only if another does better;
 - anything else (not JSON, not JSON-RPC 2.0, another id, an id read as a float):
   `NOT_AN_ANSWER`, the next node is tried and this one is cooled down.
+
+An `eth_chainId` answer naming another chain than the one the node serves is not an answer
+either (`names_other_chain`): the one call whose answer the router can check, and the node that
+gives it is on the wrong chain, whatever its health check said.
 """
 
 from __future__ import annotations
@@ -61,3 +65,17 @@ def judge_answer(body: bytes, request_id: Any) -> tuple[Verdict, Any]:
 def answers_call(body: bytes, request_id: Any) -> bool:
     """Whether `body` is a JSON-RPC 2.0 answer to the request with `request_id`."""
     return judge_answer(body, request_id)[0] is not Verdict.NOT_AN_ANSWER
+
+
+def names_other_chain(body: bytes, chain_id: int) -> bool:
+    """Whether an `eth_chainId` answer's result is a chain ID other than `chain_id`."""
+    try:
+        result = orjson.loads(body).get("result")
+    except (orjson.JSONDecodeError, AttributeError):
+        return False
+    if not isinstance(result, str) or not result.startswith("0x"):
+        return True
+    try:
+        return int(result, 16) != chain_id
+    except ValueError:
+        return True

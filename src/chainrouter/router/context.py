@@ -59,6 +59,7 @@ class CallContext:
     scenario: Scenario | None = None  # None while the call goes on
     served_by: Route | None = None  # the route whose node answered, and is paid
     charged_nano: int | None = None  # what it costs when not one route's price (split calls)
+    retry_after_s: float | None = None  # refused for limits: when the first route frees up
 
     @property
     def cost_nano(self) -> int:

@@ -1,9 +1,10 @@
 """Cooldown of failing nodes: back off exponentially, recover on the first success.
 
 A node that fails is not offered again until its cooldown ends: 1 s after the first failure, then
-2, 4, 8 ... seconds up to a cap while the failures continue. A success clears the record. This is
-the in-process implementation; routers that share load share it through Redis instead (same
-interface).
+2, 4, 8 ... seconds up to a cap while the failures continue. When the pause ends, one call tries
+the node (`take`); the calls after it wait for its outcome, for `base_s` at most: a success clears
+the record, a failure pauses the node longer. So a node that is still down costs one call per
+pause, not every call that arrives as it ends. Each router process keeps its own.
 """
 
 from __future__ import annotations
@@ -27,8 +28,26 @@ class MemoryCooldowns:
     _records: dict[int, _Record] = field(default_factory=dict)
 
     def available(self, node_id: int) -> bool:
+        """Whether the node is not cooling down (its pause, if any, has ended)."""
         record = self._records.get(node_id)
         return record is None or self.clock() >= record.until
+
+    def remaining(self, node_id: int) -> float:
+        """Seconds until the node may be tried again (0: now)."""
+        record = self._records.get(node_id)
+        return 0.0 if record is None else max(record.until - self.clock(), 0.0)
+
+    def take(self, node_id: int) -> bool:
+        """Whether a call may try the node now; the first call after a pause is its trial, and
+        the node stays out for the others until the trial's outcome, `base_s` at most."""
+        record = self._records.get(node_id)
+        if record is None:
+            return True
+        now = self.clock()
+        if now < record.until:
+            return False
+        record.until = now + self.base_s
+        return True
 
     def failed(self, node_id: int) -> float:
         """Record a failure; return how long the node now stays out, in seconds."""

@@ -32,9 +32,11 @@ from datetime import UTC, datetime
 
 import orjson
 
+from chainrouter.domain.requirements import Work
 from chainrouter.domain.routing import HealthReport, NodeHealth, NodeInfo
 from chainrouter.router.contract import Failure, Forward, Spawn, Wait
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.latency import RecentLatency
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +111,7 @@ class HealthMonitor:
         # look-ups, nothing built per call.
         self._out_of_sync: set[int] = set()
         self._latency_ms: dict[int, float] = {}  # smoothed; absent: not measured yet
+        self.recent = RecentLatency()  # by kind of call: for hedges and time-outs
         self._chain_heads: dict[int, int] = {}
         self._chain_of: dict[int, int] = {}
         self._members: dict[int, set[int]] = {}  # chain id -> node ids
@@ -150,6 +153,12 @@ class HealthMonitor:
             latency_ms if previous is None else previous + _SMOOTHING * (latency_ms - previous)
         )
 
+    def observe_answer(self, node_id: int, work: Work, seconds: float) -> None:
+        """A node answered a call of this kind in `seconds`: into its smoothed latency (the
+        `performance` strategy's order) and its recent record (hedges and time-outs)."""
+        self.observe_latency(node_id, seconds * 1000)
+        self.recent.observe(node_id, work, seconds)
+
     # -- checking ----------------------------------------------------------------------------
 
     async def check(self, node: NodeInfo) -> None:
@@ -179,7 +188,8 @@ class HealthMonitor:
             log.info("node %d passes its health check again", node.node_id)
         state.checks_until_chain_check -= 1
         self.record_head(node, head)
-        self.observe_latency(node.node_id, (time.monotonic() - started) * 1000)
+        elapsed = time.monotonic() - started
+        self.observe_answer(node.node_id, Work.QUICK, elapsed)
 
     def observe_head(self, node: NodeInfo, head: int) -> None:
         """A node answered the head `head` to a call: it is there at least. Moves its head (and
@@ -278,6 +288,7 @@ class HealthMonitor:
         """Drop what is known of nodes no longer configured."""
         for gone in [n for n in self._states if n not in node_ids]:
             self._forget(gone)
+        self.recent.forget_except(node_ids)
 
     def _forget(self, node_id: int) -> None:
         self._states.pop(node_id, None)

@@ -8,6 +8,7 @@ import logging
 import secrets
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 
@@ -26,6 +27,7 @@ from chainrouter.router.journal import (
     database_fingerprint,
     replay_journals,
 )
+from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.readiness import Readiness, readiness
@@ -34,7 +36,7 @@ from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
-from chainrouter.settings import Settings
+from chainrouter.settings import Settings, TailOverrides
 from chainrouter.stores.sql.usage import write_usage
 
 log = logging.getLogger(__name__)
@@ -170,6 +172,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         cooldowns=cooldowns,
         credits=credits,
         meter=meter,
+        tail=tail_policies(settings),
     )
     service = RpcService(snapshot, deps)
     sync = StorageSync(
@@ -195,6 +198,28 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         engine,
         stale_after_s=settings.health_storage_stale_s,
     )
+
+
+def tail_policies(settings: Settings) -> TailPolicies:
+    """The hedging and time-out policy of every chain, from the settings."""
+
+    def policy(overrides: TailOverrides) -> TailPolicy:
+        def pick(name: str) -> Any:
+            own = getattr(overrides, name)
+            return getattr(settings, name) if own is None else own
+
+        return TailPolicy(
+            hedge_max=pick("hedge_max"),
+            hedge_quantile=pick("hedge_quantile"),
+            hedge_floor_s=pick("hedge_delay_floor_ms") / 1000,
+            hedge_ceiling_s=pick("hedge_delay_ceiling_ms") / 1000,
+            timeout_multiplier=pick("adaptive_timeout_multiplier"),
+            timeout_floor_s=pick("adaptive_timeout_floor_s"),
+            timeout_ceiling_s=pick("upstream_timeout_s"),
+        )
+
+    by_chain = {chain_id: policy(own) for chain_id, own in settings.chain_tail.items()}
+    return TailPolicies(policy(TailOverrides()), by_chain)
 
 
 def _write_replayed(engine: Engine, flush: ReplayedFlush) -> None:

@@ -7,7 +7,8 @@ A stage is a small class with one job and a `run` method that reads and writes t
 - a closing stage runs after every call, whatever ended it: credits are settled and usage is
   metered there, and only there.
 `run` does no I/O. A stage that needs the network or time is an `async def` that awaits the
-commands of `router/contract.py` and nothing else; the executor carries them out.
+commands of `router/contract.py` and nothing else (or returns such a coroutine: `Attempt`
+picks one of two programs for a call); the executor carries the commands out.
 
 To add a stage: write its module here, build it in `keyed`, `public` or `calls` below.
 """
@@ -23,6 +24,7 @@ from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
+from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
@@ -48,7 +50,7 @@ class RequestStage(Protocol):
 
 
 class CallStage(Protocol):
-    def run(self, call: CallContext) -> Awaitable[None] | None: ...
+    def run(self, call: CallContext) -> Awaitable[object] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,7 @@ class StageDeps:
     credits: CreditView
     meter: UsageMeter
     clock: Callable[[], float] = time.monotonic  # for deadlines; tests pass a fake one
+    tail: TailPolicies | None = None  # hedges and time-outs; None: the defaults
 
 
 def keyed(deps: StageDeps) -> list[RequestStage]:
@@ -121,6 +124,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
                 limits.attempt_timeout_s, limits.deadline_s, limits.logs_split_concurrency
             ),
             deps.clock,
+            deps.tail or TailPolicies(TailPolicy(timeout_ceiling_s=limits.attempt_timeout_s)),
         ),
     ]
 

@@ -7,18 +7,23 @@ then goes on to the next route. A node that failed is cooled down, except when t
 at fault (docs/security.md). When no route answers, the client is told why (spec section 7):
 every route tried rate limited, or every route skipped: HTTP 429, -32003; every route tried timed
 out: HTTP 504, -32009; otherwise HTTP 424, -32009.
+
+A read is tried in lanes raced against each other (`Race`): the first lane at once, each next one
+when the attempt before it has run for its node's hedge delay; every lane takes the next untried
+route, so failover and hedging are one walk down the routes. The first answer ends the race and
+alone is billed (docs/router.md, "Tail latency"; the delays and time-outs: `router/latency.py`).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
 from chainrouter.domain.enums import Scenario
-from chainrouter.domain.requirements import Needs
+from chainrouter.domain.requirements import Needs, Work, work_of
 from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.upstream_errors import Fault, NodeFault, classify
@@ -26,12 +31,13 @@ from chainrouter.jsonrpc.envelope import encode_json
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.ratelimit.gcra import Bucket
-from chainrouter.router.answers import Verdict, judge_answer
+from chainrouter.router.answers import Verdict, judge_answer, names_other_chain
 from chainrouter.router.capabilities import CapabilityBook, ahead_error
 from chainrouter.router.context import CallContext
-from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward, Gather
+from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward, Gather, Race
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
+from chainrouter.router.latency import HEDGED_WORK, TailPolicies, TailPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +50,10 @@ class AttemptLimits:
 class _Tally:
     """What happened to the routes of one call that did not answer."""
 
-    __slots__ = ("faults", "rate_limited", "rejections", "skipped", "timed_out", "tried")
+    __slots__ = ("faults", "free_in", "rate_limited", "rejections", "skipped", "timed_out", "tried")
 
     def __init__(self) -> None:
+        self.free_in: float | None = None  # seconds until the first route held back frees up
         self.tried = 0
         self.timed_out = 0
         self.rate_limited = 0
@@ -54,6 +61,11 @@ class _Tally:
         self.faults: list[NodeFault] = []  # nodes that said they cannot serve the call
         # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
         self.rejections: list[tuple[int, str]] = []
+
+    def held_back(self, seconds: float) -> None:
+        """A route is out for `seconds` (cooling down, at a rate limit): the soonest counts."""
+        if self.free_in is None or seconds < self.free_in:
+            self.free_in = seconds
 
     def rejected_alike(self) -> str | None:
         """How every route tried rejected the request, when they all did so in the same way."""
@@ -63,6 +75,63 @@ class _Tally:
         return None
 
 
+@dataclass(slots=True)
+class _Served:
+    """A node's answer that ends the call; `route` None: the caller's own fault (unbilled)."""
+
+    route: Route | None
+    scenario: Scenario
+    status: int
+    answer: bytes
+    elapsed: float = 0.0  # seconds from sending to the answer
+
+
+_PEERS = 3  # routes whose latency may stand in for an unknown one
+
+
+class _GaveUp:
+    """No route left and no attempt in flight: the race can end."""
+
+
+_GAVE_UP = _GaveUp()
+
+
+class _Attempts:
+    """One call's attempts, shared by its lanes: the next route to take, what happened to the
+    ones that did not answer, and the attempts in flight (by lane: route, time sent)."""
+
+    __slots__ = (
+        "_peers",
+        "busy",
+        "call",
+        "in_flight",
+        "next",
+        "policy",
+        "racing",
+        "started",
+        "tally",
+        "work",
+    )
+
+    def __init__(self, call: CallContext, work: Work, policy: TailPolicy, started: float) -> None:
+        self.call = call
+        self.racing = False  # lanes race: the race, not the lane, records and ends the call
+        self.work = work
+        self.policy = policy
+        self.started = started
+        self.next = 0  # index in call.ordered
+        self.busy = 0  # lanes between taking a route and knowing its outcome
+        self.tally = _Tally()
+        self.in_flight: dict[int, tuple[Route, float]] = {}
+        self._peers: list[int] | None = None
+
+    def peers(self) -> list[int]:
+        """The first routes' nodes: whose latency stands in where a node's own is unknown."""
+        if self._peers is None:
+            self._peers = [route.node.node_id for route in self.call.ordered[:_PEERS]]
+        return self._peers
+
+
 class Attempt:
     def __init__(
         self,
@@ -70,74 +139,178 @@ class Attempt:
         health: HealthMonitor,
         capabilities: CapabilityBook,
         limits: AttemptLimits,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float],
+        tail: TailPolicies,
     ) -> None:
         self._cooldowns = cooldowns
         self._health = health
         self._capabilities = capabilities
-        self._observe_latency = health.observe_latency
+        self._observe_answer = health.observe_answer
+        self._recent = health.recent
+        self._smoothed_ms = health.latency_ms
+        self._tail = tail
         self._limits = limits
         self._clock = clock
         # Each route's limits, by the route's identity, for the snapshot the routes belong to.
         self._snapshot: RouterSnapshot | None = None
         self._buckets: dict[int, list[Bucket]] = {}
+        self._work: dict[str, Work] = {}  # each priced method's kind of work
 
-    async def run(self, call: CallContext) -> None:
+    def run(self, call: CallContext) -> Coroutine[Any, Any, object]:
+        """The program that serves the call: one lane on its own, or lanes raced."""
         if call.split_size:
-            await self._split(call)
-            return
-        cooldowns, clock = self._cooldowns, self._clock
+            return self._split(call)
         snapshot = call.request.snapshot
         if snapshot is not self._snapshot:  # routes live as long as their snapshot
-            self._snapshot, self._buckets = snapshot, {}
+            self._snapshot, self._buckets, self._work = snapshot, {}, {}
+        method = call.call.method
+        work = self._work.get(method)
+        if work is None:  # bounded: only priced methods get here, and the map goes with them
+            work = self._work[method] = work_of(method)
+        policy = self._tail.policy(call.request.chain_id)
+        attempts = _Attempts(call, work, policy, self._clock())
+        lanes = min(policy.hedge_max + 1, len(call.ordered)) if work in HEDGED_WORK else 1
+        if lanes <= 1:
+            return self._lane(attempts, 0)  # it ends the call itself: no coroutine around it
+        return self._race(attempts, lanes)
+
+    async def _race(self, attempts: _Attempts, lanes: int) -> None:
+        attempts.racing = True
+        work, policy = attempts.work, attempts.policy
+        _, outcome = await Race(
+            [self._lane(attempts, lane) for lane in range(lanes)],
+            self._recent.hedge_delays(attempts.peers()[:lanes], work, policy),
+        )
+        if isinstance(outcome, _Served) and outcome.route is not None:
+            node_id = outcome.route.node.node_id
+            if attempts.in_flight:  # judged before the winner's time joins its record
+                self._judge_overtaken(attempts, outcome)
+            self._observe_answer(node_id, work, outcome.elapsed)
+        self._settle(attempts, outcome)
+
+    def _settle(self, attempts: _Attempts, outcome: _Served | _GaveUp | None) -> None:
+        """End the call: with the answer that won, or with why no route answered."""
+        call = attempts.call
+        if isinstance(outcome, _Served):
+            call.served_by = outcome.route
+            call.end(outcome.scenario, outcome.status, outcome.answer)
+        else:
+            self._fail(call, attempts.tally)
+
+    async def _lane(self, attempts: _Attempts, lane: int) -> _Served | _GaveUp | None:
+        """Try the call's routes, each one not yet taken by another lane, until a node answers
+        (`_Served`, which ends a race) or no route is left: `_GaveUp` if no other lane has an
+        attempt in flight (ending the race: nothing more can come), else None."""
+        call, tally, cooldowns, clock = attempts.call, attempts.tally, self._cooldowns, self._clock
+        policy, work = attempts.policy, attempts.work
         ordered = call.ordered
-        started = clock()
-        tally = _Tally()  # what happened to the routes before the one that answers
-        for route in ordered:
+        while attempts.next < len(ordered):
+            route = ordered[attempts.next]
+            attempts.next += 1
             node_id = route.node.node_id
-            if not cooldowns.available(node_id):
+            if not cooldowns.take(node_id):
                 tally.skipped += 1
+                tally.held_back(cooldowns.remaining(node_id))
                 continue
-            buckets = self._buckets.get(id(route))
-            if buckets is None:
-                buckets = self._buckets[id(route)] = route_buckets(route)
-            if buckets and not await Acquire(buckets):
-                tally.skipped += 1
-                continue
-            sent = clock()
-            remaining = self._limits.deadline_s - (sent - started)
-            if remaining <= 0:
-                tally.tried += 1
-                tally.timed_out += 1
-                break
-            timeout_s = min(self._limits.attempt_timeout_s, remaining)
-            answer = await Forward(route.node.url, call.body, timeout_s)
+            attempts.busy += 1
+            try:
+                buckets = self._buckets.get(id(route))
+                if buckets is None:
+                    buckets = self._buckets[id(route)] = route_buckets(route)
+                if buckets and not await Acquire(buckets):
+                    tally.skipped += 1
+                    tally.held_back(min(bucket.refill_s for bucket in buckets))
+                    continue
+                sent = clock()
+                remaining = self._limits.deadline_s - (sent - attempts.started)
+                if remaining <= 0:
+                    tally.tried += 1
+                    tally.timed_out += 1
+                    break
+                timeout_s = self._recent.timeout(
+                    node_id, work, policy, attempts.peers, self._smoothed_ms
+                )
+                timeout_s = min(timeout_s, remaining)
+                attempts.in_flight[lane] = (route, sent)
+                answer = await Forward(route.node.url, call.body, timeout_s)
+                del attempts.in_flight[lane]
+            finally:
+                attempts.busy -= 1
             tally.tried += 1
-            if isinstance(answer, Failure):
-                self._failed(node_id, answer, tally)
-                continue
-            verdict, error = judge_answer(answer, call.call.id)
-            if verdict is Verdict.NOT_AN_ANSWER:
-                cooldowns.failed(node_id)
-                continue
-            fault = None if error is None else classify(error)
-            if fault is not None:
-                self._faulted(route, fault, call, tally)
-                continue
-            if verdict is Verdict.REJECTED:
-                tally.rejections.append((node_id, f"JSON-RPC error {error.get('code')!r}"))
-                continue
-            if tally.rejections:  # this node read the request; the rejecting ones would not
-                self._cool_down(tally)
-            if verdict is Verdict.CALLERS_FAULT:
-                call.end(Scenario.REJECTED, 200, _under_callers_id(error, call.call.id_json))
-                return
-            cooldowns.succeeded(node_id)
-            self._observe_latency(node_id, (clock() - sent) * 1000)
-            call.served_by = route
-            first = route is ordered[0]
-            call.end(Scenario.FIRST_CHOICE if first else Scenario.FAILOVER, 200, answer)
+            served = self._judge(route, answer, call, tally, clock() - sent, work, attempts.racing)
+            if served is not None:
+                if served.scenario is Scenario.FIRST_CHOICE and route is not ordered[0]:
+                    served.scenario = Scenario.FAILOVER
+                if lane and served.scenario is not Scenario.REJECTED:
+                    served.scenario = Scenario.HEDGED
+                if not attempts.racing:
+                    self._settle(attempts, served)
+                return served
+        if not attempts.racing:
+            self._settle(attempts, None)
+            return None
+        return _GAVE_UP if attempts.busy == 0 else None
+
+    def _judge(
+        self,
+        route: Route,
+        answer: bytes | Failure,
+        call: CallContext,
+        tally: _Tally,
+        elapsed: float,
+        work: Work,
+        racing: bool,
+    ) -> _Served | None:
+        """What one node's answer means: the call served (or the caller's fault), or a failure
+        noted in `tally` and the next route to try."""
+        node_id = route.node.node_id
+        if isinstance(answer, Failure):
+            self._failed(node_id, answer, tally)
+            return None
+        verdict, error = judge_answer(answer, call.call.id)
+        if verdict is Verdict.NOT_AN_ANSWER or (
+            call.call.method == "eth_chainId"
+            and error is None
+            and names_other_chain(answer, call.request.chain_id)
+        ):
+            self._cooldowns.failed(node_id)
+            return None
+        fault = None if error is None else classify(error)
+        if fault is not None:
+            self._faulted(route, fault, call, tally)
+            return None
+        if verdict is Verdict.REJECTED:
+            tally.rejections.append((node_id, f"JSON-RPC error {error.get('code')!r}"))
+            return None
+        if tally.rejections:  # this node read the request; the rejecting ones would not
+            self._cool_down(tally)
+        if verdict is Verdict.CALLERS_FAULT:
+            return _Served(
+                None, Scenario.REJECTED, 200, _under_callers_id(error, call.call.id_json)
+            )
+        self._cooldowns.succeeded(node_id)
+        if not racing:  # in a race, the winner's time is recorded once the race is judged
+            self._observe_answer(node_id, work, elapsed)
+        return _Served(route, Scenario.FIRST_CHOICE, 200, answer, elapsed)
+
+    def _judge_overtaken(self, attempts: _Attempts, winner: _Served) -> None:
+        """The attempts still in flight when one answered were cancelled. One sent before the
+        winner (overtaken), whose node had taken longer than usual while the winner answered in
+        its usual time, counts against its node: overtaken `OVERTAKEN_STRIKES` times in a row,
+        it is cooled down. A call slow everywhere (heavy for every node: the caller's doing)
+        counts against none."""
+        recent, work, now, route = self._recent, attempts.work, self._clock(), winner.route
+        if route is None or not recent.usual(route.node.node_id, work, winner.elapsed):
             return
+        for loser, sent in attempts.in_flight.values():
+            node_id, took = loser.node.node_id, now - sent
+            if took <= winner.elapsed or recent.usual(node_id, work, took):
+                continue
+            if recent.overtaken(node_id):
+                self._cooldowns.failed(node_id)
+
+    def _fail(self, call: CallContext, tally: _Tally) -> None:
+        """No route answered: tell the client why (spec section 7)."""
         rejected_alike = tally.rejected_alike()
         if rejected_alike is None:
             self._cool_down(tally)
@@ -152,6 +325,8 @@ class Attempt:
                 return
         failure = _failure_for(tally, rejected_alike)
         scenario = Scenario.RATE_LIMITED if failure.http_status == 429 else Scenario.ALL_FAILED
+        if failure.http_status == 429:
+            call.retry_after_s = tally.free_in
         call.end(scenario, failure.http_status, error_response(failure, call.call.id_json))
 
     async def _split(self, call: CallContext) -> None:
@@ -204,7 +379,7 @@ class Attempt:
         lacks is learned (router/capabilities.py)."""
         if fault.fault is Fault.RATE_LIMITED:
             tally.rate_limited += 1
-            self._cooldowns.failed(route.node.node_id)
+            tally.held_back(self._cooldowns.failed(route.node.node_id))
             return
         if fault.fault is Fault.NODE_ERROR:
             tally.rejections.append((route.node.node_id, f"internal error: {fault.message[:80]}"))
@@ -239,6 +414,8 @@ class Attempt:
             tally.timed_out += 1
         elif failure.kind == FailureKind.RATE_LIMITED:
             tally.rate_limited += 1
+            tally.held_back(self._cooldowns.failed(node_id))
+            return
         elif status is not None and 400 <= status < 500:
             tally.rejections.append((node_id, f"HTTP {status}"))
             return

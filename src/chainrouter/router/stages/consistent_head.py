@@ -9,7 +9,7 @@ from chainrouter.router.health import HealthMonitor
 from chainrouter.router.seen_heads import SeenHeads
 
 HEAD_METHOD = "eth_blockNumber"  # the answers that tell a key's head
-_SERVED = (Scenario.FIRST_CHOICE, Scenario.FAILOVER)
+_SERVED = (Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED)
 
 
 class NotBehindSeen:

@@ -43,7 +43,7 @@ class FreeTierOpen:
 class FreeTierRoom:
     """Each valid call counts against the client IP's limit (HTTP 429, -32029), then against the
     tier's total capacity (HTTP 429, -32030). A refusal by the first spends nothing of the
-    second."""
+    second. A refusal says when to retry (`Retry-After`): when the request's calls fit again."""
 
     def __init__(self, limits: FreeTierLimits) -> None:
         self._limits = limits
@@ -53,19 +53,22 @@ class FreeTierRoom:
         calls = sum(isinstance(call, RpcCall) for call in request.calls)
         if calls == 0:
             return
-        ip = request.client_ip
-        if not await Acquire(
-            [Bucket(f"free:ip:{ip}", limits.ip_requests, limits.ip_interval_s, calls)]
-        ):
+        per_ip = Bucket(
+            f"free:ip:{request.client_ip}", limits.ip_requests, limits.ip_interval_s, calls
+        )
+        capacity = Bucket("free:capacity", limits.capacity_per_s, 1.0, calls)
+        if not await Acquire([per_ip]):
             request.refusal = RpcError(
                 429,
                 RpcCode.PUBLIC_RATE_LIMITED,
                 f"public free tier: at most {limits.ip_requests} calls per "
                 f"{limits.ip_interval_s:g} s per IP; {limits.signup_hint}",
+                retry_after_s=per_ip.refill_s,
             )
-        elif not await Acquire([Bucket("free:capacity", limits.capacity_per_s, 1.0, calls)]):
+        elif not await Acquire([capacity]):
             request.refusal = RpcError(
                 429,
                 RpcCode.PUBLIC_CAPACITY_EXHAUSTED,
                 f"the public free tier is at capacity; {limits.signup_hint}",
+                retry_after_s=capacity.refill_s,
             )
