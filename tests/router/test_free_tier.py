@@ -55,6 +55,21 @@ async def test_one_ip_over_its_limit_gets_32029_and_others_go_on(
     assert (await world.public(rpc("eth_blockNumber"), ip="203.0.113.2")).status == 200
 
 
+async def test_a_refusal_says_when_to_retry(
+    make_world: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    """3 calls per 60 s: one call's worth refills in 20 s; a batch of two needs 40."""
+    world = await _world(make_world, upstream, free_tier_ip_requests=3)
+    for _ in range(3):
+        await world.public(rpc("eth_blockNumber"), ip="203.0.113.9")
+    one = await world.public(rpc("eth_blockNumber"), ip="203.0.113.9")
+    two = await world.public(
+        [rpc("eth_blockNumber", [], 1), rpc("eth_chainId", [], 2)], ip="203.0.113.9"
+    )
+    assert (one.status, dict(one.headers)["retry-after"]) == (429, "20")
+    assert (two.status, dict(two.headers)["retry-after"]) == (429, "40")
+
+
 async def test_every_call_of_a_batch_counts(
     make_world: WorldFactory, upstream: FaultyUpstream
 ) -> None:

@@ -30,12 +30,21 @@ class RpcCode(IntEnum):
 class RpcError(Exception):
     """A request the router answers with an error instead of an upstream result."""
 
-    def __init__(self, http_status: int, code: RpcCode, message: str, data: Any = None) -> None:
+    def __init__(
+        self,
+        http_status: int,
+        code: RpcCode,
+        message: str,
+        data: Any = None,
+        *,
+        retry_after_s: float | None = None,
+    ) -> None:
         super().__init__(message)
         self.http_status = http_status
         self.code = code
         self.message = message
         self.data = data
+        self.retry_after_s = retry_after_s  # a 429's Retry-After: when a retry could succeed
 
     def __repr__(self) -> str:
         return f"RpcError({self.http_status}, {self.code.name}, {self.message!r})"

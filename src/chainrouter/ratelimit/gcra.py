@@ -25,6 +25,12 @@ class Bucket:
     interval_s: float
     amount: int = 1  # units this request takes (1 call, or its price in nano-credits)
 
+    @property
+    def refill_s(self) -> float:
+        """The longest a refused request waits until its amount fits again: the refill of that
+        amount, at most the whole interval (an amount over the limit never fits)."""
+        return min(self.interval_s / self.limit * self.amount, self.interval_s)
+
 
 class Limiter(Protocol):
     async def acquire(self, buckets: Sequence[Bucket]) -> bool:

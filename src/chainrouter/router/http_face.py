@@ -136,6 +136,6 @@ def _cors(origin: str | None) -> Headers:
         return []
     return [
         ("access-control-allow-origin", origin),
-        ("access-control-expose-headers", f"x-batch-id, {SPLIT_HEADER}"),
+        ("access-control-expose-headers", f"x-batch-id, {SPLIT_HEADER}, retry-after"),
         ("vary", "origin"),
     ]

@@ -6,6 +6,7 @@ await, plus `Gather` to serve the calls of a batch at once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,27 +61,36 @@ class Pipeline:
                 await pending
             refusal = request.refusal
             if refusal is not None:
-                return Reply(refusal.http_status, error_response(refusal), request.batch_id)
+                return Reply(
+                    refusal.http_status,
+                    error_response(refusal),
+                    request.batch_id,
+                    _retry_after(refusal.http_status, refusal.retry_after_s),
+                )
         if not request.is_batch:
-            status, answer = await self._call(request, request.calls[0], request.body)
-            return Reply(status, answer, request.batch_id, _headers(request))
-        results: list[tuple[int, bytes]] = await Gather(
+            status, answer, retry_s = await self._call(request, request.calls[0], request.body)
+            return Reply(status, answer, request.batch_id, _headers(request, status, retry_s))
+        results: list[tuple[int, bytes, float | None]] = await Gather(
             [self._call(request, call, None) for call in request.calls]
         )
+        status = combined_status([status for status, _, _ in results])
+        # Every item refused alike: retry when the last of them could succeed.
+        retry_s = max((r for _, _, r in results if r is not None), default=None)
         return Reply(
-            combined_status([status for status, _ in results]),
-            batch_response([answer for _, answer in results]),
+            status,
+            batch_response([answer for _, answer, _ in results]),
             request.batch_id,
-            _headers(request),
+            _headers(request, status, retry_s),
         )
 
     async def _call(
         self, request: RequestContext, call: RpcCall | InvalidCall, body: bytes | None
-    ) -> tuple[int, bytes]:
-        """One call's HTTP status and answer. `body` is the call as sent (a single request goes
-        to its node byte for byte); None for a batch item, encoded on its own."""
+    ) -> tuple[int, bytes, float | None]:
+        """One call's HTTP status, answer and, when it was refused for a limit, the seconds
+        until a retry could succeed. `body` is the call as sent (a single request goes to its
+        node byte for byte); None for a batch item, encoded on its own."""
         if isinstance(call, InvalidCall):
-            return call.failure.http_status, error_response(call.failure, call.id_json)
+            return call.failure.http_status, error_response(call.failure, call.id_json), None
         context = CallContext(request, call, encode_call(call) if body is None else body)
         try:
             for stage in self.call_stages:
@@ -94,10 +104,20 @@ class Pipeline:
         finally:
             for closing in self.closing_stages:
                 closing.run(context)
-        return context.status, context.answer
+        return context.status, context.answer, context.retry_after_s
 
 
-def _headers(request: RequestContext) -> tuple[tuple[str, str], ...]:
+def _headers(
+    request: RequestContext, status: int, retry_s: float | None
+) -> tuple[tuple[str, str], ...]:
+    headers = _retry_after(status, retry_s)
     if request.split_ranges:
-        return ((SPLIT_HEADER, str(request.split_ranges)),)
-    return ()
+        headers += ((SPLIT_HEADER, str(request.split_ranges)),)
+    return headers
+
+
+def _retry_after(status: int, seconds: float | None) -> tuple[tuple[str, str], ...]:
+    """`Retry-After` on a 429 that knows when a retry could succeed: whole seconds, at least 1."""
+    if status != 429 or seconds is None:
+        return ()
+    return (("retry-after", str(max(1, math.ceil(seconds)))),)
