@@ -7,6 +7,7 @@ import fcntl
 import os
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -25,7 +26,7 @@ from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.usage import write_usage
 from tests.router.conftest import CHAIN_A, AnvilNodes, WorldFactory, provider, rpc, world_config
-from tests.router.test_server import ACCOUNT, start_router
+from tests.router.test_server import ACCOUNT, Served, start_router, start_router_on
 
 DB = database_fingerprint("sqlite:///test.db")
 
@@ -202,3 +203,59 @@ def test_a_journal_directory_that_cannot_be_written_does_not_stop_the_router(
     assert runtime.service.snapshot is not None
     assert "usage journal unavailable" in caplog.text
     engine.dispose()
+
+
+def test_two_routers_on_postgresql_and_redis_killed_lose_no_charge_and_charge_none_twice(
+    tmp_path: Path, anvil: AnvilNodes, postgresql_database_url: str
+) -> None:
+    """Two routers sharing one PostgreSQL database and one Redis, as routers that share load do,
+    both served calls at once and were killed with SIGKILL before their next flush: when they
+    start again, each replays its own journal, and every call either served is charged once."""
+    shared = {"CHAINROUTER_REDIS_URL": "redis://127.0.0.1:6379/0"}
+    first = start_router_on(tmp_path / "one", anvil, "native", postgresql_database_url, **shared)
+    second = start_router(tmp_path / "two", anvil, "python", beside=first, **shared)
+    engine = create_database_engine(postgresql_database_url)
+    try:
+        balance = select(func.sum(t.customers.c.balance_nano))
+        with engine.connect() as connection:
+            before = connection.execute(balance).scalar_one()
+
+        def load(router: Served) -> int:
+            served = 0
+            with httpx.Client(timeout=10) as client:
+                for _ in range(30):
+                    body = rpc("eth_getBalance", [ACCOUNT, "latest"])
+                    answer = client.post(router.url(), json=body)
+                    served += answer.status_code == 200 and "result" in answer.json()
+            return served
+
+        with ThreadPoolExecutor(4) as pool:
+            served = sum(pool.map(load, [first, second, first, second]))
+        for router in (first, second):
+            router.process.send_signal(signal.SIGKILL)
+            router.process.wait(10)
+        assert served == 120
+        with engine.connect() as connection:
+            assert connection.execute(balance).scalar_one() == before  # nothing written yet
+        again = [
+            start_router(tmp_path / "one", anvil, "native", beside=first, **shared),
+            start_router(tmp_path / "two", anvil, "python", beside=first, **shared),
+        ]
+        try:
+            with engine.connect() as connection:
+                after = connection.execute(balance).scalar_one()
+                calls = connection.execute(
+                    select(func.sum(t.usage_aggregates.c.request_count)).where(
+                        t.usage_aggregates.c.method == "eth_getBalance"
+                    )
+                ).scalar_one()
+            assert before - after == 200 * served  # eth_getBalance on the cheap provider
+            assert calls == served
+        finally:
+            for router in again:
+                router.process.send_signal(signal.SIGTERM)
+                assert router.process.wait(30) == 0
+        with engine.connect() as connection:
+            assert connection.execute(balance).scalar_one() == after  # nothing more, nothing twice
+    finally:
+        engine.dispose()

@@ -55,10 +55,35 @@ class Served:
 
 
 def start_router(
-    tmp: Path, anvil: AnvilNodes, server: str, host: str = "127.0.0.1", **settings: str
+    tmp: Path,
+    anvil: AnvilNodes,
+    server: str,
+    host: str = "127.0.0.1",
+    *,
+    beside: Served | None = None,
+    **settings: str,
 ) -> Served:
-    """A served router over `anvil`; `settings` add to or replace its environment."""
+    """A served router over `anvil`, with its working directory in `tmp`; `settings` add to or
+    replace its environment. `beside`: a router already serving, whose database (and so keys)
+    this one shares, as routers that share load do; else a new SQLite database."""
+    if beside is not None:
+        return launch_router(
+            tmp, server, host, beside.database_url, beside.key, beside.restricted_key, settings
+        )
     database_url = f"sqlite:///{tmp / 'served.db'}"
+    return start_router_on(tmp, anvil, server, database_url, host, **settings)
+
+
+def start_router_on(
+    tmp: Path,
+    anvil: AnvilNodes,
+    server: str,
+    database_url: str,
+    host: str = "127.0.0.1",
+    **settings: str,
+) -> Served:
+    """The same, on a new database at `database_url`."""
+    tmp.mkdir(parents=True, exist_ok=True)
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
     key = api_key("main", allowed_domains=["app.example.com"])
@@ -78,6 +103,23 @@ def start_router(
     )
     apply_config(engine, validate_document(config))
     engine.dispose()
+    return launch_router(
+        tmp, server, host, database_url, open_key["secret"], key["secret"], settings
+    )
+
+
+def launch_router(
+    tmp: Path,
+    server: str,
+    host: str,
+    database_url: str,
+    key: str,
+    restricted_key: str,
+    settings: dict[str, str],
+) -> Served:
+    """A router process on an existing database, its working directory `tmp`, its log (stderr)
+    in `tmp/router.log`."""
+    tmp.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = {
         **os.environ,
@@ -91,19 +133,19 @@ def start_router(
         "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its nodes are on loopback
         **settings,
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"],
-        env=env,
-        cwd=tmp,
-    )
+    with (tmp / "router.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"],
+            env=env,
+            cwd=tmp,
+            stderr=log,
+        )
     base = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
             if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                return Served(
-                    base, open_key["secret"], key["secret"], database_url, process, server
-                )
+                return Served(base, key, restricted_key, database_url, process, server)
         except httpx.TransportError:
             time.sleep(0.1)
     process.kill()
@@ -262,7 +304,9 @@ def test_browsers_get_cors_and_the_key_decides_the_origin(served: Served) -> Non
         restricted, json=rpc("eth_chainId"), headers={"origin": "https://app.example.com"}
     )
     assert allowed.status_code == 200
-    assert allowed.headers["access-control-expose-headers"] == "x-batch-id, x-logs-split-ranges"
+    assert allowed.headers["access-control-expose-headers"] == (
+        "x-batch-id, x-logs-split-ranges, retry-after"
+    )
     refused = httpx.post(
         restricted, json=rpc("eth_chainId"), headers={"origin": "https://evil.example"}
     )

@@ -25,6 +25,10 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/not-http` | bytes that are not an HTTP answer at all |
 | `/once` | `/ok` on a connection's first request; a later one is dropped unanswered |
 | `/interim` | an interim `100 Continue` answer, then the `/ok` answer |
+| `/hang` | nothing: the request is read and never answered, until the client closes |
+| `/cut-json` | 200 with a complete HTTP answer whose JSON body is cut in the middle |
+| `/chain/N` | like `/ok`, but `eth_chainId` answers N: a node of another chain |
+| `/some/P/...` | the path after `P` on P % of requests (spread evenly, alike each run), else ok |
 | `/relay/PORT/full` | 200, the answer of the real node at 127.0.0.1:PORT to the body as sent |
 | `/relay/PORT/no-trace` | like `full`, but a `trace_*` or `debug_*` call gets geth's -32601 |
 | `/relay/PORT/logs-range/N` | like `full`, but `eth_getLogs` over more than N blocks gets -32005 |
@@ -72,18 +76,18 @@ OK_RESULT = "0x10d4f"
 CHAIN_ID = 31337
 
 
-def _result_for(request: Any, result: Any) -> dict[str, Any]:
+def _result_for(request: Any, result: Any, chain_id: int = CHAIN_ID) -> dict[str, Any]:
     request_id = request.get("id") if isinstance(request, dict) else None
-    return {"jsonrpc": "2.0", "id": request_id, "result": _result_of(request, result)}
+    return {"jsonrpc": "2.0", "id": request_id, "result": _result_of(request, result, chain_id)}
 
 
-def _result_of(request: Any, result: Any) -> Any:
+def _result_of(request: Any, result: Any, chain_id: int = CHAIN_ID) -> Any:
     if isinstance(request, dict) and request.get("method") == "eth_chainId":
-        return hex(CHAIN_ID)
+        return hex(chain_id)
     return result
 
 
-def _answer_ok(body: bytes, result: str = OK_RESULT) -> bytes:
+def _answer_ok(body: bytes, result: str = OK_RESULT, chain_id: int = CHAIN_ID) -> bytes:
     try:
         payload = json.loads(body)
     except ValueError:
@@ -91,8 +95,8 @@ def _answer_ok(body: bytes, result: str = OK_RESULT) -> bytes:
             {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "parse error"}}
         ).encode()
     if isinstance(payload, list):
-        return json.dumps([_result_for(item, result) for item in payload]).encode()
-    return json.dumps(_result_for(payload, result)).encode()
+        return json.dumps([_result_for(item, result, chain_id) for item in payload]).encode()
+    return json.dumps(_result_for(payload, result, chain_id)).encode()
 
 
 def _answer_rpc_error(body: bytes) -> bytes:
@@ -225,6 +229,7 @@ class FaultyUpstream:
         self.heads: dict[str, bytes] = {}
         self.down: set[str] = set()
         self.connections = 0
+        self._shares: Counter[str] = Counter()  # requests seen by each `/some` path
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -331,11 +336,24 @@ class FaultyUpstream:
                 self.heads[path] = b"".join(head)
                 if path.startswith("/once") and served:
                     return  # dropped without an answer: see `/once`
-                if not await self._respond(path, body, writer):
+                if not await self._respond(self._behaviour(path), body, writer, reader):
                     return
                 served += 1
 
-    async def _respond(self, path: str, body: bytes, writer: asyncio.StreamWriter) -> bool:
+    def _behaviour(self, path: str) -> str:
+        """The path whose behaviour answers this request: a `/some/P/...` path's inner path on
+        P % of its requests (the n-th one when P * n / 100 passes a whole number), else `/ok`."""
+        if not path.startswith("/some/") or path in self.down:
+            return path
+        _, _, share, inner = path.split("/", 3)
+        seen = self._shares[path]
+        self._shares[path] = seen + 1
+        hit = (seen + 1) * int(share) // 100 > seen * int(share) // 100
+        return "/" + inner if hit else "/ok"
+
+    async def _respond(
+        self, path: str, body: bytes, writer: asyncio.StreamWriter, reader: asyncio.StreamReader
+    ) -> bool:
         """Answer one request; False when the connection must not be used again."""
         if path in self.down:
             answer = b'{"error":"node down"}'
@@ -352,6 +370,9 @@ class FaultyUpstream:
             return False
         if kind in _CLOSING:
             await _CLOSING[kind](body, writer)
+            return False
+        if kind == "hang":
+            await reader.read()  # until the client gives up and closes
             return False
         if kind == "status":
             answer = b'{"error":"upstream status"}'
@@ -389,6 +410,12 @@ class FaultyUpstream:
         elif kind == "interim":
             answer = _answer_ok(body)
             writer.write(b"HTTP/1.1 100 Continue\r\n\r\n" + _head(200, len(answer)) + answer)
+        elif kind == "cut-json":
+            answer = _answer_ok(body)[:-7]
+            writer.write(_head(200, len(answer)) + answer)
+        elif kind == "chain":
+            answer = _answer_ok(body, chain_id=int(parts[1]))
+            writer.write(_head(200, len(answer)) + answer)
         elif kind == "block":
             answer = _answer_ok(body, hex(int(parts[1])))
             writer.write(_head(200, len(answer)) + answer)
@@ -498,3 +525,22 @@ class FaultyUpstream:
 def faulty_upstream() -> Iterator[FaultyUpstream]:
     with FaultyUpstream() as upstream:
         yield upstream
+
+
+def main() -> None:
+    """`python -m chainrouter.testing.faulty_upstream`: serve until stopped, the port on stdout
+    (the fault-table benchmark runs it as a process of its own)."""
+    import signal
+    import sys
+
+    with FaultyUpstream() as upstream:
+        print(upstream.port, flush=True)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
