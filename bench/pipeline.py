@@ -4,7 +4,8 @@ No server in front, the router's own process set-up (the whole registry, a domai
 with credits):
 
 - the whole request as an executor runs it (`RouterFace.respond`, the program stepped by hand,
-  each `Forward` answered at once with the static upstream's answer), one call at a time: with
+  each `Forward` answered at once with the static upstream's answer, so that a hedged call's
+  `Race` is won by its first attempt), one call at a time: with
   the caches warm from the call before, and with the caches emptied before each call (8 MiB
   written). A served router is between the two: each call's code and data compete for the caches
   with the HTTP server's, the kernel's and the other processes'. This is the pipeline's own CPU,
@@ -28,6 +29,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
@@ -35,7 +37,7 @@ from bench.rounds import BODY, ROUNDS
 from bench.router import CHAIN, ORIGIN, RESULTS, big_world
 from bench.transport import free_port
 from bench.upstreams import STATIC_BODY, nginx, require_tools
-from chainrouter.router.contract import Forward, HttpAnswer, HttpRequest
+from chainrouter.router.contract import Forward, HttpAnswer, HttpRequest, Program, Race
 from chainrouter.router.executors.python import PythonExecutor
 from chainrouter.router.http_face import RouterFace
 from chainrouter.router.runtime import RouterRuntime, build_runtime
@@ -121,21 +123,28 @@ def _evict_caches() -> None:
 
 def _stepped(face: RouterFace, request: HttpRequest) -> HttpAnswer:
     """One request through the pipeline, stepped as an executor steps it; every `Forward` is
-    answered at once."""
-    program = face.respond(request)
-    command = program.send(None)
+    answered at once, so a `Race` is won by its first program before any other starts."""
+    answer: HttpAnswer = _drive(face.respond(request))
+    if answer.status != 200:
+        raise RuntimeError(f"the router answered {answer.status}: {answer.body!r}")
+    return answer
+
+
+def _drive(program: Program) -> Any:
+    value: Any = None
     while True:
-        if not isinstance(command, Forward):
-            raise RuntimeError(f"the pipeline awaited {command!r}, not a Forward")
         try:
-            command = program.send(_ANSWER)
-        except StopIteration as answered:
-            answer: HttpAnswer = answered.value
-            if answer.status != 200:
-                raise RuntimeError(
-                    f"the router answered {answer.status}: {answer.body!r}"
-                ) from None
-            return answer
+            command = program.send(value)
+        except StopIteration as done:
+            return done.value
+        if isinstance(command, Forward):
+            value = _ANSWER
+        elif isinstance(command, Race):
+            value = (0, _drive(command.programs[0]))
+            for later in command.programs[1:]:
+                later.close()
+        else:
+            raise RuntimeError(f"the pipeline awaited {command!r}")
 
 
 def _stepped_round(database_url: str, key: str) -> dict[str, float]:
