@@ -16,7 +16,7 @@ import socket
 import sys
 import threading
 
-from chainrouter.ratelimit.gcra import MemoryLimiter
+from chainrouter.ratelimit.window import MemoryLimiter
 from chainrouter.router.contract import Failure, Forward, HttpAnswer, HttpRequest
 from chainrouter.router.executors.native import load_native_module, new_driver
 

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `HttpRequest`'s fields, in the order the server passes them.

@@ -26,7 +26,7 @@ use futures_util::future::join_all;
 use hyper::body::Bytes;
 use pyo3::exceptions::{PyRuntimeError, PyStopIteration, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyBool, PyBytes, PyCFunction, PyDict, PyList, PyTuple};
+use pyo3::types::{IntoPyDict, PyBytes, PyCFunction, PyDict, PyFloat, PyList, PyTuple};
 use pyo3::{ffi, AsPyPointer};
 
 use crate::contract::Types;
@@ -49,7 +49,7 @@ const LOGGER: &str = "chainrouter.router.executors.native";
 /// What every program the driver runs needs.
 pub struct Shared {
     pub types: Types,
-    /// `(Acquire) -> bool | concurrent.futures.Future[bool]`: the host's rate limiter.
+    /// `(Acquire) -> float | concurrent.futures.Future[float]`: the host's rate limiter (0.0: taken).
     pub acquire: PyObject,
     pub upstream: Upstream,
 }
@@ -412,7 +412,7 @@ fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny)
     }
     if kind.is(types.acquire.as_ref(py)) {
         let answer = shared.acquire.call1(py, (yielded,))?;
-        return Ok(if answer.as_ref(py).is_instance_of::<PyBool>()? {
+        return Ok(if answer.as_ref(py).is_instance_of::<PyFloat>()? {
             Step::Acquired(answer)
         } else {
             Step::AcquireLater(answer)

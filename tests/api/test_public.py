@@ -254,7 +254,8 @@ def test_price_lists_are_limited_per_ip_with_retry_after(make_api: ApiFactory) -
     limited = api.client.get("/prices/ws")
     assert limited.status_code == 429
     assert limited.json()["error"]["code"] == "rate_limited"
-    assert 1 <= int(limited.headers["retry-after"]) <= 20
+    # The first of the three leaves the 60 s window in 60 to 66 s (its time slot, a tenth wide).
+    assert 59 <= int(limited.headers["retry-after"]) <= 66
     assert api.client.get("/chains").status_code == 200  # the chain lists are not limited
 
 

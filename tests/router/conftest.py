@@ -27,7 +27,7 @@ from chainrouter.domain.routing import NodeInfo
 from chainrouter.net.outbound import DialRule, dial_rule
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
-from chainrouter.ratelimit.gcra import Limiter, MemoryLimiter
+from chainrouter.ratelimit.window import Limiter, MemoryLimiter
 from chainrouter.router.executors import Executor
 from chainrouter.router.executors.native import NativeExecutor, load_native_module, new_driver
 from chainrouter.router.executors.python import PythonExecutor

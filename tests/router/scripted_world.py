@@ -88,6 +88,8 @@ def scripted_world(
     attempt_timeout_s: float = 10.0,
     deadline_s: float = 30.0,
     node_rate_limit: int = 0,
+    plan_credits_per_minute: int | None = None,
+    key_rate_limit: int = 0,
     methods: tuple[str, ...] = (METHOD,),
     capabilities: dict[str, Capabilities] | None = None,
     heads: dict[str, int] | None = None,
@@ -113,10 +115,14 @@ def scripted_world(
                 capabilities=node.capabilities,
             )
         )
-        plans.append(PlanLimits(index, index))
+        plans.append(
+            PlanLimits(index, index, credits_nano=plan_credits_per_minute, credits_interval_s=60)
+        )
         prices += [MethodPrice(index, method, node.price_nano) for method in methods]
     key = generate_secret(SecretKind.API_KEY)
-    access = KeyAccess(1, CUSTOMER, ("*",), strategy, bypass_credit_check)
+    access = KeyAccess(
+        1, CUSTOMER, ("*",), strategy, bypass_credit_check, key_rate_limit, rate_limit_interval_s=60
+    )
     snapshot = RouterSnapshot(
         version=1,
         keys_by_hash={hash_secret(key): access},

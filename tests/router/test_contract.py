@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from chainrouter.ratelimit.gcra import Bucket
+from chainrouter.ratelimit.window import Bucket
 from chainrouter.router import contract
 from chainrouter.router.contract import (
     Acquire,
@@ -71,7 +71,7 @@ async def _every_command(url: str) -> list[Any]:
     failure = await Forward(url.replace("/ok", "/status/503"), b"{}", 5)
     both = await Gather([_value(1), _value(2)])
     raced = await Race([_value(1, 0.2), _value(2, 0.01)], [0, 0])
-    allowed = [await Acquire([Bucket("contract", 1, 60.0)]) for _ in range(2)]
+    allowed = [await Acquire([Bucket("contract", 1, 60.0)]) == 0.0 for _ in range(2)]
     await Spawn(beside())
     await Wait(0.05)
     assert isinstance(failure, Failure)

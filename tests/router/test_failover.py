@@ -269,12 +269,31 @@ def test_a_429_because_every_route_is_held_back_says_when_the_first_frees_up() -
 
 
 def test_a_route_at_its_rate_limit_says_when_it_refills() -> None:
-    world = scripted_world([(A, 100, OK)], node_rate_limit=1)  # 1 call per second
+    """1 call per second: the call's time slot (0.1 s wide) leaves the window 1 to 1.1 s later,
+    said in whole seconds, rounded up."""
+    world = scripted_world([(A, 100, OK)], node_rate_limit=1)
     assert world.call(rpc()).status == 200
     refused = world.call(rpc())
-    assert (refused.status, dict(refused.headers)["retry-after"]) == (429, "1")
+    assert (refused.status, dict(refused.headers)["retry-after"]) == (429, "2")
+    world.clock.now += 1.05
     batch = world.call([rpc(request_id=1), rpc(request_id=2)])
     assert (batch.status, dict(batch.headers)["retry-after"]) == (429, "1")
+
+
+def test_a_failed_attempt_gives_its_price_back_to_the_plans_credit_limit() -> None:
+    """Each plan allows two calls' price a minute. A's failure spends none of it (a provider
+    bills answers), so once its cooldown is over A answers two calls; the call after them finds
+    A's budget spent and goes to B."""
+    world = scripted_world(
+        [(A, 100, [failing(FailureKind.HTTP_STATUS, 502), OK, OK]), (B, 101, OK)],
+        plan_credits_per_minute=202,
+    )
+    assert world.call(rpc()).status == 200
+    assert world.urls_called() == [A, B]
+    world.clock.now += 1.5  # A's first cooldown (1 s) is over
+    for _ in range(3):
+        assert world.call(rpc()).status == 200
+    assert world.urls_called() == [A, B, A, A, B]
 
 
 def test_an_answer_that_is_not_a_429_says_nothing_of_retrying() -> None:

@@ -23,7 +23,7 @@ import httpx
 import orjson
 import pytest
 
-from chainrouter.ratelimit.gcra import Bucket, Limiter, MemoryLimiter
+from chainrouter.ratelimit.window import Bucket, Limiter, MemoryLimiter
 from chainrouter.router.contract import Acquire, Failure, Forward, HttpRequest, Spawn, Wait
 from chainrouter.router.executors.native import NativeExecutor, load_native_module, new_driver
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -289,7 +289,7 @@ def test_acquire_is_answered_by_the_hosts_limiter_at_once_or_through_the_event_l
     bucket = Bucket("test", 2, 60.0)
 
     async def three_times() -> list[bool]:
-        return [await Acquire([bucket]) for _ in range(3)]
+        return [await Acquire([bucket]) == 0.0 for _ in range(3)]
 
     loop = asyncio.new_event_loop()
     loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
@@ -302,7 +302,7 @@ def test_acquire_is_answered_by_the_hosts_limiter_at_once_or_through_the_event_l
                 self.inner = MemoryLimiter()
                 self.loops: list[asyncio.AbstractEventLoop] = []
 
-            async def acquire(self, buckets: Any) -> bool:
+            async def acquire(self, buckets: Any) -> float:
                 self.loops.append(asyncio.get_running_loop())
                 return self.inner.try_acquire(buckets)
 

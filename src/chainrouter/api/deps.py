@@ -21,7 +21,7 @@ from chainrouter.management.access import (
 from chainrouter.management.catalog import CatalogLists
 from chainrouter.management.submissions import SubmissionGate
 from chainrouter.net.client_ip import IpNetwork, client_address
-from chainrouter.ratelimit.gcra import Limiter
+from chainrouter.ratelimit.window import Limiter
 from chainrouter.screening.guard import OutboundGuard
 from chainrouter.settings import Settings
 

@@ -21,7 +21,7 @@ from chainrouter.domain.urls import normalise_url
 from chainrouter.management import submissions
 from chainrouter.management.errors import RateLimitedError
 from chainrouter.operator_config.model import ChainId, Email, HttpUrl, Name
-from chainrouter.ratelimit.gcra import Bucket
+from chainrouter.ratelimit.window import Bucket
 
 router = APIRouter(route_class=ExactJsonRoute, tags=["public"])
 
@@ -128,7 +128,7 @@ async def list_ws_chains(ctx: Context) -> Response:
 async def _price_list_admission(ctx: Context, ip: str) -> None:
     settings = ctx.settings
     bucket = Bucket(f"prices:{ip}", settings.price_list_requests, settings.price_list_interval_s)
-    wait = await ctx.limiter.admit_or_wait(bucket)
+    wait = await ctx.limiter.acquire([bucket])
     if wait > 0:
         raise RateLimitedError(
             f"at most {settings.price_list_requests} price-list requests per "

@@ -14,3 +14,5 @@ class KeyAccess:
     allowed_domains: tuple[str, ...]
     strategy: RoutingStrategy
     bypass_credit_check: bool
+    rate_limit: int = 0  # calls per `rate_limit_interval_s`, the key's own limit; 0: none
+    rate_limit_interval_s: int = 1

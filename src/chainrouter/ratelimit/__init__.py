@@ -1,8 +1,9 @@
-"""Rate limits (GCRA), in process or shared through Redis; used by the router and the API."""
+"""Rate limits (a sliding window of time slots), in process or shared through Redis; used by the
+router and the API."""
 
 from __future__ import annotations
 
-from chainrouter.ratelimit.gcra import Limiter, MemoryLimiter
+from chainrouter.ratelimit.window import Limiter, MemoryLimiter
 
 
 def create_limiter(redis_url: str | None) -> Limiter:

@@ -1,9 +1,11 @@
-"""Rate limits shared by all routers through Redis: the GCRA of `gcra.py`, run atomically there.
+"""Rate limits shared by all routers through Redis: the sliding window of `window.py`, run
+atomically there.
 
 One script call per admission takes all of a call's buckets or none, using Redis's clock so that
-routers with skewed clocks agree. Each bucket's key expires once it is full again, so per-IP
-buckets of the free tier do not accumulate. (Redis Cluster would need the keys of one call in one
-hash slot; a single Redis or a primary with replicas is what this is built for.)
+routers with skewed clocks agree. A bucket is a hash of slot number -> units; slots that left the
+window are deleted as the bucket is read, and the key expires once its newest slot has left too,
+so per-IP buckets of the free tier do not accumulate. (Redis Cluster would need the keys of one
+call in one hash slot; a single Redis or a primary with replicas is what this is built for.)
 
 When Redis cannot be reached the router keeps serving: it falls back to its own in-process
 limits (each router then enforces every limit on its own) and logs it, at most once a minute.
@@ -18,49 +20,63 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
-from chainrouter.ratelimit.gcra import Bucket, MemoryLimiter
+from chainrouter.ratelimit.window import SLOTS, Bucket, MemoryLimiter
 
 log = logging.getLogger(__name__)
 _WARN_EVERY_S = 60.0
 
 _PREFIX = "chainrouter:rl:"
 
-# ARGV per bucket: emission interval, burst interval (both microseconds), amount.
-_GCRA = """
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) * 1000000 + tonumber(now_parts[2])
-local arrivals = {}
+# ARGV: slots per interval, then per bucket: slot width (microseconds), limit, amount.
+# Returns 0 when every bucket took its amount, else the microseconds until each refusing
+# bucket would have room (the longest).
+_WINDOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local slots = tonumber(ARGV[1])
+local current, totals = {}, {}
+local wait = 0
 for i = 1, #KEYS do
-  local emission = tonumber(ARGV[i * 3 - 2])
-  local burst = tonumber(ARGV[i * 3 - 1])
-  local amount = tonumber(ARGV[i * 3])
-  local tat = tonumber(redis.call('GET', KEYS[i])) or now
-  if tat < now then tat = now end
-  local next_tat = tat + emission * amount
-  if next_tat - now > burst then return 0 end
-  arrivals[i] = next_tat
+  local width = tonumber(ARGV[i * 3 - 1])
+  local limit = tonumber(ARGV[i * 3])
+  local amount = tonumber(ARGV[i * 3 + 1])
+  local slot = math.floor(now / width)
+  local raw = redis.call('HGETALL', KEYS[i])
+  local kept = {}
+  local total = 0
+  for j = 1, #raw, 2 do
+    local s = tonumber(raw[j])
+    if s < slot - slots then
+      redis.call('HDEL', KEYS[i], raw[j])
+    else
+      total = total + tonumber(raw[j + 1])
+      kept[#kept + 1] = {s, tonumber(raw[j + 1])}
+    end
+  end
+  current[i], totals[i] = slot, total
+  if total + amount > limit then
+    local w = width * slots
+    if amount <= limit then
+      table.sort(kept, function(a, b) return a[1] < b[1] end)
+      local excess = total + amount - limit
+      for _, held in ipairs(kept) do
+        excess = excess - held[2]
+        if excess <= 0 then
+          w = (held[1] + slots + 1) * width - now
+          break
+        end
+      end
+    end
+    if w > wait then wait = w end
+  end
 end
+if wait > 0 then return math.max(1, math.ceil(wait)) end
 for i = 1, #KEYS do
-  local ttl_ms = math.ceil((arrivals[i] - now) / 1000) + 1
-  redis.call('SET', KEYS[i], string.format('%.17g', arrivals[i]), 'PX', ttl_ms)
+  local width = tonumber(ARGV[i * 3 - 1])
+  local amount = math.max(tonumber(ARGV[i * 3 + 1]), -totals[i])
+  redis.call('HINCRBY', KEYS[i], string.format('%d', current[i]), string.format('%d', amount))
+  redis.call('PEXPIREAT', KEYS[i], math.ceil((current[i] + slots + 1) * width / 1000) + 1)
 end
-return 1
-"""
-
-
-# One bucket; returns 0 when admitted, else the microseconds until it would be.
-_GCRA_WAIT = """
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) * 1000000 + tonumber(now_parts[2])
-local emission = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local amount = tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', KEYS[1])) or now
-if tat < now then tat = now end
-local next_tat = tat + emission * amount
-if next_tat - now > burst then return math.ceil(next_tat - now - burst) end
-local ttl_ms = math.ceil((next_tat - now) / 1000) + 1
-redis.call('SET', KEYS[1], string.format('%.17g', next_tat), 'PX', ttl_ms)
 return 0
 """
 
@@ -68,31 +84,21 @@ return 0
 class RedisLimiter:
     def __init__(self, url: str) -> None:
         self._redis: Redis = Redis.from_url(url)
-        self._script = self._redis.register_script(_GCRA)
-        self._wait_script = self._redis.register_script(_GCRA_WAIT)
+        self._script = self._redis.register_script(_WINDOW)
         self._fallback = MemoryLimiter()
         self._warned_at = float("-inf")
 
-    async def acquire(self, buckets: Sequence[Bucket]) -> bool:
-        keys = [_PREFIX + bucket.key for bucket in buckets]
-        args: list[float] = []
+    async def acquire(self, buckets: Sequence[Bucket]) -> float:
+        # The slot width is part of the key: a limit whose interval changes starts afresh.
+        keys = [f"{_PREFIX}{bucket.key}:{bucket.slot_s:g}" for bucket in buckets]
+        args: list[float] = [SLOTS]
         for bucket in buckets:
-            interval_us = bucket.interval_s * 1_000_000
-            args += [interval_us / bucket.limit, interval_us, bucket.amount]
+            args += [bucket.slot_s * 1_000_000, bucket.limit, bucket.amount]
         try:
-            return bool(await self._script(keys=keys, args=args))
+            wait_us = await self._script(keys=keys, args=args)
         except (RedisError, OSError) as exc:
             self._warn(exc)
             return self._fallback.try_acquire(buckets)
-
-    async def admit_or_wait(self, bucket: Bucket) -> float:
-        interval_us = bucket.interval_s * 1_000_000
-        args = [interval_us / bucket.limit, interval_us, bucket.amount]
-        try:
-            wait_us = await self._wait_script(keys=[_PREFIX + bucket.key], args=args)
-        except (RedisError, OSError) as exc:
-            self._warn(exc)
-            return self._fallback.try_admit_or_wait(bucket)
         return int(wait_us) / 1_000_000
 
     def _warn(self, exc: Exception) -> None:

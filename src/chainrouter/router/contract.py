@@ -27,9 +27,9 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, NamedTuple
 
-from chainrouter.ratelimit.gcra import Bucket
+from chainrouter.ratelimit.window import Bucket
 
-VERSION = 2  # 2: `Race`
+VERSION = 3  # 2: `Race`; 3: `Acquire` resumed with the seconds to wait (0.0: taken), not a bool
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -121,12 +121,13 @@ class Race:
 
 @dataclass(slots=True)
 class Acquire:
-    """Take every bucket's amount from the rate limiter, or none. Resumed with True when all had
-    room. Carried out by the executor's Python side (the limiter may be in Redis)."""
+    """Take every bucket's amount from the rate limiter, or none. Resumed with 0.0 when all had
+    room, else with the seconds until they would. Carried out by the executor's Python side (the
+    limiter may be in Redis)."""
 
     buckets: list[Bucket]
 
-    def __await__(self) -> Generator[Acquire, bool, bool]:
+    def __await__(self) -> Generator[Acquire, float, float]:
         return (yield self)
 
 

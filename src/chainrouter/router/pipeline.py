@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
+from chainrouter.jsonrpc.errors import RpcError
 from chainrouter.jsonrpc.responses import batch_response, error_response
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.contract import Gather
@@ -63,7 +64,7 @@ class Pipeline:
             if refusal is not None:
                 return Reply(
                     refusal.http_status,
-                    error_response(refusal),
+                    _refused(request, refusal),
                     request.batch_id,
                     _retry_after(refusal.http_status, refusal.retry_after_s),
                 )
@@ -105,6 +106,22 @@ class Pipeline:
             for closing in self.closing_stages:
                 closing.run(context)
         return context.status, context.answer, context.retry_after_s
+
+
+def _refused(request: RequestContext, refusal: RpcError) -> bytes:
+    """A refused request's answer: once its calls are read (a limit refuses after that), under
+    each call's id, a batch as a batch; before, one error with id null."""
+    calls = request.calls
+    if not calls:
+        return error_response(refusal)
+    if not request.is_batch:
+        return error_response(refusal, calls[0].id_json)
+    return batch_response(
+        [
+            error_response(call.failure if isinstance(call, InvalidCall) else refusal, call.id_json)
+            for call in calls
+        ]
+    )
 
 
 def _headers(

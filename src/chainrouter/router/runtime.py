@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 from chainrouter.domain.routing import HealthReport, NodeInfo
 from chainrouter.net.client_ip import IpNetwork
 from chainrouter.ratelimit import create_limiter
-from chainrouter.ratelimit.gcra import Limiter
+from chainrouter.ratelimit.window import Limiter
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.executors import Executor

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import orjson
 
-from chainrouter.ratelimit.gcra import MemoryLimiter
+from chainrouter.ratelimit.window import MemoryLimiter
 from chainrouter.router.contract import (
     Acquire,
     Failure,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from chainrouter.net.outbound import DialRule
-from chainrouter.ratelimit.gcra import Limiter, MemoryLimiter
+from chainrouter.ratelimit.window import Limiter, MemoryLimiter
 from chainrouter.router.contract import Acquire, Program
 from chainrouter.router.executors.process import (
     assemble_worker,
@@ -63,7 +63,7 @@ def load_native_module() -> Any:
 
 def host_acquirer(
     limiter: Limiter, loop: asyncio.AbstractEventLoop
-) -> Callable[[Acquire], bool | concurrent.futures.Future[bool]]:
+) -> Callable[[Acquire], float | concurrent.futures.Future[float]]:
     """How the driver carries out `Acquire`: the result at once, or a future to wait on."""
     if isinstance(limiter, MemoryLimiter):
         return lambda command: limiter.try_acquire(command.buckets)

@@ -18,7 +18,7 @@ import aiohttp
 from yarl import URL
 
 from chainrouter.net.outbound import CheckingResolver, DialRule, ssl_context
-from chainrouter.ratelimit.gcra import Limiter
+from chainrouter.ratelimit.window import Limiter
 from chainrouter.router.contract import (
     Acquire,
     Failure,

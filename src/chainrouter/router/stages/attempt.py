@@ -30,7 +30,7 @@ from chainrouter.domain.upstream_errors import Fault, NodeFault, classify
 from chainrouter.jsonrpc.envelope import encode_json
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
-from chainrouter.ratelimit.gcra import Bucket
+from chainrouter.ratelimit.window import Bucket
 from chainrouter.router.answers import Verdict, judge_answer, names_other_chain
 from chainrouter.router.capabilities import CapabilityBook, ahead_error
 from chainrouter.router.context import CallContext
@@ -217,10 +217,12 @@ class Attempt:
                 buckets = self._buckets.get(id(route))
                 if buckets is None:
                     buckets = self._buckets[id(route)] = route_buckets(route)
-                if buckets and not await Acquire(buckets):
-                    tally.skipped += 1
-                    tally.held_back(min(bucket.refill_s for bucket in buckets))
-                    continue
+                if buckets:
+                    wait_s = await Acquire(buckets)
+                    if wait_s > 0:
+                        tally.skipped += 1
+                        tally.held_back(wait_s)
+                        continue
                 sent = clock()
                 remaining = self._limits.deadline_s - (sent - attempts.started)
                 if remaining <= 0:
@@ -238,6 +240,8 @@ class Attempt:
                 attempts.busy -= 1
             tally.tried += 1
             served = self._judge(route, answer, call, tally, clock() - sent, work, attempts.racing)
+            if served is None and (back := credits_given_back(route)) is not None:
+                await Acquire([back])  # the provider bills answers: a failure spent nothing
             if served is not None:
                 if served.scenario is Scenario.FIRST_CHOICE and route is not ordered[0]:
                     served.scenario = Scenario.FAILOVER
@@ -501,6 +505,21 @@ def _under_callers_id(error: object, id_json: bytes) -> bytes:
     return b'{"jsonrpc":"2.0","id":' + id_json + b',"error":' + encode_json(error) + b"}"
 
 
+def _plan_credits(route: Route, amount: int) -> Bucket | None:
+    plan, cost = route.plan, route.price.cost_nano
+    if plan.credits_nano and plan.credits_interval_s and cost:
+        return Bucket(
+            f"plan-credits:{plan.plan_id}", plan.credits_nano, plan.credits_interval_s, amount
+        )
+    return None
+
+
+def credits_given_back(route: Route) -> Bucket | None:
+    """What an attempt that got no answer gives back: its price, to the plan's credit limit.
+    (Its requests stay counted: the node, or its provider's limiter, saw them.)"""
+    return _plan_credits(route, -route.price.cost_nano)
+
+
 def route_buckets(route: Route) -> list[Bucket]:
     """The limits one call on `route` counts against: node, plan requests, plan credits, method."""
     buckets = []
@@ -509,15 +528,8 @@ def route_buckets(route: Route) -> list[Bucket]:
         buckets.append(Bucket(f"node:{node.node_id}", node.rate_limit, node.rate_limit_interval_s))
     if plan.requests and plan.requests_interval_s:
         buckets.append(Bucket(f"plan:{plan.plan_id}", plan.requests, plan.requests_interval_s))
-    if plan.credits_nano and plan.credits_interval_s and price.cost_nano:
-        buckets.append(
-            Bucket(
-                f"plan-credits:{plan.plan_id}",
-                plan.credits_nano,
-                plan.credits_interval_s,
-                price.cost_nano,
-            )
-        )
+    if (credits := _plan_credits(route, price.cost_nano)) is not None:
+        buckets.append(credits)
     if price.rate_limit and price.rate_limit_interval_s:
         chain = "*" if price.chain_id is None else price.chain_id
         buckets.append(

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from chainrouter.jsonrpc.envelope import RpcCall
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
-from chainrouter.ratelimit.gcra import Bucket
+from chainrouter.ratelimit.window import Bucket
 from chainrouter.router.context import RequestContext
 from chainrouter.router.contract import Acquire
 
@@ -57,18 +57,18 @@ class FreeTierRoom:
             f"free:ip:{request.client_ip}", limits.ip_requests, limits.ip_interval_s, calls
         )
         capacity = Bucket("free:capacity", limits.capacity_per_s, 1.0, calls)
-        if not await Acquire([per_ip]):
+        if wait_s := await Acquire([per_ip]):
             request.refusal = RpcError(
                 429,
                 RpcCode.PUBLIC_RATE_LIMITED,
                 f"public free tier: at most {limits.ip_requests} calls per "
                 f"{limits.ip_interval_s:g} s per IP; {limits.signup_hint}",
-                retry_after_s=per_ip.refill_s,
+                retry_after_s=wait_s,
             )
-        elif not await Acquire([capacity]):
+        elif wait_s := await Acquire([capacity]):
             request.refusal = RpcError(
                 429,
                 RpcCode.PUBLIC_CAPACITY_EXHAUSTED,
                 f"the public free tier is at capacity; {limits.signup_hint}",
-                retry_after_s=capacity.refill_s,
+                retry_after_s=wait_s,
             )
