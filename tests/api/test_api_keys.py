@@ -23,6 +23,8 @@ KEY_FIELDS = {
     "routing_strategy",
     "active",
     "bypass_credit_check",
+    "rate_limit",
+    "rate_limit_interval_sec",
     "created_at",
     "updated_at",
 }
@@ -39,6 +41,7 @@ def test_create_returns_the_secret_once_and_list_shows_a_hint(api: ApiHarness) -
     assert created["routing_strategy"] == "economy"
     assert created["active"] is True
     assert created["bypass_credit_check"] is False
+    assert (created["rate_limit"], created["rate_limit_interval_sec"]) == (0, 1)  # no limit
     assert created["customer_id"] == customer.id
     listed = api.client.get("/api-keys", headers=customer.headers)
     assert listed.status_code == 200
@@ -63,6 +66,31 @@ def test_create_returns_the_secret_once_and_list_shows_a_hint(api: ApiHarness) -
         ({"allowed_domains": ["*"], "routing_strategy": "economy", "name": 5}, "name"),
         ({"allowed_domains": ["*"], "routing_strategy": "economy", "secret": "x"}, "secret"),
         ({"allowed_domains": "*", "routing_strategy": "economy"}, "allowed_domains"),
+        ({"allowed_domains": ["*"], "routing_strategy": "economy", "rate_limit": -1}, "rate_limit"),
+        (
+            {"allowed_domains": ["*"], "routing_strategy": "economy", "rate_limit": 1_000_001},
+            "rate_limit",
+        ),
+        (
+            {"allowed_domains": ["*"], "routing_strategy": "economy", "rate_limit": "10"},
+            "rate_limit",
+        ),
+        (
+            {"allowed_domains": ["*"], "routing_strategy": "economy", "rate_limit": 2.5},
+            "rate_limit",
+        ),
+        (
+            {"allowed_domains": ["*"], "routing_strategy": "economy", "rate_limit_interval_sec": 0},
+            "rate_limit_interval_sec",
+        ),
+        (
+            {
+                "allowed_domains": ["*"],
+                "routing_strategy": "economy",
+                "rate_limit_interval_sec": 86_401,
+            },
+            "rate_limit_interval_sec",
+        ),
     ],
 )
 def test_invalid_key_bodies_are_422_naming_the_field(
@@ -133,6 +161,17 @@ def test_patch_changes_only_the_given_fields(api: ApiHarness) -> None:
         ["b.example.com"],
     )
     assert patched["routing_strategy"] == "performance"
+    limited = api.client.patch(
+        f"/api-keys/{key['id']}",
+        json={"rate_limit": 50, "rate_limit_interval_sec": 10},
+        headers=customer.headers,
+    ).json()
+    assert (limited["rate_limit"], limited["rate_limit_interval_sec"]) == (50, 10)
+    assert limited["name"] == "after"
+    patched = api.client.patch(
+        f"/api-keys/{key['id']}", json={"rate_limit": 0}, headers=customer.headers
+    ).json()
+    assert (patched["rate_limit"], patched["rate_limit_interval_sec"]) == (0, 10)
     unchanged = api.client.patch(f"/api-keys/{key['id']}", json={}, headers=customer.headers)
     assert unchanged.status_code == 200
     assert unchanged.json() == patched
@@ -147,6 +186,9 @@ def test_patch_changes_only_the_given_fields(api: ApiHarness) -> None:
         {"routing_strategy": "cheap"},
         {"api_key": "crk_x"},
         {"bypass_credit_check": True},
+        {"rate_limit": None},
+        {"rate_limit": -5},
+        {"rate_limit_interval_sec": 0},
     ],
 )
 def test_invalid_patches_are_422(api: ApiHarness, body: dict[str, Any]) -> None:
@@ -237,6 +279,14 @@ async def test_new_and_changed_keys_reach_a_router_at_its_next_poll(
         )
         assert await router.refresh()
         assert await status("https://evil.example.net") == 200
+        api.client.patch(
+            f"/api-keys/{key['id']}",
+            json={"rate_limit": 1, "rate_limit_interval_sec": 60},
+            headers=customer.headers,
+        )
+        assert await router.refresh()
+        assert await status("https://evil.example.net") == 200
+        assert await status("https://evil.example.net") == 429  # its own limit: 1 a minute
         api.client.patch(f"/api-keys/{key['id']}", json={"active": False}, headers=customer.headers)
         assert await router.refresh()
         assert await status("https://evil.example.net") == 401
@@ -261,6 +311,8 @@ _bodies = (
             | _json,
             "routing_strategy": st.sampled_from(["economy", "performance", "x"]) | _json,
             "name": st.text(max_size=250) | _json,
+            "rate_limit": st.integers(-2, 2_000_000) | _json,
+            "rate_limit_interval_sec": st.integers(-2, 100_000) | _json,
         },
     )
     | _json

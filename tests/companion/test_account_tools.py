@@ -117,6 +117,8 @@ async def test_keys_are_listed_without_secrets(service: Service) -> None:
         "active",
         "allowed_domains",
         "routing_strategy",
+        "rate_limit",
+        "rate_limit_interval_sec",
         "created_at",
         "updated_at",
     }

@@ -31,6 +31,7 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         "AllowedDomain",
         "SupportedChain",
         "ParsePayload",
+        "KeyRateLimit",
     ]
     assert names(service.public.request_stages) == [
         "FreeTierOpen",

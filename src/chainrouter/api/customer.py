@@ -38,6 +38,8 @@ class ApiKeyOut(OutModel):
     routing_strategy: RoutingStrategy
     active: bool
     bypass_credit_check: bool
+    rate_limit: int = Field(description="Calls per rate_limit_interval_sec; 0: no limit.")
+    rate_limit_interval_sec: int
     created_at: datetime
     updated_at: datetime
 
@@ -52,6 +54,8 @@ class ApiKeyOut(OutModel):
             routing_strategy=key.routing_strategy,
             active=key.active,
             bypass_credit_check=key.bypass_credit_check,
+            rate_limit=key.rate_limit,
+            rate_limit_interval_sec=key.rate_limit_interval_sec,
             created_at=key.created_at,
             updated_at=key.updated_at,
         )
@@ -79,6 +83,8 @@ async def create_api_key(body: ApiKeyCreate, caller: Caller, ctx: Context) -> Re
         name=body.name,
         allowed_domains=list(dict.fromkeys(body.allowed_domains)),
         routing_strategy=body.routing_strategy,
+        rate_limit=body.rate_limit,
+        rate_limit_interval_sec=body.rate_limit_interval_sec,
     )
     out = CreatedApiKeyOut(**ApiKeyOut.of(created.record).model_dump(), api_key=created.secret)
     return respond(out, 201, headers={"Cache-Control": "no-store"})
@@ -99,7 +105,7 @@ async def list_api_keys(caller: Caller, ctx: Context) -> Response:
     "/api-keys/{key_id}",
     response_model=ApiKeyOut,
     responses={**_AUTH_ERRORS, 404: {"model": ErrorBody, "description": "Not your key."}},
-    summary="Change name, active, allowed domains or routing strategy of a key",
+    summary="Change name, active, allowed domains, routing strategy or rate limit of a key",
 )
 async def update_api_key(
     key_id: PathId, body: ApiKeyUpdate, caller: Caller, ctx: Context
@@ -111,6 +117,8 @@ async def update_api_key(
         if body.allowed_domains is None
         else list(dict.fromkeys(body.allowed_domains)),
         routing_strategy=body.routing_strategy,
+        rate_limit=body.rate_limit,
+        rate_limit_interval_sec=body.rate_limit_interval_sec,
     )
     updated = await run_in_threadpool(
         api_keys.update_api_key, ctx.engine, caller.customer_id, key_id, changes

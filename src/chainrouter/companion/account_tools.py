@@ -34,6 +34,8 @@ _KEY_FIELDS = (
     "active",
     "allowed_domains",
     "routing_strategy",
+    "rate_limit",
+    "rate_limit_interval_sec",
     "created_at",
     "updated_at",
 )
@@ -87,7 +89,10 @@ class UpdateApiKeyArgs(ApiKeyUpdate):
     @model_validator(mode="after")
     def _something_to_change(self) -> UpdateApiKeyArgs:
         if not self.model_fields_set - {"api_key"}:
-            raise ValueError("give at least one of name, active, allowed_domains, routing_strategy")
+            raise ValueError(
+                "give at least one of name, active, allowed_domains, routing_strategy, "
+                "rate_limit, rate_limit_interval_sec"
+            )
         return self
 
 

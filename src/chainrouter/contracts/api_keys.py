@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
 
 from chainrouter.domain.enums import RoutingStrategy
-from chainrouter.operator_config.model import AllowedDomain
+from chainrouter.operator_config.model import AllowedDomain, KeyRateInterval, KeyRateLimit
 
 Domains = Annotated[
     list[AllowedDomain],
@@ -31,6 +31,8 @@ class ApiKeyCreate(BaseModel):
     allowed_domains: Domains
     routing_strategy: Strategy
     name: KeyName = ""
+    rate_limit: KeyRateLimit = 0
+    rate_limit_interval_sec: KeyRateInterval = 1
 
 
 class ApiKeyUpdate(BaseModel):
@@ -42,6 +44,8 @@ class ApiKeyUpdate(BaseModel):
     active: StrictBool | None = Field(default=None, description="false stops the key at once.")
     allowed_domains: Domains | None = None
     routing_strategy: Strategy | None = None
+    rate_limit: KeyRateLimit | None = None
+    rate_limit_interval_sec: KeyRateInterval | None = None
 
     @model_validator(mode="after")
     def _no_nulls(self) -> ApiKeyUpdate:

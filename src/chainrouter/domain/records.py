@@ -73,6 +73,8 @@ class ApiKey:
     bypass_credit_check: bool
     created_at: datetime
     updated_at: datetime
+    rate_limit: int = 0  # calls per `rate_limit_interval_sec`; 0: no limit of its own
+    rate_limit_interval_sec: int = 1
 
 
 @dataclass(frozen=True, slots=True)

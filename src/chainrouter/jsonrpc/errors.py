@@ -25,6 +25,7 @@ class RpcCode(IntEnum):
     NO_SINGLE_PROVIDER = -32013
     PUBLIC_RATE_LIMITED = -32029
     PUBLIC_CAPACITY_EXHAUSTED = -32030
+    KEY_RATE_LIMITED = -32031  # the API key's own rate limit (not in the spec's table)
 
 
 class RpcError(Exception):

@@ -35,6 +35,8 @@ class ApiKeyChanges:
     active: bool | None = None
     allowed_domains: list[str] | None = None
     routing_strategy: RoutingStrategy | None = None
+    rate_limit: int | None = None
+    rate_limit_interval_sec: int | None = None
 
     def columns(self) -> dict[str, Any]:
         given = {
@@ -42,6 +44,8 @@ class ApiKeyChanges:
             "active": self.active,
             "allowed_domains": self.allowed_domains,
             "routing_strategy": self.routing_strategy,
+            "rate_limit": self.rate_limit,
+            "rate_limit_interval_sec": self.rate_limit_interval_sec,
         }
         return {column: value for column, value in given.items() if value is not None}
 
@@ -53,6 +57,8 @@ def create_api_key(
     name: str,
     allowed_domains: list[str],
     routing_strategy: RoutingStrategy,
+    rate_limit: int = 0,
+    rate_limit_interval_sec: int = 1,
 ) -> CreatedApiKey:
     secret = generate_secret(SecretKind.API_KEY)
     with engine.begin() as connection:
@@ -69,6 +75,8 @@ def create_api_key(
             hint=secret_hint(secret),
             allowed_domains=allowed_domains,
             routing_strategy=routing_strategy,
+            rate_limit=rate_limit,
+            rate_limit_interval_sec=rate_limit_interval_sec,
         )
         bump_config_version(connection)
     return CreatedApiKey(record, secret)

@@ -303,6 +303,8 @@ class _Writer:
                 "routing_strategy": key.routing_strategy.value,
                 "active": key.active,
                 "bypass_credit_check": key.bypass_credit_check,
+                "rate_limit": key.rate_limit,
+                "rate_limit_interval_sec": key.rate_limit_interval_sec,
             }
 
         self._upsert("api keys", t.api_keys, {"customer_id": customer_id, "name": key.name}, values)

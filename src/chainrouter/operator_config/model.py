@@ -337,6 +337,25 @@ class CreditSpec(_Strict):
     note: Text = ""
 
 
+MAX_KEY_RATE_LIMIT = 1_000_000
+MAX_KEY_RATE_INTERVAL_S = 86_400
+KeyRateLimit = Annotated[
+    int,
+    Field(
+        strict=True,
+        ge=0,
+        le=MAX_KEY_RATE_LIMIT,
+        description="The key's own limit: at most this many calls (each item of a batch is one) "
+        "in any window of rate_limit_interval_sec seconds; 0: no limit of its own. Over it, "
+        "HTTP 429 with JSON-RPC error -32031 and Retry-After.",
+    ),
+]
+KeyRateInterval = Annotated[
+    int,
+    Field(strict=True, ge=1, le=MAX_KEY_RATE_INTERVAL_S, description="The window, in seconds."),
+]
+
+
 class ApiKeySpec(_Strict):
     name: Name
     secret: (
@@ -351,6 +370,8 @@ class ApiKeySpec(_Strict):
     routing_strategy: RoutingStrategy = RoutingStrategy.ECONOMY
     active: StrictBool = True
     bypass_credit_check: StrictBool = False
+    rate_limit: KeyRateLimit = 0
+    rate_limit_interval_sec: KeyRateInterval = 1
 
 
 class ManagementTokenSpec(_Strict):

@@ -37,6 +37,7 @@ from chainrouter.router.stages.credit import CreditHold, SettleCredits
 from chainrouter.router.stages.domain import AllowedDomain
 from chainrouter.router.stages.free_tier import FreeTierLimits, FreeTierOpen, FreeTierRoom
 from chainrouter.router.stages.key import ApiKey
+from chainrouter.router.stages.key_limit import KeyRateLimit
 from chainrouter.router.stages.logs_range import LogsRange
 from chainrouter.router.stages.meter import Meter
 from chainrouter.router.stages.method import MethodPriced
@@ -90,6 +91,7 @@ def keyed(deps: StageDeps) -> list[RequestStage]:
         AllowedDomain(),
         SupportedChain(),
         ParsePayload(deps.limits.max_batch_size),
+        KeyRateLimit(),
     ]
 
 

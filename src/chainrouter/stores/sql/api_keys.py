@@ -24,6 +24,8 @@ def _api_key(row: Row[Any]) -> ApiKey:
         bypass_credit_check=row.bypass_credit_check,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        rate_limit=row.rate_limit,
+        rate_limit_interval_sec=row.rate_limit_interval_sec,
     )
 
 
@@ -36,6 +38,8 @@ def insert_api_key(
     hint: str,
     allowed_domains: list[str],
     routing_strategy: RoutingStrategy,
+    rate_limit: int = 0,
+    rate_limit_interval_sec: int = 1,
 ) -> ApiKey:
     now = utcnow()
     key = connection.execute(
@@ -48,6 +52,8 @@ def insert_api_key(
             routing_strategy=routing_strategy.value,
             active=True,
             bypass_credit_check=False,
+            rate_limit=rate_limit,
+            rate_limit_interval_sec=rate_limit_interval_sec,
             created_at=now,
             updated_at=now,
         )

@@ -250,6 +250,9 @@ api_keys = Table(
     Column("routing_strategy", String(20), nullable=False),
     Column("active", Boolean, nullable=False, server_default=text("true")),
     Column("bypass_credit_check", Boolean, nullable=False, server_default=text("false")),
+    # Calls per interval, the key's own limit; 0: none (migration 0008).
+    Column("rate_limit", Integer, nullable=False, server_default="0"),
+    Column("rate_limit_interval_sec", Integer, nullable=False, server_default="1"),
     *_timestamps(),
 )
 

@@ -25,6 +25,8 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
             allowed_domains=tuple(row.allowed_domains),
             strategy=RoutingStrategy(row.routing_strategy),
             bypass_credit_check=row.bypass_credit_check,
+            rate_limit=row.rate_limit,
+            rate_limit_interval_s=row.rate_limit_interval_sec,
         )
         for row in connection.execute(select(t.api_keys).where(t.api_keys.c.active.is_(True)))
     }
