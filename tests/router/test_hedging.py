@@ -320,7 +320,7 @@ async def test_a_hung_node_is_overtaken_and_its_attempt_abandoned_on_every_execu
         ]
     )
     # Nothing known yet (no health check has run): the hedge waits the floor, here 50 ms.
-    world = await make_world(config, hedge_delay_floor_ms=50.0)
+    world = await make_world(config, hedge_max=2, hedge_delay_floor_ms=50.0)
     balance, before = world.stored_balance(), upstream.open_connections
     started = time.monotonic()
     reply = await world.call(served_rpc("eth_blockNumber", [], 1))
