@@ -294,3 +294,21 @@ def test_prices_of_an_unknown_plan_are_404(api: ApiHarness) -> None:
         "/admin/plans/98765/methods", json=[{"method": "eth_call", "cost": "1"}], headers=api.admin
     )
     assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "terms",
+    [
+        {"quota_unit": "compute units"},  # the router counts requests or credits, nothing else
+        {"quota": "-1"},
+        {"overage_limit": "-5"},
+        {"billing_fixed_day": 32},
+        {"billing_interval_days": 0},
+    ],
+)
+def test_plan_terms_the_router_cannot_count_are_refused(
+    api: ApiHarness, terms: dict[str, Any]
+) -> None:
+    plan_id = _plan(api)
+    response = api.client.patch(f"/admin/plans/{plan_id}", json=terms, headers=api.admin)
+    assert response.status_code == 422, response.text

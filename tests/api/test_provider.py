@@ -3,12 +3,14 @@ routers and the public price list."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from chainrouter.domain.chains import Chain
 from chainrouter.stores.sql.chains import upsert_chains
+from chainrouter.stores.sql.usage import write_usage
 from tests.api.conftest import ApiHarness
 
 PROVIDER_ROUTES = [
@@ -145,3 +147,39 @@ def test_a_row_for_an_unknown_chain_is_422(api: ApiHarness) -> None:
     )
     assert response.status_code == 422
     assert "unknown chain_id: 777" in response.json()["error"]["message"]
+
+
+def test_each_plan_shows_its_current_billing_cycle_and_use(api: ApiHarness) -> None:
+    mine = api.provider("metered")
+    [plan_id] = mine.plan_ids
+    patched = api.client.patch(
+        f"/admin/plans/{plan_id}",
+        json={
+            "quota": "10",
+            "quota_unit": "requests",
+            "overage_limit": "0",
+            "billing_fixed_day": 1,
+        },
+        headers=api.admin,
+    )
+    assert patched.status_code == 200, patched.text
+    customer = api.customer()
+    key = api.create_key(customer)
+    hour = int(datetime.now(UTC).timestamp()) // 3600 * 3600
+    write_usage(
+        api.engine,
+        {(customer.id, key["id"], 1, "eth_call", "first_choice", hour, plan_id): [10, 2_500]},
+        {customer.id: 2_500},
+        reference="cycle-view",
+    )
+    [plan] = api.client.get("/provider/plans", headers=mine.headers).json()
+    cycle = plan["cycle"]
+    now = datetime.now(UTC)
+    month = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    assert datetime.fromisoformat(cycle["start"]) == month
+    assert (cycle["requests"], cycle["standing"]) == (10, "exhausted")
+    assert '"credits":0.0000025' in api.client.get("/provider/plans", headers=mine.headers).text
+    [seen_by_admin] = api.client.get(
+        f"/admin/providers/{mine.provider_id}/plans", headers=api.admin
+    ).json()
+    assert seen_by_admin["cycle"] == cycle

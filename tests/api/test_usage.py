@@ -75,7 +75,7 @@ class UsageWorld:
 
 
 def _write(api: ApiHarness, customer_id: int, rows: list[Row]) -> None:
-    aggregated: dict[tuple[int, int, int, str, str, int], list[int]] = {}
+    aggregated: dict[tuple[int, int, int, str, str, int, int], list[int]] = {}
     spend: dict[int, int] = defaultdict(int)
     for row in rows:
         key = (
@@ -85,6 +85,7 @@ def _write(api: ApiHarness, customer_id: int, rows: list[Row]) -> None:
             row.method,
             row.scenario,
             int(row.hour.timestamp()),
+            0,
         )
         total = aggregated.setdefault(key, [0, 0])
         total[0] += row.requests
@@ -386,7 +387,7 @@ def test_credits_are_exact_decimal_numbers_in_the_json(api: ApiHarness) -> None:
     hour = int(NOW_HOUR.timestamp())
     write_usage(
         api.engine,
-        {(customer.id, key["id"], 1, "eth_call", "first_choice", hour): [3, 900]},
+        {(customer.id, key["id"], 1, "eth_call", "first_choice", hour, 0): [3, 900]},
         {customer.id: 900},
         reference="exact",
     )

@@ -71,7 +71,10 @@ def _served_nano(upstream: FaultyUpstream, before: Counter[str]) -> int:
 async def test_mixed_calls_with_failovers_cost_exactly_the_prices_served(
     make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
 ) -> None:
-    world = await make_world_on_each_backend(_world_config(upstream))
+    # Hedging on with its production floor: lost hedges must not be billed either.
+    world = await make_world_on_each_backend(
+        _world_config(upstream), hedge_max=2, hedge_delay_floor_ms=2.0
+    )
     before_requests = Counter(upstream.requests)
     before_balance = world.stored_balance()
     methods = ["eth_blockNumber", "eth_call", "eth_getBalance", "eth_unpriced"]
@@ -114,7 +117,10 @@ async def test_mixed_calls_with_failovers_cost_exactly_the_prices_served(
 async def test_concurrent_calls_are_each_charged_once(
     make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
 ) -> None:
-    world = await make_world_on_each_backend(_world_config(upstream))
+    # Hedging on with its production floor: lost hedges must not be billed either.
+    world = await make_world_on_each_backend(
+        _world_config(upstream), hedge_max=2, hedge_delay_floor_ms=2.0
+    )
     before_requests = Counter(upstream.requests)
     before_balance = world.stored_balance()
     replies = await asyncio.gather(
@@ -229,7 +235,15 @@ async def test_a_flush_retried_after_it_was_written_is_not_charged_twice(
     world = await make_world_on_each_backend(_world_config(upstream))
     before = world.stored_balance()
     rows = {
-        (world.customer_id, 1, CHAIN_A, "eth_call", "first_choice", 1_700_000_000 // 3600 * 3600): [
+        (
+            world.customer_id,
+            1,
+            CHAIN_A,
+            "eth_call",
+            "first_choice",
+            1_700_000_000 // 3600 * 3600,
+            0,
+        ): [
             2,
             1_800,
         ]
@@ -247,7 +261,7 @@ async def test_a_flush_of_free_calls_retried_after_it_was_written_counts_them_on
     # No credits moved, so no ledger row to recognise the retry by: the flush's own mark must.
     world = await make_world_on_each_backend(_world_config(upstream, bypass_credit_check=True))
     hour = 1_700_000_000 // 3600 * 3600
-    rows = {(world.customer_id, 1, CHAIN_A, "eth_chainId", "first_choice", hour): [3, 0]}
+    rows = {(world.customer_id, 1, CHAIN_A, "eth_chainId", "first_choice", hour, 0): [3, 0]}
     write_usage(world.engine, rows, {}, reference="usage:test:free")
     write_usage(world.engine, rows, {}, reference="usage:test:free")
     assert world.stored_usage_by_scenario()["first_choice"] == (3, 0)
@@ -278,7 +292,7 @@ async def test_flush_marks_are_pruned_once_no_router_can_retry_them(
             ],
         )
     hour = 1_700_000_000 // 3600 * 3600
-    rows = {(world.customer_id, 1, CHAIN_A, "eth_call", "first_choice", hour): [1, 900]}
+    rows = {(world.customer_id, 1, CHAIN_A, "eth_call", "first_choice", hour, 0): [1, 900]}
     write_usage(world.engine, rows, {world.customer_id: 900}, reference="usage:new:1")
     with world.engine.connect() as connection:
         kept = set(connection.execute(select(t.usage_flushes.c.reference)).scalars())

@@ -31,8 +31,8 @@ from tests.router.test_server import ACCOUNT, Served, start_router, start_router
 DB = database_fingerprint("sqlite:///test.db")
 
 
-def _key(customer: int = 1) -> tuple[int, int, int, str, Scenario, int]:
-    return (customer, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 3600)
+def _key(customer: int = 1) -> tuple[int, int, int, str, Scenario, int, int]:
+    return (customer, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 3600, 0)
 
 
 def _lines(path: Path) -> list[bytes]:

@@ -45,7 +45,9 @@ def test_a_refusal_says_when_the_request_would_fit() -> None:
     clock.now += 0.55
     assert limiter.try_acquire([bucket]) == 0
     wait = limiter.try_acquire([bucket])
-    assert wait == pytest.approx(1.1 - 0.55, abs=1e-5)  # when the first admission's slot leaves the window
+    assert wait == pytest.approx(
+        1.1 - 0.55, abs=1e-5
+    )  # when the first admission's slot leaves the window
     clock.now += wait
     assert limiter.try_acquire([bucket]) == 0
 

@@ -342,7 +342,8 @@ async def create_plan(
 @router.get("/providers/{provider_id}/plans", response_model=list[PlanOut], responses=_ERRORS)
 async def list_plans(provider_id: PathId, _: Administrator, ctx: Context) -> Response:
     found = await run_in_threadpool(admin.list_plans, ctx.engine, provider_id)
-    return respond([PlanOut.of(plan) for plan in found])
+    cycles = await run_in_threadpool(admin.current_cycles, ctx.engine, found)
+    return respond([PlanOut.of(plan, cycles.get(plan.id)) for plan in found])
 
 
 @router.patch("/plans/{plan_id}", response_model=PlanOut, responses=_ERRORS)

@@ -10,6 +10,7 @@ from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from chainrouter.domain.money import credits_decimal
+from chainrouter.domain.plan_cycle import CycleReport, Standing
 from chainrouter.domain.records import Plan, PlanMethod
 from chainrouter.management.admin import MAX_METHOD_ROWS
 from chainrouter.operator_config.model import MAX_ROW_ID, MethodPriceSpec
@@ -44,6 +45,29 @@ class Created(OutModel):
     id: int = Field(description="ID of the created record.")
 
 
+class PlanCycleOut(OutModel):
+    """The plan's current billing cycle, as the routers have flushed it (5 s behind at most)."""
+
+    start: datetime
+    end: datetime
+    requests: int = Field(description="Calls the plan's nodes answered in this cycle.")
+    credits: CreditsOut = Field(description="The method prices of those calls.")
+    standing: Standing = Field(
+        description="unmetered (no quota), within_quota, overage, or exhausted (at the overage "
+        "limit: routes nothing until the cycle ends)."
+    )
+
+    @classmethod
+    def of(cls, report: CycleReport) -> PlanCycleOut:
+        return cls(
+            start=report.start,
+            end=report.end,
+            requests=report.use.requests,
+            credits=credits_out(report.use.credits_nano),
+            standing=report.standing,
+        )
+
+
 class PlanOut(OutModel):
     id: int
     created_at: datetime
@@ -63,9 +87,12 @@ class PlanOut(OutModel):
     billing_fixed_day: int | None
     billing_interval_days: int | None
     billing_anchored_start_date: datetime | None
+    cycle: PlanCycleOut | None = Field(
+        default=None, description="The current billing cycle and the plan's use in it."
+    )
 
     @classmethod
-    def of(cls, plan: Plan) -> PlanOut:
+    def of(cls, plan: Plan, cycle: CycleReport | None = None) -> PlanOut:
         return cls(
             id=plan.id,
             created_at=plan.created_at,
@@ -85,6 +112,7 @@ class PlanOut(OutModel):
             billing_fixed_day=plan.billing_fixed_day,
             billing_interval_days=plan.billing_interval_days,
             billing_anchored_start_date=plan.billing_anchored_start_date,
+            cycle=None if cycle is None else PlanCycleOut.of(cycle),
         )
 
 

@@ -50,7 +50,8 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 )
 async def list_plans(provider_id: ProviderId, ctx: Context) -> Response:
     plans = await run_in_threadpool(admin.list_plans, ctx.engine, provider_id)
-    return respond([PlanOut.of(plan) for plan in plans])
+    cycles = await run_in_threadpool(admin.current_cycles, ctx.engine, plans)
+    return respond([PlanOut.of(plan, cycles.get(plan.id)) for plan in plans])
 
 
 @router.get(

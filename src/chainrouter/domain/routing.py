@@ -2,8 +2,11 @@
 
 A route is a node, the plan it belongs to, and the plan's price row for the method (a row for the
 chain wins over the all-chains row). The `RouteTable` is built once from storage and answers
-"which routes serve (chain, method)" with a cached, cost-ordered tuple; strategies then order
-that tuple for one request using live node health.
+"which routes serve (chain, method)" with a cached tuple in economy order: what one more call
+costs the operator first (nothing within a plan's quota, its overage price beyond it), then the
+price the customer pays; routes of plans that used up their overage limit are left out until
+their cycle ends (`domain/plan_cycle.py`). Strategies then order that tuple for one request using
+live node health.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from datetime import datetime
 
 from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeStatus, RoutingStrategy
+from chainrouter.domain.plan_cycle import CALENDAR_MONTHS, BillingCycle, PlanQuota, Standing
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +30,8 @@ class PlanLimits:
     requests_interval_s: int | None = None
     credits_nano: int | None = None
     credits_interval_s: int | None = None
+    quota: PlanQuota | None = None  # None: a flat plan
+    cycle: BillingCycle = CALENDAR_MONTHS
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +81,8 @@ class RouteTable:
     # (plan_id, node_target_type, method, chain_id or None) -> price
     prices: Mapping[tuple[int, str, str, int | None], MethodPrice]
     methods_by_plan: Mapping[int, frozenset[str]]
+    # Each metered plan's standing in its current cycle; a plan not here is unmetered.
+    standings: Mapping[int, Standing] = field(default_factory=dict)
     _cache: dict[tuple[int, str], tuple[Route, ...]] = field(default_factory=dict)
 
     @classmethod
@@ -96,6 +104,12 @@ class RouteTable:
             methods_by_plan={plan: frozenset(found) for plan, found in methods.items()},
         )
 
+    def with_standings(self, standings: Mapping[int, Standing]) -> RouteTable:
+        """The same routes, ordered and filtered by these plan standings."""
+        return RouteTable(
+            self.nodes_by_chain, self.plans, self.prices, self.methods_by_plan, dict(standings)
+        )
+
     def serves_chain(self, chain_id: int) -> bool:
         return chain_id in self.nodes_by_chain
 
@@ -111,7 +125,8 @@ class RouteTable:
                     yield chain_id, method, found
 
     def routes(self, chain_id: int, method: str) -> tuple[Route, ...]:
-        """Routes able to serve `method` on `chain_id`, cheapest first (ties: lowest node id)."""
+        """Routes able to serve `method` on `chain_id`, in economy order (ties: lowest node
+        id), without those of exhausted plans."""
         key = (chain_id, method)
         found = self._cache.get(key)
         if found is None:
@@ -119,11 +134,21 @@ class RouteTable:
             self._cache[key] = found
         return found
 
-    def _resolve(self, chain_id: int, method: str) -> tuple[Route, ...]:
+    def only_exhausted(self, chain_id: int, method: str) -> bool:
+        """Whether `method` on `chain_id` has routes, all of plans that used up their overage
+        limit (not cached: only a refusal asks)."""
+        return not self.routes(chain_id, method) and bool(
+            self._resolve(chain_id, method, exhausted=True)
+        )
+
+    def _resolve(self, chain_id: int, method: str, exhausted: bool = False) -> tuple[Route, ...]:
         resolved = []
+        standings = {} if exhausted else self.standings
         for node in self.nodes_by_chain.get(chain_id, ()):
             plan = self.plans.get(node.plan_id)
             if plan is None or method not in self.methods_by_plan.get(node.plan_id, ()):
+                continue
+            if standings.get(plan.plan_id) is Standing.EXHAUSTED:
                 continue
             target = node.node_target_type
             price = self.prices.get((node.plan_id, target, method, chain_id)) or self.prices.get(
@@ -131,8 +156,16 @@ class RouteTable:
             )
             if price is not None:
                 resolved.append(Route(node, plan, price))
-        resolved.sort(key=lambda r: (r.price.cost_nano, r.node.node_id))
+        resolved.sort(key=lambda r: (self.operator_cost(r), r.price.cost_nano, r.node.node_id))
         return tuple(resolved)
+
+    def operator_cost(self, route: Route) -> int:
+        """What one more call on `route` costs the operator (plan_cycle.PlanQuota.overage_cost
+        units): nothing unless its plan is in overage."""
+        quota = route.plan.quota
+        if quota is None or self.standings.get(route.plan.plan_id) is not Standing.OVERAGE:
+            return 0
+        return quota.overage_cost(route.price.cost_nano)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret, secret_hint
 from chainrouter.domain.enums import LedgerEntryKind, Role
 from chainrouter.domain.money import BalanceOutOfRangeError
+from chainrouter.domain.plan_cycle import CycleReport
 from chainrouter.domain.records import (
     Customer,
     LedgerLine,
@@ -24,7 +25,7 @@ from chainrouter.domain.records import (
     Provider,
 )
 from chainrouter.management.errors import ConflictError, InvalidInputError, NotFoundError
-from chainrouter.stores.sql import accounts, plans
+from chainrouter.stores.sql import accounts, plan_usage, plans
 from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.ledger import find_by_reference, record_credit_change
 
@@ -240,6 +241,15 @@ def list_plans(engine: Engine, provider_id: int) -> list[Plan]:
     with engine.connect() as connection:
         _provider_or_404(connection, provider_id)
         return plans.list_plans(connection, provider_id)
+
+
+def current_cycles(engine: Engine, found: list[Plan]) -> dict[int, CycleReport]:
+    """Each plan's current billing cycle and what its nodes answered in it so far (as the
+    routers have flushed it: up to `usage_flush_interval_s` behind)."""
+    with engine.connect() as connection:
+        return plan_usage.current_cycles(
+            connection, {plan.id: plan_usage.terms_of(plan) for plan in found}
+        )
 
 
 def create_plan(engine: Engine, provider_id: int, values: dict[str, Any]) -> Plan:

@@ -40,6 +40,7 @@ from chainrouter.domain.enums import (
     RoutingStrategy,
 )
 from chainrouter.domain.money import parse_credits, parse_exact_decimal
+from chainrouter.domain.plan_cycle import QuotaUnit
 from chainrouter.domain.urls import normalise_url
 
 
@@ -298,7 +299,11 @@ class PlanTerms(_Strict):
     description: Text = ""
     price: Annotated[Credits, Field(ge=0)] = 0
     quota: Annotated[Quantity, Field(ge=0)] | None = None
-    quota_unit: Annotated[StrictStr, Field(max_length=40)] | None = None
+    quota_unit: QuotaUnit | None = Field(
+        default=None,
+        description="What the quota counts: requests (calls the plan's nodes answered), or "
+        "credits (their method prices). Unset: requests.",
+    )
     overage_price: Annotated[Credits, Field(ge=0)] | None = None
     overage_limit: Annotated[Quantity, Field(ge=0)] | None = None
     rate_limit_req: NonNegativeInt | None = None

@@ -6,7 +6,9 @@ Each router process appends to its own file, `<dir>/<instance>.journal`, one JSO
 event, written with one `write` to a file opened for appending, at the moment the event happens.
 The first line names the database the usage belongs to (`{"db": <fingerprint>}`, a digest of
 its URL without the password): a journal is replayed only into that database.
-- `{"u": [customer, key, chain, method, scenario, hour, nano-credits]}`: a call was metered;
+- `{"u": [customer, key, chain, method, scenario, hour, nano-credits, plan]}`: a call was
+  metered (`plan` 0 when no plan's node answered it; lines written before plans were counted
+  have no `plan` and replay as 0);
 - `{"t": N}`: the meter's rows so far were taken as flush N (the `u` lines since the previous
   `t` belong to it);
 - `{"w": N}`: flush N is in storage.
@@ -41,8 +43,8 @@ from chainrouter.domain.enums import Scenario
 log = logging.getLogger(__name__)
 
 SUFFIX = ".journal"
-# (customer, key, chain, method, scenario, hour): the meter's row key (router/metering.py)
-RowKey = tuple[int, int, int, str, str, int]
+# (customer, key, chain, method, scenario, hour, plan): the meter's row key (router/metering.py)
+RowKey = tuple[int, int, int, str, str, int, int]
 
 
 class UsageJournal:
@@ -57,11 +59,11 @@ class UsageJournal:
         self._append(orjson.dumps({"db": database}))
 
     def metered(self, key: RowKey, credits_nano: int) -> None:
-        customer, api_key, chain, method, scenario, hour = key
+        customer, api_key, chain, method, scenario, hour, plan = key
         # Formatted, not a dictionary encoded: this runs once per call. The method (a name some
         # plan prices, or "(unsupported)") is the one field that may need escaping.
         self._append(
-            b'{"u":[%d,%d,%d,%b,"%b",%d,%d]}'
+            b'{"u":[%d,%d,%d,%b,"%b",%d,%d,%d]}'
             % (
                 customer,
                 api_key,
@@ -70,6 +72,7 @@ class UsageJournal:
                 scenario.encode(),
                 hour,
                 credits_nano,
+                plan,
             )
         )
 
@@ -158,14 +161,15 @@ def unwritten_flushes(instance: str, lines: Iterator[bytes]) -> list[ReplayedFlu
 
 
 def _add(flush: ReplayedFlush, fields: Any) -> None:
-    if not isinstance(fields, list) or len(fields) != 7:
+    if not isinstance(fields, list) or len(fields) not in (7, 8):
         return
-    customer, api_key, chain, method, scenario, hour, credits = fields
-    if not all(isinstance(v, int) for v in (customer, api_key, chain, hour, credits)):
+    customer, api_key, chain, method, scenario, hour, credits, *rest = fields
+    plan = rest[0] if rest else 0
+    if not all(isinstance(v, int) for v in (customer, api_key, chain, hour, credits, plan)):
         return
     if not isinstance(method, str) or scenario not in Scenario._value2member_map_:
         return
-    key = (customer, api_key, chain, method, Scenario(scenario), hour)
+    key = (customer, api_key, chain, method, Scenario(scenario), hour, plan)
     row = flush.rows.setdefault(key, [0, 0])
     row[0] += 1
     row[1] += credits

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from chainrouter.domain.enums import Scenario
 from chainrouter.router.journal import UsageJournal
 
-# (customer id, API key id, chain id, method, scenario, hour start as Unix seconds)
-UsageKey = tuple[int, int, int, str, str, int]
+# (customer id, API key id, chain id, method, scenario, hour start as Unix seconds, id of the
+# plan whose node answered, 0 for none)
+UsageKey = tuple[int, int, int, str, str, int, int]
 UNSUPPORTED_METHOD_NAME = "(unsupported)"  # unknown names are not stored: clients choose them
 _HOUR = 3600
 
@@ -54,11 +55,12 @@ class UsageMeter:
         method: str,
         scenario: Scenario,
         credits_nano: int,
+        plan_id: int = 0,
     ) -> None:
         hour = int(time.time()) // _HOUR * _HOUR
         # The member, not `.value`: a StrEnum member is already the string, and `.value` is a
         # Python-level property, run on every call.
-        key = (customer_id, key_id, chain_id, method, scenario, hour)
+        key = (customer_id, key_id, chain_id, method, scenario, hour, plan_id)
         with self._lock:
             row = self._rows.get(key)
             if row is None:

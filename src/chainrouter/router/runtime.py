@@ -180,6 +180,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         meter,
         credits,
         service.install,
+        current=lambda: service.snapshot,
         version=snapshot.version,
         sync_interval_s=settings.sync_interval_s,
         flush_interval_s=settings.usage_flush_interval_s,

@@ -2,7 +2,9 @@
 
 One background loop, so a reload and a flush never overlap (the credit view relies on that):
 every `sync_interval_s` it reads the configuration version and, when it moved, loads a new
-snapshot; every `flush_interval_s` it writes the metered usage and re-reads balances. Database
+snapshot; every `flush_interval_s` it writes the metered usage, re-reads balances, and re-reads
+where each plan with a quota stands in its billing cycle, installing the snapshot's routes in a
+new order when a standing changed (a plan into overage, or out of it as a cycle begins). Database
 calls run in a worker thread so the event loop keeps serving. A flush that fails because the
 database is away is kept and retried first next time; nothing metered is dropped, and the final
 flush runs at shutdown. A flush that fails for any other reason (a constraint, a balance out of
@@ -18,6 +20,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import (
@@ -30,12 +33,14 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from chainrouter.domain.money import format_credits
+from chainrouter.domain.plan_cycle import PlanTerms, Standing
 from chainrouter.domain.routing import HealthReport
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.router.journal import UsageJournal
 from chainrouter.router.metering import CreditView, UsageBatch, UsageKey, UsageMeter
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.node_health import write_node_health
+from chainrouter.stores.sql.plan_usage import plan_standings
 from chainrouter.stores.sql.snapshot import load_router_snapshot
 from chainrouter.stores.sql.usage import read_balances, write_usage
 
@@ -60,6 +65,7 @@ class StorageSync:
         credits: CreditView,
         install: Callable[[RouterSnapshot], None],
         *,
+        current: Callable[[], RouterSnapshot] | None = None,
         version: int,
         sync_interval_s: float,
         flush_interval_s: float,
@@ -71,6 +77,7 @@ class StorageSync:
         self._meter = meter
         self._credits = credits
         self._install = install
+        self._current = current  # the installed snapshot; None: plan standings are not followed
         self.version = version
         self._sync_interval_s = sync_interval_s
         self._flush_interval_s = flush_interval_s
@@ -170,7 +177,37 @@ class StorageSync:
                 return not self._set_aside
             self.last_contact = time.monotonic()
             self._credits.replace_stored(balances)
+        await self.follow_plan_standings()
         return not self._set_aside
+
+    async def follow_plan_standings(self) -> bool:
+        """Re-read where each plan with a quota stands in its cycle (what every router has
+        flushed so far); when one changed, install the snapshot's routes ordered by the new
+        standings. True if it did."""
+        if self._current is None:
+            return False
+        snapshot = self._current()
+        routes = snapshot.routes
+        terms = {
+            plan.plan_id: PlanTerms(plan.quota, plan.cycle)
+            for plan in routes.plans.values()
+            if plan.quota is not None
+        }
+        if not terms:
+            return False
+        try:
+            standings = await asyncio.to_thread(_read_standings, self.engine, terms)
+        except SQLAlchemyError as exc:
+            log.warning("cannot read plan standings: %s", _first_line(exc))
+            return False
+        if standings == routes.standings:
+            return False
+        for plan_id in sorted(standings):
+            was = routes.standings.get(plan_id)
+            if standings[plan_id] != was:
+                log.info("plan %d now %s (was %s)", plan_id, standings[plan_id], was)
+        self._install(replace(snapshot, routes=routes.with_standings(standings)))
+        return True
 
     def _journal_written(self, sequence: int) -> None:
         """Mark flush `sequence` written in the journal once no part of it is pending."""
@@ -264,6 +301,11 @@ def _describe(batch: UsageBatch) -> str:
         f"flush {batch.sequence}, {calls} calls of customers {customers}"
         f"{'; ' + spend if spend else ''}"
     )
+
+
+def _read_standings(engine: Engine, terms: dict[int, PlanTerms]) -> dict[int, Standing]:
+    with engine.connect() as connection:
+        return plan_standings(connection, terms)
 
 
 def _read_balances(engine: Engine) -> dict[int, int]:

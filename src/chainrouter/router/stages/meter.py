@@ -8,9 +8,10 @@ from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, UsageMeter
 
 
 class Meter:
-    """Closing: count the call under (customer, key, chain, method, scenario) with what it cost.
-    Method names no plan prices are counted as `(unsupported)`: clients choose them. The free
-    tier is not metered."""
+    """Closing: count the call under (customer, key, chain, method, scenario) with what it cost,
+    and under the plan whose node answered it (the plan's use in its billing cycle). Method
+    names no plan prices are counted as `(unsupported)`: clients choose them. The free tier is
+    not metered."""
 
     def __init__(self, meter: UsageMeter) -> None:
         self._meter = meter
@@ -24,6 +25,13 @@ class Meter:
         method = (
             UNSUPPORTED_METHOD_NAME if scenario is Scenario.UNSUPPORTED_METHOD else call.call.method
         )
+        served_by = call.served_by
         self._meter.record(
-            access.customer_id, access.key_id, request.chain_id, method, scenario, call.cost_nano
+            access.customer_id,
+            access.key_id,
+            request.chain_id,
+            method,
+            scenario,
+            call.cost_nano,
+            0 if served_by is None else served_by.plan.plan_id,
         )

@@ -349,6 +349,20 @@ usage_hourly_totals = Table(
     Column("credits_nano", BigInteger, nullable=False),
 )
 
+# What each plan's nodes answered per billing cycle (domain/plan_cycle.py), added to by every
+# usage flush in the same transaction; routers read the current cycles' rows to order economy
+# routes by what the operator pays next.
+plan_cycle_usage = Table(
+    "plan_cycle_usage",
+    metadata,
+    Column(
+        "plan_id", ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    ),
+    Column("cycle_start", UtcDateTime(), primary_key=True),
+    Column("request_count", BigInteger, nullable=False),
+    Column("credits_nano", BigInteger, nullable=False),
+)
+
 # Which router flushes of usage are in storage, per customer: a flush retried after a commit
 # whose outcome was lost finds itself here and writes nothing twice, charged or free. Rows are
 # only needed while a router may still retry the flush; `stores.sql.usage` prunes old ones.

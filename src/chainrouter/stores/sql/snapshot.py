@@ -13,6 +13,7 @@ from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteT
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.config_version import read_config_version
+from chainrouter.stores.sql.plan_usage import plan_standings, terms_of
 
 
 def load_router_snapshot(connection: Connection) -> RouterSnapshot:
@@ -57,17 +58,22 @@ def load_route_table(connection: Connection) -> RouteTable:
             select(t.nodes).where(t.nodes.c.status == NodeStatus.HEALTHY.value)
         )
     ]
-    plans = [
-        PlanLimits(
-            plan_id=row.id,
-            provider_id=row.provider_id,
-            requests=row.rate_limit_req,
-            requests_interval_s=row.rate_limit_req_interval_sec,
-            credits_nano=row.rate_limit_cr_nano,
-            credits_interval_s=row.rate_limit_cr_interval_sec,
+    plans = []
+    terms = {}
+    for row in connection.execute(select(t.plans)):
+        terms[row.id] = plan_terms = terms_of(row)
+        plans.append(
+            PlanLimits(
+                plan_id=row.id,
+                provider_id=row.provider_id,
+                requests=row.rate_limit_req,
+                requests_interval_s=row.rate_limit_req_interval_sec,
+                credits_nano=row.rate_limit_cr_nano,
+                credits_interval_s=row.rate_limit_cr_interval_sec,
+                quota=plan_terms.quota,
+                cycle=plan_terms.cycle,
+            )
         )
-        for row in connection.execute(select(t.plans))
-    ]
     prices = [
         MethodPrice(
             plan_id=row.plan_id,
@@ -80,7 +86,7 @@ def load_route_table(connection: Connection) -> RouteTable:
         )
         for row in connection.execute(select(t.plan_methods))
     ]
-    return RouteTable.build(nodes, plans, prices)
+    return RouteTable.build(nodes, plans, prices).with_standings(plan_standings(connection, terms))
 
 
 def _capabilities(declared: dict[str, Any] | None, verified: dict[str, Any] | None) -> Capabilities:

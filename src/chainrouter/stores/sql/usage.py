@@ -7,16 +7,18 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, Table, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Connection, Engine, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from chainrouter.domain.enums import LedgerEntryKind
+from chainrouter.domain.plan_cycle import CycleUse
 from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.counts import add_counts
 from chainrouter.stores.sql.ledger import record_credit_change
+from chainrouter.stores.sql.plan_usage import add_plan_use
 
-# (customer id, API key id, chain id, method, scenario, hour start as Unix seconds)
-UsageRowKey = tuple[int, int, int, str, str, int]
+# (customer id, API key id, chain id, method, scenario, hour start as Unix seconds, plan id or 0)
+UsageRowKey = tuple[int, int, int, str, str, int, int]
 _KEY_COLUMNS = ("customer_id", "api_key_id", "chain_id", "method", "scenario", "bucket_start")
 _DAILY_COLUMNS = ("customer_id", "day", "api_key_id", "chain_id", "method", "scenario")
 _TOTAL_COLUMNS = ("customer_id", "bucket_start")
@@ -27,25 +29,6 @@ FLUSH_MARK_RETENTION = timedelta(days=7)
 
 def read_balances(connection: Connection) -> dict[int, int]:
     return dict(connection.execute(select(t.customers.c.id, t.customers.c.balance_nano)).all())
-
-
-def _add_to(
-    connection: Connection, table: Table, key_columns: Sequence[str], rows: list[dict[str, Any]]
-) -> None:
-    """Insert the rows, or add their counts and credits to the rows already there."""
-    insert = (
-        postgresql.insert(table)
-        if connection.dialect.name == "postgresql"
-        else sqlite.insert(table)
-    )
-    statement = insert.on_conflict_do_update(
-        index_elements=list(key_columns),
-        set_={
-            "request_count": table.c.request_count + insert.excluded.request_count,
-            "credits_nano": table.c.credits_nano + insert.excluded.credits_nano,
-        },
-    )
-    connection.execute(statement, rows)
 
 
 def _roll_up(
@@ -69,9 +52,9 @@ def _roll_up(
 def _write_aggregates(connection: Connection, rows: list[dict[str, Any]]) -> None:
     # Sorted keys give every writer the same lock order, so concurrent flushes of several
     # routers cannot deadlock on PostgreSQL.
-    _add_to(connection, t.usage_aggregates, _KEY_COLUMNS, rows)
-    _add_to(connection, t.usage_daily, _DAILY_COLUMNS, _roll_up(rows, _DAILY_COLUMNS, day=True))
-    _add_to(
+    add_counts(connection, t.usage_aggregates, _KEY_COLUMNS, rows)
+    add_counts(connection, t.usage_daily, _DAILY_COLUMNS, _roll_up(rows, _DAILY_COLUMNS, day=True))
+    add_counts(
         connection,
         t.usage_hourly_totals,
         _TOTAL_COLUMNS,
@@ -91,22 +74,36 @@ def write_usage(
     `reference` names the flush (router instance and flush number). The flush leaves a mark per
     customer under it (`usage_flushes`), and the storage refuses a second, so a flush retried
     after a commit whose outcome was lost is detected, free calls included: the retry changes
-    nothing. Charged customers' ledger rows carry the same reference, a second guard.
+    nothing. Charged customers' ledger rows carry the same reference, a second guard. What plans'
+    nodes answered is added to their billing cycles in the same transaction.
     """
+    sums: dict[tuple[int, int, int, str, str, int], list[int]] = {}
+    served: dict[tuple[int, datetime], CycleUse] = {}
+    for (customer_id, key_id, chain_id, method, scenario, hour, plan_id), counts in rows.items():
+        # The meter keys rows by the enum member itself; str() is its value.
+        total = sums.setdefault(
+            (customer_id, key_id, chain_id, method[:100], str(scenario), hour), [0, 0]
+        )
+        total[0] += counts[0]
+        total[1] += counts[1]
+        if plan_id:
+            at = (plan_id, datetime.fromtimestamp(hour, UTC))
+            served[at] = served.get(at, CycleUse()) + CycleUse(counts[0], counts[1])
     values = [
         {
             "customer_id": customer_id,
             "api_key_id": key_id,
             "chain_id": chain_id,
-            "method": method[:100],
-            "scenario": str(scenario),  # the meter keys rows by the enum member itself
+            "method": method,
+            "scenario": scenario,
             "bucket_start": datetime.fromtimestamp(hour, UTC),
-            "request_count": count_and_credits[0],
-            "credits_nano": count_and_credits[1],
+            "request_count": request_count,
+            "credits_nano": credits_nano,
         }
-        for (customer_id, key_id, chain_id, method, scenario, hour), count_and_credits in sorted(
-            rows.items()
-        )
+        for (customer_id, key_id, chain_id, method, scenario, hour), (
+            request_count,
+            credits_nano,
+        ) in sorted(sums.items())
     ]
     try:
         with engine.begin() as connection:
@@ -114,6 +111,7 @@ def write_usage(
             _mark_written(connection, _customers(values, spend), reference)
             if values:
                 _write_aggregates(connection, values)
+            add_plan_use(connection, served)
             for customer_id in sorted(spend):
                 if spend[customer_id]:
                     record_credit_change(
