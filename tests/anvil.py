@@ -62,8 +62,14 @@ def start_anvil_nodes(
     `--prune-history`), stopped when the iterator is closed."""
     nodes = AnvilNodes()
     binary = anvil_binary()
+    taken: set[int] = set()
     for name, chain_id in names:
+        # The kernel may hand out a port again once its probe socket is closed, before the anvil
+        # given it has bound it: never two of one set on the same port.
         port = free_port()
+        while port in taken:
+            port = free_port()
+        taken.add(port)
         process = subprocess.Popen(
             [
                 binary,

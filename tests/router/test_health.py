@@ -203,9 +203,37 @@ async def test_a_round_over_few_nodes_lasts_the_interval(
     monitor = _monitor(interval_s=1.0, max_per_s=1000, concurrency=8)
     paths = [f"/block/{CHAIN_A}/round-{i}" for i in range(2)]
     await _run_for(executor, monitor, [_node(upstream.url(path)) for path in paths], 2.25)
-    # Rounds start at 0, 1 and 2 s; the first node is checked at their starts, the second half
-    # way through (0.5 and 1.5 s, not 2.5). Each is asked its chain ID too at its first check.
+    # Rounds start at 0, 1 and 2 s; the first node is checked at their starts, the second at
+    # once in the first round, then half way through (1.5 s, not 2.5). Each is asked its chain
+    # ID too at its first check.
     assert [upstream.requests[path] for path in paths] == [3 + 1, 2 + 1]
+
+
+async def test_the_first_round_checks_every_node_as_fast_as_the_bound_allows(
+    executor: Executor, upstream: FaultyUpstream
+) -> None:
+    """A router that has just started knows nothing of its nodes: it does not spread its first
+    checks over the interval (here 10 s, 2 s apart) but starts them at once."""
+    monitor = _monitor(interval_s=10.0, max_per_s=1000, concurrency=8)
+    nodes = [_node(upstream.url(f"/block/{CHAIN_A}/first-{i}")) for i in range(5)]
+    await _run_for(executor, monitor, nodes, 0.5)
+    assert all(monitor.state(node.node_id) is not None for node in nodes)
+    assert all(node.node_id in monitor.latency_ms for node in nodes)
+    assert not monitor.first_check_out
+
+
+async def test_a_node_whose_first_check_is_out_is_known_as_such_until_it_ends(
+    executor: Executor, upstream: FaultyUpstream
+) -> None:
+    monitor = _monitor(interval_s=10.0, timeout_s=0.3)
+    hung, answering = _node(upstream.url("/hang/first-out")), _node(upstream.url("/ok/first-in"))
+    executor.spawn(monitor.run(lambda: [hung, answering]))
+    await executor.run(_wait(0.15))
+    assert set(monitor.first_check_out) == {hung.node_id}
+    await executor.run(_wait(0.4))  # its check timed out: it is heard from, as failing
+    monitor.stop()
+    assert not monitor.first_check_out
+    assert not monitor.cooldowns.available(hung.node_id)
 
 
 async def test_the_running_checker_updates_what_the_request_path_reads(

@@ -31,7 +31,7 @@ from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from chainrouter.testing.scripted import Script, answering, failing, hanging, slow
-from tests.router.conftest import CHAIN_A, WorldFactory, api_key, world_config
+from tests.router.conftest import CHAIN_A, CHAIN_B, WorldFactory, api_key, world_config
 from tests.router.conftest import provider as served_provider
 from tests.router.conftest import rpc as served_rpc
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
@@ -347,11 +347,15 @@ def test_a_request_dropped_in_the_middle_of_a_race_closes_every_program_of_it(
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
     key = api_key("main")
-    hung, healthy = upstream.url("/hang/dropped"), upstream.url("/ok/dropped")
+    # Both of the chain's nodes hang (one that had answered its first health check would be
+    # tried first); a node of another chain answers, so that the router becomes ready.
+    hung, other = upstream.url("/hang/dropped"), upstream.url("/hang/dropped-too")
+    elsewhere = upstream.url(f"/chain/{CHAIN_B}/dropped")
     config = world_config(
         [
             served_provider("cheap", {"eth_blockNumber": "0.0000001"}, [(hung, CHAIN_A)]),
-            served_provider("dear", {"eth_blockNumber": "0.0000005"}, [(healthy, CHAIN_A)]),
+            served_provider("dear", {"eth_blockNumber": "0.0000005"}, [(other, CHAIN_A)]),
+            served_provider("other", {"eth_blockNumber": "0.0000005"}, [(elsewhere, CHAIN_B)]),
         ],
         [key],
     )

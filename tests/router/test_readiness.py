@@ -1,5 +1,5 @@
 """`GET /health` tells a load balancer the truth: 200 while the router can serve, 503 when its
-storage has been silent too long or no chain has a node in sync and available."""
+storage has been silent too long or no chain has a node that answers, in sync and available."""
 
 from __future__ import annotations
 
@@ -15,12 +15,22 @@ from tests.router.conftest import CHAIN_A, CHAIN_B, World, WorldFactory, provide
 pytestmark = pytest.mark.anyio
 
 
-async def _world(make_world: WorldFactory, upstream: FaultyUpstream) -> World:
-    nodes = [(upstream.url("/ok/ready-a"), CHAIN_A), (upstream.url("/ok/ready-b"), CHAIN_B)]
-    return await make_world(
+async def _world(
+    make_world: WorldFactory, upstream: FaultyUpstream, *, checked: bool = True
+) -> World:
+    """A router with a node on each of two chains; `checked`: each has passed a health check."""
+    nodes = [
+        (upstream.url("/ok/ready-a"), CHAIN_A),
+        (upstream.url(f"/chain/{CHAIN_B}/ready-b"), CHAIN_B),  # answers chain B's ID
+    ]
+    world = await make_world(
         world_config([provider("p", {"eth_blockNumber": "0.001"}, nodes)]),
         health_storage_stale_s=30,
     )
+    if checked:
+        for node in world.runtime.current_nodes():
+            await world.check_health(node)
+    return world
 
 
 async def _health(world: World) -> tuple[int, dict[str, object]]:
@@ -55,7 +65,20 @@ async def test_chains_without_a_healthy_node_are_counted_and_none_at_all_is_503(
     status, body = await _health(world)
     assert status == 503
     assert body["status"] == "unavailable"
-    assert body["reasons"] == ["no chain has a node in sync and available"]
+    assert body["reasons"] == ["no chain has a node that answers, in sync and available"]
+
+
+async def test_a_router_that_has_seen_no_node_answer_yet_is_not_ready_until_one_does(
+    make_world: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    world = await _world(make_world, upstream, checked=False)
+    status, body = await _health(world)
+    assert (status, body["chains_without_healthy_node"]) == (503, 2)
+    assert body["reasons"] == ["no chain has a node that answers, in sync and available"]
+    nodes = {node.chain_id: node for node in world.runtime.current_nodes()}
+    await world.check_health(nodes[CHAIN_B])
+    status, body = await _health(world)
+    assert (status, body["chains_without_healthy_node"]) == (200, 1)
 
 
 async def test_storage_silent_too_long_is_503(

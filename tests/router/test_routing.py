@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from chainrouter.router.contract import Wait
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import (
     CHAIN_A,
@@ -22,6 +23,10 @@ from tests.router.conftest import (
 )
 
 pytestmark = pytest.mark.anyio
+
+
+async def _pause(seconds: float) -> None:
+    await Wait(seconds)
 
 
 async def _served_by(world: World, upstream: FaultyUpstream, paths: list[str], **kw: object) -> str:
@@ -307,3 +312,35 @@ async def test_a_node_serving_another_chain_gets_no_calls_once_checked(
     for _ in range(3):
         reply = await world.call(rpc("eth_chainId"), chain=CHAIN_B)
         assert json.loads(reply.body)["result"] == hex(CHAIN_B)
+
+
+async def test_a_node_whose_first_health_check_is_still_out_is_tried_after_one_that_answered(
+    make_world: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    """After a start the router has heard nothing of its nodes. The cheapest one hangs: its
+    first check never comes back, so calls go first to the node that answered its check rather
+    than wait on it; once its check has timed out it cools down like any failing node."""
+    hung, answering = "/hang/first-check", "/ok/first-check"
+    world = await make_world(
+        world_config(
+            [
+                provider("cheap", {"eth_blockNumber": "0.000001"}, [(upstream.url(hung), CHAIN_A)]),
+                provider(
+                    "dear", {"eth_blockNumber": "0.000003"}, [(upstream.url(answering), CHAIN_A)]
+                ),
+            ]
+        ),
+        health_check_timeout_s=1.0,
+    )
+    health = world.runtime.health
+    world.executor.spawn(health.run(world.runtime.current_nodes))
+    for _ in range(200):
+        if health.latency_ms and health.first_check_out:
+            break
+        await world.executor.run(_pause(0.005))  # the executor runs the checker meanwhile
+    assert len(health.latency_ms) == 1
+    assert len(health.first_check_out) == 1
+    for _ in range(3):
+        assert await _served_by(world, upstream, [hung, answering]) == answering
+    assert upstream.requests[hung] == 1  # its health check alone
+    health.stop()

@@ -111,6 +111,7 @@ class HealthMonitor:
         # look-ups, nothing built per call.
         self._out_of_sync: set[int] = set()
         self._latency_ms: dict[int, float] = {}  # smoothed; absent: not measured yet
+        self._first_check_out: set[int] = set()  # never heard from, their first check in flight
         self.recent = RecentLatency()  # by kind of call: for hedges and time-outs
         self._chain_heads: dict[int, int] = {}
         self._chain_of: dict[int, int] = {}
@@ -130,6 +131,12 @@ class HealthMonitor:
     def latency_ms(self) -> Mapping[int, float]:
         """Smoothed latency per measured node: a live view."""
         return self._latency_ms
+
+    @property
+    def first_check_out(self) -> Set[int]:
+        """Nodes never heard from whose first health check is in flight (a router that has just
+        started, a node just added; a hung node's stays out until its time-out): a live view."""
+        return self._first_check_out
 
     def health(self, node_id: int) -> NodeHealth:
         """One node's health as a record (for callers outside the request path)."""
@@ -163,6 +170,16 @@ class HealthMonitor:
 
     async def check(self, node: NodeInfo) -> None:
         state = self._state_of(node)
+        first = state.checked_at is None and node.node_id not in self._latency_ms
+        if first:
+            self._first_check_out.add(node.node_id)
+        try:
+            await self._check(node, state)
+        finally:
+            if first:
+                self._first_check_out.discard(node.node_id)
+
+    async def _check(self, node: NodeInfo, state: NodeState) -> None:
         started = time.monotonic()
         try:
             if self._chain_check_due(node, state):
@@ -294,6 +311,7 @@ class HealthMonitor:
         self._states.pop(node_id, None)
         self._out_of_sync.discard(node_id)
         self._latency_ms.pop(node_id, None)
+        self._first_check_out.discard(node_id)
         chain_id = self._chain_of.pop(node_id, None)
         if chain_id is not None:
             self._members.get(chain_id, set()).discard(node_id)
@@ -301,21 +319,28 @@ class HealthMonitor:
     async def run(self, current_nodes: Callable[[], Sequence[NodeInfo]]) -> None:
         """Check every node, round after round, until `stop`ped (a program: run it with an
         executor's `spawn`)."""
+        first = True
         while not self._stopping:
             nodes = current_nodes()
             self.forget_except({node.node_id for node in nodes})
             if not nodes:
                 await Wait(self._interval_s)
                 continue
-            await self._round(nodes)
+            await self._round(nodes, first)
+            first = False
 
     def stop(self) -> None:
         """End `run` before its next check starts (from any thread); checks in flight finish."""
         self._stopping = True
 
-    async def _round(self, nodes: Sequence[NodeInfo]) -> None:
+    async def _round(self, nodes: Sequence[NodeInfo], first: bool = False) -> None:
+        """One check of every node, spread over the interval; the first round of a router as
+        fast as `max_per_s` allows: until a node has answered a check the router can only
+        guess about it (readiness waits for one, and a call tries it after those that have)."""
         started = time.monotonic()
-        gap_s = max(self._interval_s, len(nodes) / self._max_per_s) / len(nodes)
+        fastest_s = len(nodes) / self._max_per_s
+        round_s = max(self._interval_s, fastest_s)
+        gap_s = (fastest_s if first else round_s) / len(nodes)
         for index, node in enumerate(nodes):
             # Pace the starts against the round's schedule, not the previous start, so a slow
             # node does not push the whole round back; past the bound on checks in flight, wait
@@ -329,7 +354,7 @@ class HealthMonitor:
                 await Wait(wait_s if wait_s > 0 else gap_s)
             self._in_flight += 1
             await Spawn(self._guarded_check(node))
-        rest_s = started + len(nodes) * gap_s - time.monotonic()
+        rest_s = started + round_s - time.monotonic()
         if rest_s > 0:
             await Wait(rest_s)
 

@@ -12,11 +12,13 @@ A read is tried in lanes raced against each other (`Race`): the first lane at on
 when the attempt before it has run for its node's hedge delay; every lane takes the next untried
 route, so failover and hedging are one walk down the routes. The first answer ends the race and
 alone is billed (docs/router.md, "Tail latency"; the delays and time-outs: `router/latency.py`).
+Nodes whose first health check is still out (never heard from since the router started) are
+tried after those that have answered theirs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Container, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,6 +134,16 @@ class _Attempts:
         return self._peers
 
 
+def _proven_first(routes: Sequence[Route], unproven: Container[int]) -> Sequence[Route]:
+    """The routes in their order, but those whose node's first health check is still out after
+    the others: after a start, or when a node is added, a call does not wait on a node never
+    heard from (a hung node's check never comes back) while a peer has answered its check."""
+    proven = [route for route in routes if route.node.node_id not in unproven]
+    if not proven:
+        return routes
+    return proven + [route for route in routes if route.node.node_id in unproven]
+
+
 class Attempt:
     def __init__(
         self,
@@ -148,6 +160,7 @@ class Attempt:
         self._observe_answer = health.observe_answer
         self._recent = health.recent
         self._smoothed_ms = health.latency_ms
+        self._unproven = health.first_check_out
         self._tail = tail
         self._limits = limits
         self._clock = clock
@@ -170,6 +183,9 @@ class Attempt:
         policy = self._tail.policy(call.request.chain_id)
         attempts = _Attempts(call, work, policy, self._clock())
         lanes = min(policy.hedge_max + 1, len(call.ordered)) if work in HEDGED_WORK else 1
+        unproven = self._unproven
+        if unproven and call.ordered and call.ordered[0].node.node_id in unproven:
+            call.ordered = _proven_first(call.ordered, unproven)
         if lanes <= 1:
             return self._lane(attempts, 0)  # it ends the call itself: no coroutine around it
         return self._race(attempts, lanes)
