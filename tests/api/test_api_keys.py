@@ -18,6 +18,7 @@ KEY_FIELDS = {
     "id",
     "customer_id",
     "name",
+    "X-Hint",
     "key_hint",
     "allowed_domains",
     "routing_strategy",
@@ -47,7 +48,7 @@ def test_create_returns_the_secret_once_and_list_shows_a_hint(api: ApiHarness) -
     assert listed.status_code == 200
     [item] = listed.json()
     assert set(item) == KEY_FIELDS
-    assert item["key_hint"] == f"crk_...{created['api_key'][-4:]}"
+    assert item["X-Hint"] == item["key_hint"] == f"crk_...{created['api_key'][-4:]}"
     assert created["api_key"] not in listed.text
 
 

@@ -234,9 +234,15 @@ def test_status_reads_follow_health_reports_and_the_providers_setting(
     assert _set(api, theirs, node_id, "healthy").status_code == 404
     assert _set(api, mine, node_id, "paused").status_code == 422
     assert _set(api, mine, node_id, "provider-deleted").json()["status"] == "provider-deleted"
-    assert _status(api, mine, node_id).status_code == 404
-    assert _set(api, mine, node_id, "healthy").status_code == 404
-    revived = _put(api, mine, anvil.urls["a1"])  # registering the URL again brings it back
+    assert _status(api, mine, node_id).status_code == 404  # hidden
+    assert _set(api, theirs, node_id, "healthy").status_code == 404  # and still not theirs
+    # Spec section 3: `healthy` from any state; the deleted node comes back as it was, its
+    # status again what the routers' checks last saw of it (the failing report above).
+    restored = _set(api, mine, node_id, "healthy")
+    assert (restored.status_code, restored.json()["status"]) == (200, "failing")
+    assert _status(api, mine, node_id).json()["status"] == "failing"
+    _set(api, mine, node_id, "provider-deleted")
+    revived = _put(api, mine, anvil.urls["a1"])  # registering the URL again brings it back too
     assert revived.json()["node"]["id"] == node_id
     assert _status(api, mine, node_id).status_code == 200
 

@@ -35,7 +35,13 @@ def test_defaults_follow_the_spec() -> None:
     assert (config.timeout_ms, config.retry_attempts) == (20_000, 2)
     assert config.management_token is None
     assert config.api_server_url == "http://127.0.0.1:8080"
-    assert config.router_urls == ("http://127.0.0.1:8545",)
+    # The backup router of the default set-up (spec section 1: retries alternate with it).
+    assert config.router_urls == ("http://127.0.0.1:8545", "http://127.0.0.1:8546")
+
+
+def test_a_primary_set_elsewhere_has_no_default_backup() -> None:
+    config = load_config({"SERVICE_API_KEY": KEY, "SERVICE_BASE_URL": "https://rpc.example"})
+    assert config.router_urls == ("https://rpc.example",)
 
 
 def test_urls_lose_a_trailing_slash_and_the_backup_joins_the_rotation() -> None:

@@ -200,30 +200,31 @@ async def test_a_node_at_its_rate_limit_is_skipped_not_hammered(
 async def test_plan_request_and_credit_limits_and_method_limits_are_respected(
     make_world: WorldFactory, upstream: FaultyUpstream
 ) -> None:
+    # Whole-credit prices: a plan's credit limit is in whole credits (spec: an integer).
     by_requests = provider(
         "req",
-        {"eth_blockNumber": "0.000001"},
+        {"eth_blockNumber": "1"},
         [(upstream.url("/ok/plan-req-1"), CHAIN_A), (upstream.url("/ok/plan-req-2"), CHAIN_A)],
         rate_limit_req=2,
         rate_limit_req_interval_sec=60,
     )
     by_credits = provider(
         "cr",
-        {"eth_blockNumber": "0.000002"},
+        {"eth_blockNumber": "2"},
         [(upstream.url("/ok/plan-cr"), CHAIN_A)],
-        rate_limit_cr="0.000004",  # two calls' worth
+        rate_limit_cr=4,  # two calls' worth
         rate_limit_cr_interval_sec=60,
     )
     by_method = provider("meth", {}, [(upstream.url("/ok/plan-meth"), CHAIN_A)])
     by_method["plans"][0]["methods"] = [
         {
             "method": "eth_blockNumber",
-            "cost": "0.000003",
+            "cost": "3",
             "rate_limit": 1,
             "rate_limit_interval_sec": 60,
         }
     ]
-    world = await make_world(world_config([by_requests, by_credits, by_method]))
+    world = await make_world(world_config([by_requests, by_credits, by_method], credits="100"))
     statuses = [(await world.call(rpc("eth_blockNumber"))).status for _ in range(6)]
     assert statuses == [200] * 5 + [429]
     plan_req = upstream.requests["/ok/plan-req-1"] + upstream.requests["/ok/plan-req-2"]

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-from chainrouter.domain.money import credits_decimal
+from chainrouter.domain.money import NANO_PER_CREDIT, credits_decimal
 from chainrouter.domain.plan_cycle import CycleReport, Standing
 from chainrouter.domain.records import Plan, PlanMethod
 from chainrouter.management.admin import MAX_METHOD_ROWS
@@ -82,7 +82,9 @@ class PlanOut(OutModel):
     overage_limit: NumberOut | None
     rate_limit_req: int | None
     rate_limit_req_interval_sec: int | None
-    rate_limit_cr: CreditsOut | None
+    rate_limit_cr: int | None = Field(
+        description="Whole credits per rate_limit_cr_interval_sec (an integer, spec section 2)."
+    )
     rate_limit_cr_interval_sec: int | None
     billing_fixed_day: int | None
     billing_interval_days: int | None
@@ -107,7 +109,9 @@ class PlanOut(OutModel):
             overage_limit=plan.overage_limit,
             rate_limit_req=plan.rate_limit_req,
             rate_limit_req_interval_sec=plan.rate_limit_req_interval_sec,
-            rate_limit_cr=optional_credits(plan.rate_limit_cr_nano),
+            rate_limit_cr=None
+            if plan.rate_limit_cr_nano is None
+            else plan.rate_limit_cr_nano // NANO_PER_CREDIT,
             rate_limit_cr_interval_sec=plan.rate_limit_cr_interval_sec,
             billing_fixed_day=plan.billing_fixed_day,
             billing_interval_days=plan.billing_interval_days,

@@ -33,7 +33,12 @@ class ApiKeyOut(OutModel):
     id: int = Field(description="Numeric ID, used by usage filters and PATCH.")
     customer_id: int
     name: str
-    key_hint: str = Field(description="Identifies the key: its prefix and last characters.")
+    x_hint: str = Field(
+        serialization_alias="X-Hint",
+        description="Identifies the key in place of its secret (spec section 2): its prefix and "
+        "last characters.",
+    )
+    key_hint: str = Field(description="The same hint, under the name earlier clients read.")
     allowed_domains: list[str]
     routing_strategy: RoutingStrategy
     active: bool
@@ -49,6 +54,7 @@ class ApiKeyOut(OutModel):
             id=key.id,
             customer_id=key.customer_id,
             name=key.name,
+            x_hint=key.key_hint,
             key_hint=key.key_hint,
             allowed_domains=list(key.allowed_domains),
             routing_strategy=key.routing_strategy,

@@ -12,6 +12,10 @@ from chainrouter.domain.credentials import SecretKind, secret_format_problem
 
 DEFAULT_API_SERVER_URL = "http://127.0.0.1:8080"
 DEFAULT_ROUTER_URL = "http://127.0.0.1:8545"
+# The backup router beside the default primary (the demo's, `chainrouter serve` on 8546): used
+# when SERVICE_BACKUP_BASE_URL is unset and SERVICE_BASE_URL is the default too. A primary set
+# elsewhere has no known backup, and retries go to it again.
+DEFAULT_BACKUP_ROUTER_URL = "http://127.0.0.1:8546"
 
 TIMEOUT_MS_RANGE = (1000, 120_000)
 DEFAULT_TIMEOUT_MS = 20_000
@@ -56,14 +60,17 @@ def load_config(environ: Mapping[str, str]) -> CompanionConfig:
     token = value("SERVICE_MGMT_TOKEN")
     if token is not None:
         _check_secret("SERVICE_MGMT_TOKEN", token, SecretKind.MANAGEMENT_TOKEN)
+    router = value("SERVICE_BASE_URL")
     backup = value("SERVICE_BACKUP_BASE_URL")
+    if backup is None and router is None:
+        backup = DEFAULT_BACKUP_ROUTER_URL
     return CompanionConfig(
         api_key=api_key,
         management_token=token,
         api_server_url=_url(
             "SERVICE_API_SERVER_URL", value("SERVICE_API_SERVER_URL") or DEFAULT_API_SERVER_URL
         ),
-        router_url=_url("SERVICE_BASE_URL", value("SERVICE_BASE_URL") or DEFAULT_ROUTER_URL),
+        router_url=_url("SERVICE_BASE_URL", router or DEFAULT_ROUTER_URL),
         backup_router_url=None if backup is None else _url("SERVICE_BACKUP_BASE_URL", backup),
         timeout_ms=_integer(
             "SERVICE_TIMEOUT_MS",

@@ -230,13 +230,16 @@ async def register_ws_node(
     return await asyncio.to_thread(write)
 
 
-def _own_node(engine: Engine, provider_id: int, node_id: int, kind: NodeKind) -> Node:
+def _own_node(
+    engine: Engine, provider_id: int, node_id: int, kind: NodeKind, *, deleted: bool = False
+) -> Node:
+    """The provider's node; one it deleted only with `deleted` (else it is hidden: 404)."""
     with engine.connect() as connection:
         node = store.find_node(connection, _table(kind), node_id=node_id)
     if (
         node is None
         or node.provider_id != provider_id
-        or node.status == NodeStatus.PROVIDER_DELETED.value
+        or (node.status == NodeStatus.PROVIDER_DELETED.value and not deleted)
     ):
         raise NotFoundError(f"no node {node_id}")
     return node
@@ -245,9 +248,10 @@ def _own_node(engine: Engine, provider_id: int, node_id: int, kind: NodeKind) ->
 def set_node_status(
     engine: Engine, provider_id: int, node_id: int, status: NodeStatus, kind: NodeKind
 ) -> Node:
-    """`healthy` enables, `disabled by provider` disables, `provider-deleted` hides for good
-    (the node is then 404 everywhere; registering its URL again brings it back)."""
-    _own_node(engine, provider_id, node_id, kind)
+    """`healthy` enables, `disabled by provider` disables, `provider-deleted` hides (the node is
+    then 404 everywhere but here). Spec section 3 allows each from any state: a deleted node
+    set `healthy` again (or disabled) comes back with its id, plan and capabilities."""
+    _own_node(engine, provider_id, node_id, kind, deleted=True)
     with engine.begin() as connection:
         store.update_node(connection, _table(kind), node_id, {"status": status.value})
         bump_config_version(connection)

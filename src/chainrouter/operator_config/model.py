@@ -39,7 +39,7 @@ from chainrouter.domain.enums import (
     Role,
     RoutingStrategy,
 )
-from chainrouter.domain.money import parse_credits, parse_exact_decimal
+from chainrouter.domain.money import NANO_PER_CREDIT, parse_credits, parse_exact_decimal
 from chainrouter.domain.plan_cycle import QuotaUnit
 from chainrouter.domain.urls import normalise_url
 
@@ -308,7 +308,11 @@ class PlanTerms(_Strict):
     overage_limit: Annotated[Quantity, Field(ge=0)] | None = None
     rate_limit_req: NonNegativeInt | None = None
     rate_limit_req_interval_sec: PositiveInt | None = None
-    rate_limit_cr: Annotated[Credits, Field(ge=0)] | None = None
+    rate_limit_cr: NonNegativeInt | None = Field(
+        default=None,
+        description="Whole credits of method prices the plan's routes may serve per "
+        "rate_limit_cr_interval_sec (an integer, as spec section 2 has it).",
+    )
     rate_limit_cr_interval_sec: PositiveInt | None = None
     billing_fixed_day: Annotated[StrictInt, Field(ge=1, le=31)] | None = None
     billing_interval_days: PositiveInt | None = None
@@ -317,7 +321,10 @@ class PlanTerms(_Strict):
     def term_columns(self, *, only_given: bool = False) -> dict[str, Any]:
         """The plan columns these terms fill (all, or only the fields that were given)."""
         names = [n for n in PlanTerms.model_fields if not only_given or n in self.model_fields_set]
-        return {_PLAN_COLUMNS.get(name, name): getattr(self, name) for name in names}
+        columns = {_PLAN_COLUMNS.get(name, name): getattr(self, name) for name in names}
+        if columns.get("rate_limit_cr_nano") is not None:  # whole credits, stored in nano
+            columns["rate_limit_cr_nano"] *= NANO_PER_CREDIT
+        return columns
 
 
 class PlanSpec(PlanTerms):
