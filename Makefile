@@ -29,9 +29,10 @@ demo: setup ## run a demo: three anvil nodes, two providers, router and API (Ctr
 	$(UV) run python scripts/demo.py
 
 .PHONY: test
-test: setup ## run the whole test suite: the native crate's own tests, then pytest (starts local PostgreSQL and Redis if they are down)
+test: setup ## run the whole test suite: the native crate's own tests, then pytest (starts local PostgreSQL and Redis if they are down, installs Debian's chromium for the dashboard's browser tests)
 	scripts/native.sh .venv/bin/python test
 	scripts/services.sh
+	scripts/browser.sh
 	$(UV) run pytest
 
 .PHONY: lint

@@ -132,6 +132,9 @@ def main() -> None:
         "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "5",
         # The demo's nodes are local anvils; in production screening refuses such addresses.
         "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",
+        # Anyone may make an account in the demo's dashboard, with a credit to try it out.
+        "CHAINROUTER_SIGNUP_ENABLED": "true",
+        "CHAINROUTER_SIGNUP_FREE_CREDITS": "1",
     }
     secrets = {
         "demo-economy": generate_secret(SecretKind.API_KEY),
@@ -214,6 +217,8 @@ chainrouter demo is running
   backup router   http://127.0.0.1:{BACKUP_RPC_PORT}   (the same program again, same database)
   spare node      http://127.0.0.1:18548   (chain 31337, not registered: see "Provider token")
   management API  http://127.0.0.1:{API_PORT}   (interactive docs: http://127.0.0.1:{API_PORT}/docs)
+  dashboard       http://127.0.0.1:{API_PORT}/dashboard   (sign in with the customer or provider
+                  token below, or create an account there with 1 free credit)
   providers       thrifty (cheap: 18545, 18546) and swift (dearer: 18547)
   customer        dev@demo.example, 10 credits
 

@@ -139,6 +139,15 @@ def test_the_demo_key_works_on_both_routers_and_ctrl_c_stops_everything_it_start
         assert answer.status_code == 200
         assert answer.json()["result"] == hex(31337)
         assert answer.headers["x-batch-id"]
+    # The dashboard it prints is served, and offers sign-up with a free credit.
+    assert httpx.get("http://127.0.0.1:8080/dashboard", timeout=10).status_code == 200
+    made = httpx.post(
+        "http://127.0.0.1:8080/signup",
+        json={"name": "Visitor", "email": "visitor@demo.example"},
+        timeout=10,
+    )
+    assert made.status_code == 201
+    assert made.json()["balance"] == 1
     os.killpg(demo.process.pid, signal.SIGINT)  # Ctrl-C
     assert demo.process.wait(60) == 0
     assert _wait_until_gone(demo.started, 5) == {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from enum import StrEnum
@@ -306,6 +307,36 @@ class Settings(BaseSettings):
         default=None,
         description="Where free-tier limit messages send people to get an API key.",
     )
+    public_rpc_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+        max_length=300,
+        description="The router's address as customers reach it, e.g. https://rpc.example.com: "
+        "the dashboard shows each chain's RPC URL (and its ws:// or wss:// form) under it. "
+        "Unset: http://RPC_HOST:RPC_PORT.",
+    )
+    signup_enabled: bool = Field(
+        default=False,
+        description="Let anyone create a customer account from the dashboard (POST /signup), "
+        "with signup_free_credits granted and a first management token. For demos and "
+        "trials; off by default.",
+    )
+    signup_free_credits: str = Field(
+        default="0",
+        pattern=r"^[0-9]{1,6}(\.[0-9]{1,9})?$",
+        description="Credits granted to each account made by sign-up, an exact decimal "
+        "(at most 999999.999999999).",
+    )
+    signups_per_ip_per_day: int = Field(
+        default=3, ge=1, le=1000, description="Sign-ups one client IP may make in 24 hours."
+    )
+    api_cors_origins: list[str] = Field(
+        default_factory=list,
+        description="Origins (scheme://host[:port]) of a dashboard served elsewhere that may "
+        "call the management API from a browser; a preflight from any other origin gets no "
+        "CORS grant. The API's own dashboard (/dashboard) needs none. In the environment: a "
+        'JSON list, e.g. ["https://app.example.com"].',
+    )
     trusted_proxies: list[str] = Field(
         default_factory=list,
         description="Addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For "
@@ -378,6 +409,14 @@ class Settings(BaseSettings):
                 ipaddress.ip_network(entry, strict=False)
             except ValueError:
                 raise ValueError(f"{entry!r} is not an IP address or CIDR network") from None
+        return value
+
+    @field_validator("api_cors_origins")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+", entry) or len(entry) > 300:
+                raise ValueError(f"{entry!r} is not an origin such as https://app.example.com")
         return value
 
     @field_validator("chain_tail")

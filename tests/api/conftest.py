@@ -104,8 +104,12 @@ class ApiHarness:
     async def router(self) -> AsyncIterator[RouterBeside]:
         """A router on this API's database, as `chainrouter serve --role rpc` builds one (on the
         Python executor), to see what the API's changes do to it."""
+        # No hedging: whether a hedge starts depends on how fast a loopback answer comes back
+        # on a loaded machine, and the tests count the calls each node gets.
         settings = Settings(
-            database_url=self.settings.database_url, outbound_ca_file=self.settings.outbound_ca_file
+            database_url=self.settings.database_url,
+            outbound_ca_file=self.settings.outbound_ca_file,
+            hedge_max=0,
         )
         runtime = build_runtime(settings, self.engine)
         executor = PythonExecutor(

@@ -297,6 +297,19 @@ def test_every_route_answers_what_it_documents(
     check(c.get("/provider/nodes/9999/status", headers=me), status_path)
     set_body = {"node_id": node["node"]["id"], "status": "disabled by provider"}
     check(c.post("/provider/nodes/status", json=set_body, headers=me), "/provider/nodes/status")
+    check(c.get("/provider/nodes", headers=me), "/provider/nodes")
+    check(c.get("/provider/nodes", params={"limit": 0}, headers=me), "/provider/nodes")
+    # The caller's own account and tokens; sign-up (off here).
+    check(c.get("/account", headers=me), "/account")
+    check(c.get("/account"), "/account")
+    own = check(c.post("/tokens", json={"label": "own"}, headers=me), "/tokens").json()
+    check(c.post("/tokens", json={"label": "own"}, headers=me), "/tokens")
+    check(c.post("/tokens", json={}, headers=me), "/tokens")
+    check(c.get("/tokens", headers=me), "/tokens")
+    check(c.post(f"/tokens/{own['id']}/revoke", headers=me), "/tokens/{token_id}/revoke")
+    check(c.post("/tokens/99999/revoke", headers=me), "/tokens/{token_id}/revoke")
+    check(c.post("/signup", json={"name": "S", "email": "s@example.com"}), "/signup")
+    check(c.post("/signup", json={"name": "S"}), "/signup")
     check(
         c.post(f"/admin/tokens/{token['id']}/revoke", headers=admin),
         "/admin/tokens/{token_id}/revoke",

@@ -226,6 +226,10 @@ def test_status_reads_follow_health_reports_and_the_providers_setting(
         write_node_health(api.engine, [report])
         body = _status(api, mine, node_id).json()
         assert (body["in_sync"], body["status"]) == expected
+    listed = api.client.get("/provider/nodes", headers=mine.headers).json()
+    assert [(n["kind"], n["node"]["id"], n["status"]["status"]) for n in listed] == [
+        ("http", node_id, "failing")  # the status read's, from the last report
+    ]
     disabled = _set(api, mine, node_id, "disabled by provider")
     assert disabled.status_code == 200
     assert disabled.json()["status"] == "disabled by provider"
@@ -235,6 +239,7 @@ def test_status_reads_follow_health_reports_and_the_providers_setting(
     assert _set(api, mine, node_id, "paused").status_code == 422
     assert _set(api, mine, node_id, "provider-deleted").json()["status"] == "provider-deleted"
     assert _status(api, mine, node_id).status_code == 404  # hidden
+    assert api.client.get("/provider/nodes", headers=mine.headers).json() == []
     assert _set(api, theirs, node_id, "healthy").status_code == 404  # and still not theirs
     # Spec section 3: `healthy` from any state; the deleted node comes back as it was, its
     # status again what the routers' checks last saw of it (the failing report above).
@@ -345,6 +350,11 @@ def test_a_websocket_node_must_deliver_new_heads(
         "status": "healthy",
         "capabilities": None,  # WebSocket nodes: not probed
     }
+    listed = api.client.get("/provider/nodes", headers=mine.headers).json()
+    assert [(n["kind"], n["node"]["id"], n["status"]["status"]) for n in listed] == [
+        ("ws", node_id, "healthy")
+    ]
+    assert api.client.get("/provider/nodes", headers=theirs.headers).json() == []
     _set(api, mine, node_id, "disabled by provider", kind="ws")
     assert api.client.get("/chains/ws").json() == []
 

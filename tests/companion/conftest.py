@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from chainrouter.operator_config.load import validate_document
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from tests.anvil import CHAIN_A, CHAIN_B, anvil_binary, free_port, wait_until_answering
+from tests.served import serve, stop, wait_healthy
 from tests.tls_nodes import MINING_CHAIN, MiningNode, Tls
 
 ACCOUNT = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
@@ -201,29 +201,6 @@ def _world(secrets: dict[str, str], nodes: dict[int, str]) -> dict[str, Any]:
     }
 
 
-def _serve(role: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as output:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(
-            [sys.executable, "-m", "chainrouter.cli", "serve", "--role", role],
-            env=env,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-
-
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    for _ in range(300):
-        if process.poll() is not None:
-            raise RuntimeError(f"{url} stopped: {log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url} did not become healthy: {log.read_text()[-2000:]}")
-
-
 @pytest.fixture(scope="session")
 def service(
     tmp_path_factory: pytest.TempPathFactory, tls: Tls, mining_anvil: MiningNode
@@ -260,13 +237,13 @@ def service(
         started: list[tuple[str, subprocess.Popen[bytes], Path]] = []
         for name in ("primary", "backup"):
             log = work / f"{name}.log"
-            process = _serve("rpc", {**env, "CHAINROUTER_RPC_PORT": str(ports[name])}, log)
+            process = serve("rpc", {**env, "CHAINROUTER_RPC_PORT": str(ports[name])}, log)
             started.append((f"http://127.0.0.1:{ports[name]}", process, log))
         api_log = work / "api.log"
-        started.append((f"http://127.0.0.1:{ports['api']}", _serve("api", env, api_log), api_log))
+        started.append((f"http://127.0.0.1:{ports['api']}", serve("api", env, api_log), api_log))
         servers.extend(process for _, process, _ in started)
         for url, process, log in started:
-            _wait_healthy(url, process, log)
+            wait_healthy(url, process, log)
         yield Service(
             primary=started[0][0],
             backup=started[1][0],
@@ -281,13 +258,7 @@ def service(
             database_url=database_url,
         )
     finally:
-        for process in [*servers, *anvils]:
-            process.terminate()
-        for process in [*servers, *anvils]:
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop([*servers, *anvils])
 
 
 def companion_env(service: Service, **overrides: str | None) -> dict[str, str]:

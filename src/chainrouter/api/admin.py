@@ -13,11 +13,13 @@ from starlette.concurrency import run_in_threadpool
 from chainrouter.api.common import (
     ChainIdOut,
     CreditsOut,
+    IssuedTokenOut,
     MethodRows,
     OutModel,
     PathId,
     PlanMethodOut,
     PlanOut,
+    TokenOut,
     credits_out,
 )
 from chainrouter.api.deps import Administrator, Context
@@ -28,7 +30,6 @@ from chainrouter.domain.records import (
     ChainRequest,
     Customer,
     LedgerLine,
-    ManagementToken,
     NodeRequest,
     Provider,
 )
@@ -215,32 +216,6 @@ async def list_credits(
 class TokenIn(_In):
     label: Name
     role: Role = Role.CUSTOMER
-
-
-class TokenOut(OutModel):
-    id: int
-    customer_id: int
-    label: str
-    role: Role
-    token_hint: str
-    created_at: datetime
-    revoked_at: datetime | None
-
-    @classmethod
-    def of(cls, token: ManagementToken) -> TokenOut:
-        return cls(
-            id=token.id,
-            customer_id=token.customer_id,
-            label=token.label,
-            role=token.role,
-            token_hint=token.token_hint,
-            created_at=token.created_at,
-            revoked_at=token.revoked_at,
-        )
-
-
-class IssuedTokenOut(TokenOut):
-    token: str = Field(description="The secret. Shown in this response only.")
 
 
 @router.post(

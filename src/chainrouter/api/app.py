@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi_offline import FastAPIOffline
 from sqlalchemy import Engine
 
-from chainrouter.api import admin, customer, provider, public
+from chainrouter.api import account, admin, customer, dashboard, provider, public
 from chainrouter.api.body_guard import BodyGuard
 from chainrouter.api.deps import ApiContext
 from chainrouter.api.errors import install_error_handlers
@@ -74,9 +75,21 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
     )
     install_error_handlers(app)
     app.include_router(public.router)
+    app.include_router(account.router)
     app.include_router(customer.router)
     app.include_router(provider.router)
     app.include_router(admin.router)
+    app.include_router(dashboard.router)
     app.add_middleware(BodyGuard, engine=engine, max_body_bytes=settings.api_max_body_bytes)
+    # A browser page of another origin may call the API only when the operator named that
+    # origin; a preflight from any other gets no CORS grant (400, no Access-Control headers).
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=settings.api_cors_origins,
+        allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
+        allow_headers=["X-Api-Key", "Content-Type"],
+        expose_headers=["X-Batch-Id", "Retry-After"],
+        max_age=86_400,
+    )
     app.add_middleware(BatchIdMiddleware)
     return app

@@ -9,9 +9,10 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from chainrouter.domain.enums import Role
 from chainrouter.domain.money import NANO_PER_CREDIT, credits_decimal
 from chainrouter.domain.plan_cycle import CycleReport, Standing
-from chainrouter.domain.records import Plan, PlanMethod
+from chainrouter.domain.records import ManagementToken, Plan, PlanMethod
 from chainrouter.management.admin import MAX_METHOD_ROWS
 from chainrouter.operator_config.model import MAX_ROW_ID, MethodPriceSpec
 
@@ -43,6 +44,34 @@ class OutModel(BaseModel):
 
 class Created(OutModel):
     id: int = Field(description="ID of the created record.")
+
+
+class TokenOut(OutModel):
+    """A management token without its secret."""
+
+    id: int
+    customer_id: int
+    label: str
+    role: Role
+    token_hint: str = Field(description="Identifies the token: its prefix and last characters.")
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @classmethod
+    def of(cls, token: ManagementToken) -> TokenOut:
+        return cls(
+            id=token.id,
+            customer_id=token.customer_id,
+            label=token.label,
+            role=token.role,
+            token_hint=token.token_hint,
+            created_at=token.created_at,
+            revoked_at=token.revoked_at,
+        )
+
+
+class IssuedTokenOut(TokenOut):
+    token: str = Field(description="The secret. Shown in this response only.")
 
 
 class PlanCycleOut(OutModel):

@@ -28,6 +28,7 @@ from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeStatus
 from chainrouter.domain.records import Node
 from chainrouter.management import admin, nodes
+from chainrouter.operator_config.model import MAX_ROW_ID
 
 router = APIRouter(prefix="/provider", route_class=ExactJsonRoute, tags=["provider"])
 
@@ -257,6 +258,36 @@ class NodeStatusOut(OutModel):
         description="What routers know the node can answer now (declared, probed and learned "
         "from its errors); null for WebSocket nodes and when nothing is known.",
     )
+
+
+class ListedNodeOut(OutModel):
+    kind: NodeKind = Field(description="http: PUT /provider/nodes; ws: PUT /provider/nodes/ws.")
+    node: NodeOut | WsNodeOut
+    status: NodeStatusOut
+
+
+@router.get(
+    "/nodes",
+    response_model=list[ListedNodeOut],
+    responses=ERRORS,
+    summary="Your nodes (HTTP first, then WebSocket; not those you deleted), with their status",
+)
+async def list_nodes(
+    provider_id: ProviderId,
+    ctx: Context,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_ROW_ID)] = 0,
+) -> Response:
+    """`limit` and `offset` apply to each kind: up to `limit` HTTP and `limit` WebSocket nodes."""
+    listed = []
+    for kind in ("http", "ws"):
+        found = await run_in_threadpool(
+            nodes.list_nodes, ctx.engine, provider_id, kind, limit=limit, offset=offset
+        )
+        for node, report in found:
+            shown = WsNodeOut.of(node) if node.ws else NodeOut.of(node)
+            listed.append(ListedNodeOut(kind=kind, node=shown, status=_status_out(report)))
+    return respond(listed)
 
 
 @router.get(

@@ -11,7 +11,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import Engine, Table
+from sqlalchemy import Connection, Engine, Table
 
 from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.enums import NodeSource, NodeStatus
@@ -269,13 +269,28 @@ class NodeStatusReport:
     capabilities: Capabilities | None = None
 
 
+def list_nodes(
+    engine: Engine, provider_id: int, kind: NodeKind, *, limit: int, offset: int
+) -> list[tuple[Node, NodeStatusReport]]:
+    """The provider's nodes of one kind (not those it deleted), each with its status now."""
+    with engine.connect() as connection:
+        found = store.provider_nodes(
+            connection, _table(kind), provider_id, limit=limit, offset=offset
+        )
+        return [(node, _report(connection, node)) for node in found]
+
+
 def node_status(engine: Engine, provider_id: int, node_id: int, kind: NodeKind) -> NodeStatusReport:
     """The provider's setting, or for an enabled node what routers' health checks last saw."""
     node = _own_node(engine, provider_id, node_id, kind)
-    if kind == "ws":
-        return NodeStatusReport(node.id, True, node.status)
     with engine.connect() as connection:
-        health = store.node_health(connection, node_id)
+        return _report(connection, node)
+
+
+def _report(connection: Connection, node: Node) -> NodeStatusReport:
+    if node.ws:
+        return NodeStatusReport(node.id, True, node.status)
+    health = store.node_health(connection, node.id)
     known = health.capabilities if health is not None else None
     if known is None:
         known = node.capabilities.overridden_by(node.verified_capabilities or Capabilities())

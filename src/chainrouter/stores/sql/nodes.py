@@ -124,6 +124,23 @@ def find_node(
     return None if row is None else _node(row, ws=table is t.ws_nodes)
 
 
+def provider_nodes(
+    connection: Connection, table: Table, provider_id: int, *, limit: int, offset: int
+) -> list[Node]:
+    """A provider's nodes of one kind, by id, leaving out those it deleted."""
+    query = (
+        _with_provider(table)
+        .where(
+            t.plans.c.provider_id == provider_id,
+            table.c.status != NodeStatus.PROVIDER_DELETED.value,
+        )
+        .order_by(table.c.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return [_node(row, ws=table is t.ws_nodes) for row in connection.execute(query)]
+
+
 def node_health(connection: Connection, node_id: int) -> NodeHealthRecord | None:
     row = connection.execute(
         select(t.node_health).where(t.node_health.c.node_id == node_id)
