@@ -165,6 +165,7 @@ def _serve_api(settings: Settings) -> int:
         host=settings.api_host,
         port=settings.api_port,
         log_level=settings.log_level.value,
+        log_config=None,  # its records go through our handler (logs.py): JSON or text alike
         access_log=False,
         # The client's address is decided by CHAINROUTER_TRUSTED_PROXIES alone (net/client_ip.py):
         # uvicorn would otherwise take X-Forwarded-For from any peer on 127.0.0.1.
@@ -202,6 +203,7 @@ def _serve_rpc(settings: Settings) -> int:
         date_header=False,
         access_log=False,
         log_level=settings.log_level.value,
+        log_config=None,  # its records go through our handler (logs.py): JSON or text alike
         backlog=2048,
         timeout_graceful_shutdown=30,
     )
@@ -278,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"chainrouter: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     handler: Callable[[Settings, argparse.Namespace], int] = args.handler
     try:
         return handler(settings, args)

@@ -38,6 +38,12 @@ class LogLevel(StrEnum):
     ERROR = "error"
 
 
+class LogFormat(StrEnum):
+    AUTO = "auto"  # text on a terminal, JSON lines otherwise
+    JSON = "json"
+    TEXT = "text"
+
+
 class RpcServer(StrEnum):
     """The router's executor (router/executors): its HTTP server and its client to nodes."""
 
@@ -93,6 +99,18 @@ class Settings(BaseSettings):
         "and no body of a route that needs a token is read before the token is checked.",
     )
     log_level: LogLevel = Field(default=LogLevel.INFO, description="debug, info, warning or error.")
+    log_format: LogFormat = Field(
+        default=LogFormat.AUTO,
+        description="json: one JSON object per line; text: for people; auto: text when standard "
+        "error is a terminal, else JSON.",
+    )
+    request_log_level: LogLevel = Field(
+        default=LogLevel.DEBUG,
+        description="The level of the router's one line per request (batch id, key id, chain, "
+        "methods, nodes, attempts, status, duration); written when CHAINROUTER_LOG_LEVEL is at "
+        "or below it, so the default (debug) writes none at the default info. Costs CPU per "
+        "request (docs/operations.md).",
+    )
     chain_import_max_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,
@@ -307,6 +325,18 @@ class Settings(BaseSettings):
         default=None,
         description="Where free-tier limit messages send people to get an API key.",
     )
+    metrics_networks: list[str] = Field(
+        default_factory=lambda: ["127.0.0.0/8", "::1/128"],
+        description="Networks (CIDR) whose hosts may read GET /metrics on the router and the "
+        "API (the socket's peer address; no forwarded header counts). Empty: no /metrics "
+        'route. In the environment: a JSON list, e.g. ["10.0.0.0/8"].',
+    )
+    metrics_dir: Path = Field(
+        default=Path("var/metrics"),
+        description="Where the workers of one router (CHAINROUTER_RPC_WORKERS above 1) leave "
+        "their counts for each other, so that a scrape of any of them answers for all. "
+        "Relative to the working directory.",
+    )
     public_rpc_url: str | None = Field(
         default=None,
         pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
@@ -401,7 +431,7 @@ class Settings(BaseSettings):
         "CAs and tests.",
     )
 
-    @field_validator("trusted_proxies", "outbound_trusted_networks")
+    @field_validator("trusted_proxies", "outbound_trusted_networks", "metrics_networks")
     @classmethod
     def _networks(cls, value: list[str]) -> list[str]:
         for entry in value:

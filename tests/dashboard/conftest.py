@@ -105,6 +105,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes) -> Iterat
         "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its node is on loopback
         "CHAINROUTER_USAGE_JOURNAL_DIR": str(work / "journal"),
         "CHAINROUTER_LOG_LEVEL": "info",
+        "CHAINROUTER_LOG_FORMAT": "json",
+        "CHAINROUTER_REQUEST_LOG_LEVEL": "info",  # a line per request, read by the last test
     }
     logs = [work / "api.log", work / "rpc.log"]
     processes = [serve("api", env, logs[0]), serve("rpc", env, logs[1])]

@@ -156,10 +156,25 @@ def test_every_field_has_a_label_and_signing_out_forgets_the_token(
     expect(page.locator("#view-signin")).to_be_visible()
 
 
-def test_the_logs_of_the_run_hold_no_secret(stack: Stack) -> None:
-    """Runs after the others in this module: nothing they sent is in the servers' logs."""
+def test_the_logs_of_the_run_are_json_lines_with_a_line_per_request_and_no_secret(
+    stack: Stack,
+) -> None:
+    """Runs after the others in this module: what they did is in the logs, nothing they sent
+    that is secret is (tokens, keys: in headers, bodies and the router's paths)."""
     text = "".join(log.read_text() for log in stack.logs)
     assert stack.customer_token not in text
     assert stack.provider_token not in text
     assert "crk_" not in text
     assert "crm_" not in text
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    requests = [line for line in lines if line["logger"] == "chainrouter.requests"]
+    served = [line for line in requests if line["status"] == 200 and line["route"] == "keyed"]
+    assert served
+    first = served[0]
+    assert first["methods"] == ["eth_blockNumber"]
+    assert first["chain"] == CHAIN
+    assert isinstance(first["key_id"], int)
+    assert first["attempts"] >= 1
+    assert first["batch_id"]
+    assert first["duration_ms"] > 0
+    assert any(line["status"] == 401 for line in requests)  # the revoked key's refusals

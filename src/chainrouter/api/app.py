@@ -16,6 +16,7 @@ from chainrouter.api import account, admin, customer, dashboard, provider, publi
 from chainrouter.api.body_guard import BodyGuard
 from chainrouter.api.deps import ApiContext
 from chainrouter.api.errors import install_error_handlers
+from chainrouter.api.metrics import ApiMetrics
 from chainrouter.management.catalog import CatalogLists
 from chainrouter.management.submissions import SubmissionGate
 from chainrouter.net.client_ip import parse_networks
@@ -92,4 +93,6 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
         max_age=86_400,
     )
     app.add_middleware(BatchIdMiddleware)
+    if settings.metrics_networks:
+        app.add_middleware(ApiMetrics, networks=parse_networks(settings.metrics_networks))
     return app

@@ -31,6 +31,11 @@ def _is_ip(text: str) -> bool:
     return True
 
 
+def in_networks(address: str, networks: Sequence[IpNetwork]) -> bool:
+    """Whether `address` (an IP address; anything else is not) lies in one of `networks`."""
+    return _is_trusted(address, networks)
+
+
 def _is_trusted(address: str, trusted: Sequence[IpNetwork]) -> bool:
     try:
         ip = ipaddress.ip_address(address)

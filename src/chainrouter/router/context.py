@@ -39,6 +39,8 @@ class RequestContext:
     is_batch: bool = False
     refusal: RpcError | None = None  # set by the stage that refuses the request as a whole
     split_ranges: int = 0  # eth_getLogs ranges asked of nodes for calls split in parts
+    # Each call once it ended, kept only when requests are logged (router/request_log.py).
+    ended: list[CallContext] | None = None
 
 
 @dataclass(slots=True)
@@ -60,6 +62,7 @@ class CallContext:
     served_by: Route | None = None  # the route whose node answered, and is paid
     charged_nano: int | None = None  # what it costs when not one route's price (split calls)
     retry_after_s: float | None = None  # refused for limits: when the first route frees up
+    attempts: int = 0  # nodes the call was sent to (hedges and failovers included)
 
     @property
     def cost_nano(self) -> int:

@@ -1,23 +1,29 @@
 """The router's HTTP behaviour, whichever executor's server carries the bytes.
 
 Routes: `POST /rpc/{chainId}/{apiKey}`, `POST /rpc/evm/{chainId}` (free tier), `OPTIONS` on both
-(CORS preflight, so browser dApps can call), and `GET /health`. Every response carries
-`X-Batch-Id`. A server reads the request (the body within the size limit), runs `respond` as a
-program, and writes the `HttpAnswer` it ends with; the pipelines behind it are in `service.py`.
+(CORS preflight, so browser dApps can call), `GET /health`, and `GET /metrics` for the networks
+the operator named (router/prometheus.py). Every response carries `X-Batch-Id`. A server reads
+the request (the body within the size limit), runs `respond` as a program, and writes the
+`HttpAnswer` it ends with; the pipelines behind it are in `service.py`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import orjson
 
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
-from chainrouter.net.client_ip import IpNetwork, client_address
+from chainrouter.net.client_ip import IpNetwork, client_address, in_networks
 from chainrouter.router.contract import HttpAnswer, HttpRequest
+from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.pipeline import SPLIT_HEADER, Reply
+from chainrouter.router.prometheus import CONTENT_TYPE, RouterExposition
 from chainrouter.router.readiness import Readiness
+from chainrouter.router.request_log import RequestLog
 from chainrouter.router.service import RpcService
 from chainrouter.router.sync import StorageSync
 
@@ -33,6 +39,16 @@ _CORS_PREFLIGHT = [
 ]
 
 
+@dataclass(frozen=True, slots=True)
+class MetricsAccess:
+    """What `GET /metrics` serves, and to whom: the socket's peer must be in `networks` (no
+    forwarded header counts: a scraper reaches the router directly)."""
+
+    counts: RouterMetrics
+    exposition: RouterExposition | None = None  # None: no /metrics route
+    networks: tuple[IpNetwork, ...] = ()
+
+
 class RouterFace:
     def __init__(
         self,
@@ -41,26 +57,63 @@ class RouterFace:
         trusted: list[IpNetwork],
         executor: str,
         readiness: Callable[[], Readiness],
+        metrics: MetricsAccess | None = None,
+        request_log: RequestLog | None = None,  # None or not enabled: no line per request
     ) -> None:
         self._service = service
         self._sync = sync
         self._trusted = trusted
         self._executor = executor
         self._readiness = readiness
+        self._metrics = metrics or MetricsAccess(RouterMetrics())
+        self._count = self._metrics.counts.request
+        self._request_log = request_log
 
     async def respond(self, request: HttpRequest) -> HttpAnswer:
         """The answer to one request (a program: the executor runs it)."""
-        path, method = request.path, request.method
+        path = request.path
         if not path.startswith("/rpc/"):
-            if path == "/health" and method in ("GET", "HEAD"):
+            answer = self._other(request)
+            self._count("other", answer.status)
+            return answer
+        route = "free" if path.startswith("/rpc/evm/") else "keyed"
+        request_log = self._request_log
+        if request_log is None or not request_log.enabled:
+            answer, _ = await self._rpc(request)
+            self._count(route, answer.status)
+            return answer
+        started = time.perf_counter()
+        answer, reply = await self._rpc(request)
+        self._count(route, answer.status)
+        if reply is not None:
+            request_log.write(route, reply, time.perf_counter() - started)
+        return answer
+
+    def _other(self, request: HttpRequest) -> HttpAnswer:
+        path, method = request.path, request.method
+        if method in ("GET", "HEAD"):
+            if path == "/health":
                 return self._health()
-            not_found = {"error": {"code": "not_found", "message": f"no route {path}"}}
-            return HttpAnswer(404, self._plain_headers(), orjson.dumps(not_found))
+            if path == "/metrics" and self._may_scrape(request.peer):
+                exposition = self._metrics.exposition
+                assert exposition is not None
+                headers = [("content-type", CONTENT_TYPE), *self._plain_headers()[1:]]
+                return HttpAnswer(200, headers, exposition.render())
+        not_found = {"error": {"code": "not_found", "message": f"no route {path}"}}
+        return HttpAnswer(404, self._plain_headers(), orjson.dumps(not_found))
+
+    def _may_scrape(self, peer: str) -> bool:
+        access = self._metrics
+        return access.exposition is not None and in_networks(peer, access.networks)
+
+    async def _rpc(self, request: HttpRequest) -> tuple[HttpAnswer, Reply | None]:
+        """The answer, and the reply it was made from (None for a preflight)."""
+        path, method = request.path, request.method
         service = self._service
         origin = request.origin
         if method == "OPTIONS":
             batch_id = ("x-batch-id", service.new_batch_id())
-            return HttpAnswer(204, [batch_id, *_cors(origin), *_CORS_PREFLIGHT], b"")
+            return HttpAnswer(204, [batch_id, *_cors(origin), *_CORS_PREFLIGHT], b""), None
         try:
             parts = path[5:].split("/")
             body = request.body
@@ -94,8 +147,9 @@ class RouterFace:
             # A bug must still get a JSON-RPC answer with a batch id (spec section 7: 500).
             log.exception("unexpected failure serving %s", method)
             failure = RpcError(500, RpcCode.INTERNAL_ERROR, "internal error")
-            return _answer(service.refuse(failure), None)
-        return _answer(reply, origin)
+            reply = service.refuse(failure)
+            return _answer(reply, None), reply
+        return _answer(reply, origin), reply
 
     def _health(self) -> HttpAnswer:
         """200 when the router can serve, 503 when it cannot (router/readiness.py)."""

@@ -30,6 +30,7 @@ class Reply:
     body: bytes
     batch_id: str
     headers: tuple[tuple[str, str], ...] = ()  # beyond the ones every answer carries
+    request: RequestContext | None = None  # the request served, when requests are logged
 
 
 def combined_status(statuses: Sequence[int]) -> int:
@@ -50,12 +51,24 @@ class Pipeline:
         request_stages: Sequence[RequestStage],
         call_stages: Sequence[CallStage],
         closing_stages: Sequence[CallStage],
+        *,
+        keep_requests: bool = False,
     ) -> None:
         self.request_stages = tuple(request_stages)
         self.call_stages = tuple(call_stages)
         self.closing_stages = tuple(closing_stages)
+        # Hand each request and its ended calls back with the reply, for the request log.
+        self.keep_requests = keep_requests
 
     async def serve(self, request: RequestContext) -> Reply:
+        reply = await self._serve(request)
+        if self.keep_requests:
+            reply.request = request
+        return reply
+
+    async def _serve(self, request: RequestContext) -> Reply:
+        if self.keep_requests:
+            request.ended = []
         for stage in self.request_stages:
             pending = stage.run(request)
             if pending is not None:
@@ -105,6 +118,8 @@ class Pipeline:
         finally:
             for closing in self.closing_stages:
                 closing.run(context)
+            if request.ended is not None:
+                request.ended.append(context)
         return context.status, context.answer, context.retry_after_s
 
 

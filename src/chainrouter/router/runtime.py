@@ -13,14 +13,14 @@ from typing import Any
 from sqlalchemy import Engine
 
 from chainrouter.domain.routing import HealthReport, NodeInfo
-from chainrouter.net.client_ip import IpNetwork
+from chainrouter.net.client_ip import IpNetwork, parse_networks
 from chainrouter.ratelimit import create_limiter
 from chainrouter.ratelimit.window import Limiter
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.executors import Executor
 from chainrouter.router.health import HealthMonitor
-from chainrouter.router.http_face import RouterFace
+from chainrouter.router.http_face import MetricsAccess, RouterFace
 from chainrouter.router.journal import (
     ReplayedFlush,
     UsageJournal,
@@ -29,8 +29,11 @@ from chainrouter.router.journal import (
 )
 from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.metrics import MetricsShare, RouterMetrics
 from chainrouter.router.probing import CapabilityProber
+from chainrouter.router.prometheus import RouterExposition, RouterState
 from chainrouter.router.readiness import Readiness, readiness
+from chainrouter.router.request_log import RequestLog
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
@@ -40,6 +43,8 @@ from chainrouter.settings import Settings, TailOverrides
 from chainrouter.stores.sql.usage import write_usage
 
 log = logging.getLogger(__name__)
+
+_METRICS_SHARE_INTERVAL_S = 5.0  # how stale another worker's counts may be in a scrape
 
 
 @dataclass
@@ -53,12 +58,36 @@ class RouterRuntime:
     cooldowns: MemoryCooldowns
     engine: Engine
     stale_after_s: float = 60.0  # storage silent this long: not ready
+    metrics: RouterMetrics = field(default_factory=RouterMetrics)
+    metrics_networks: tuple[IpNetwork, ...] = ()  # who may scrape; empty: no /metrics
+    metrics_share: MetricsShare | None = None  # set when several workers share the counts
+    request_log: RequestLog | None = None  # one line per request, at its configured level
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
     def face(self, trusted: list[IpNetwork], executor: Executor) -> RouterFace:
         """The HTTP behaviour over this router, for a server of `executor`'s."""
-        return RouterFace(self.service, self.sync, trusted, executor.name, self.readiness)
+        exposition = None
+        if self.metrics_networks:
+            share, own = self.metrics_share, self.metrics
+            state = RouterState(
+                counts=(lambda: own) if share is None else (lambda: share.merged(own)),
+                snapshot=lambda: self.service.snapshot,
+                health=self.health,
+                cooldowns=self.cooldowns,
+                sync=self.sync,
+            )
+            exposition = RouterExposition(state)
+        access = MetricsAccess(self.metrics, exposition, self.metrics_networks)
+        return RouterFace(
+            self.service,
+            self.sync,
+            trusted,
+            executor.name,
+            self.readiness,
+            access,
+            self.request_log,
+        )
 
     def readiness(self) -> Readiness:
         return readiness(
@@ -75,10 +104,22 @@ class RouterRuntime:
         task = asyncio.create_task(self.sync.run(), name="storage-sync")
         task.add_done_callback(_report_end)
         self._tasks.append(task)
+        if self.metrics_share is not None:
+            shared = asyncio.create_task(self._share_metrics(), name="metrics-share")
+            shared.add_done_callback(_report_end)
+            self._tasks.append(shared)
         if health_checks:
             executor.spawn(self.health.run(self.current_nodes))
             if self.prober is not None:
                 executor.spawn(self.prober.run(self.current_nodes))
+
+    async def _share_metrics(self) -> None:
+        """Leave this worker's counts for the other workers' scrapes, every few seconds."""
+        share = self.metrics_share
+        assert share is not None
+        while True:
+            await asyncio.to_thread(share.export, self.metrics.copy())
+            await asyncio.sleep(_METRICS_SHARE_INTERVAL_S)
 
     def current_nodes(self) -> list[NodeInfo]:
         routes = self.service.snapshot.routes
@@ -101,6 +142,8 @@ class RouterRuntime:
         if not await self.sync.flush():
             self.sync.log_unwritten()
         self.sync.close_journal()
+        if self.metrics_share is not None:
+            self.metrics_share.remove_own()
         await self.limiter.close()
         self.engine.dispose()
 
@@ -173,8 +216,10 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         credits=credits,
         meter=meter,
         tail=tail_policies(settings),
+        metrics=RouterMetrics(),
     )
-    service = RpcService(snapshot, deps)
+    request_log = RequestLog(logging.getLevelNamesMapping()[settings.request_log_level.name])
+    service = RpcService(snapshot, deps, keep_requests=request_log.enabled)
     sync = StorageSync(
         engine,
         meter,
@@ -198,6 +243,10 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         cooldowns,
         engine,
         stale_after_s=settings.health_storage_stale_s,
+        metrics=deps.metrics,
+        metrics_networks=tuple(parse_networks(settings.metrics_networks)),
+        metrics_share=MetricsShare(settings.metrics_dir) if settings.rpc_workers > 1 else None,
+        request_log=request_log,
     )
 
 

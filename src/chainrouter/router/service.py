@@ -23,12 +23,15 @@ JSON = "application/json"
 
 
 class RpcService:
-    def __init__(self, snapshot: RouterSnapshot, deps: stages.StageDeps) -> None:
+    def __init__(
+        self, snapshot: RouterSnapshot, deps: stages.StageDeps, *, keep_requests: bool = False
+    ) -> None:
         self.snapshot = snapshot
         self.deps = deps
         calls, closing = stages.calls(deps), stages.closing(deps)
-        self.keyed = Pipeline(stages.keyed(deps), calls, closing)
-        self.public = Pipeline(stages.public(deps), calls, closing)
+        kept = {"keep_requests": keep_requests}  # for the request log: router/request_log.py
+        self.keyed = Pipeline(stages.keyed(deps), calls, closing, **kept)
+        self.public = Pipeline(stages.public(deps), calls, closing, **kept)
         self._ids = BatchIds()
 
     @property

@@ -88,6 +88,7 @@ class StorageSync:
         self._journal = journal
         # When storage last answered (monotonic): the snapshot was loaded just before this.
         self.last_contact: float | None = time.monotonic()
+        self.last_flushed: float | None = None  # when everything metered was last in storage
         self._unwritten: list[UsageBatch] = []  # in order; the head is retried first
         self._set_aside: list[UsageBatch] = []  # one customer each, failed but not for a outage
         self.failed_flushes = 0
@@ -177,6 +178,8 @@ class StorageSync:
                 return not self._set_aside
             self.last_contact = time.monotonic()
             self._credits.replace_stored(balances)
+        if not self._unwritten and not self._set_aside:
+            self.last_flushed = time.monotonic()
         await self.follow_plan_standings()
         return not self._set_aside
 

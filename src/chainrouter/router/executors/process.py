@@ -31,7 +31,7 @@ def assemble_worker(settings: Settings) -> tuple[RouterRuntime, list[IpNetwork]]
     from chainrouter.stores.sql.engine import create_database_engine
     from chainrouter.stores.sql.migrate import require_current_schema
 
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     raise_open_file_limit()
     engine = create_database_engine(settings.database_url)
     require_current_schema(engine)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from chainrouter.router.capabilities import CapabilityBook
@@ -26,6 +26,7 @@ from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
 from chainrouter.router.stages.body import BodyWithinLimit
@@ -33,6 +34,7 @@ from chainrouter.router.stages.capable import CapableRoutes
 from chainrouter.router.stages.chain import SupportedChain
 from chainrouter.router.stages.consistent_head import NotBehindSeen, SeeHead
 from chainrouter.router.stages.content_type import JsonContentType
+from chainrouter.router.stages.count import CountCall
 from chainrouter.router.stages.credit import CreditHold, SettleCredits
 from chainrouter.router.stages.domain import AllowedDomain
 from chainrouter.router.stages.free_tier import FreeTierLimits, FreeTierOpen, FreeTierRoom
@@ -79,6 +81,7 @@ class StageDeps:
     meter: UsageMeter
     clock: Callable[[], float] = time.monotonic  # for deadlines; tests pass a fake one
     tail: TailPolicies | None = None  # hedges and time-outs; None: the defaults
+    metrics: RouterMetrics = field(default_factory=RouterMetrics)
 
 
 def keyed(deps: StageDeps) -> list[RequestStage]:
@@ -127,10 +130,16 @@ def calls(deps: StageDeps) -> list[CallStage]:
             ),
             deps.clock,
             deps.tail or TailPolicies(TailPolicy(timeout_ceiling_s=limits.attempt_timeout_s)),
+            deps.metrics,
         ),
     ]
 
 
 def closing(deps: StageDeps) -> list[CallStage]:
     """After every call, whatever ended it."""
-    return [SettleCredits(deps.credits), Meter(deps.meter), SeeHead(deps.seen_heads)]
+    return [
+        SettleCredits(deps.credits),
+        Meter(deps.meter),
+        CountCall(deps.metrics),
+        SeeHead(deps.seen_heads),
+    ]

@@ -40,6 +40,7 @@ from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward, 
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.latency import HEDGED_WORK, TailPolicies, TailPolicy
+from chainrouter.router.metrics import RouterMetrics
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,7 @@ class Attempt:
         limits: AttemptLimits,
         clock: Callable[[], float],
         tail: TailPolicies,
+        metrics: RouterMetrics | None = None,
     ) -> None:
         self._cooldowns = cooldowns
         self._health = health
@@ -164,6 +166,7 @@ class Attempt:
         self._tail = tail
         self._limits = limits
         self._clock = clock
+        self._metrics = RouterMetrics() if metrics is None else metrics
         # Each route's limits, by the route's identity, for the snapshot the routes belong to.
         self._snapshot: RouterSnapshot | None = None
         self._buckets: dict[int, list[Bucket]] = {}
@@ -207,6 +210,7 @@ class Attempt:
     def _settle(self, attempts: _Attempts, outcome: _Served | _GaveUp | None) -> None:
         """End the call: with the answer that won, or with why no route answered."""
         call = attempts.call
+        call.attempts = attempts.tally.tried
         if isinstance(outcome, _Served):
             call.served_by = outcome.route
             call.end(outcome.scenario, outcome.status, outcome.answer)
@@ -255,7 +259,9 @@ class Attempt:
             finally:
                 attempts.busy -= 1
             tally.tried += 1
-            served = self._judge(route, answer, call, tally, clock() - sent, work, attempts.racing)
+            elapsed = clock() - sent
+            served = self._judge(route, answer, call, tally, elapsed, work, attempts.racing)
+            self._metrics.attempt(node_id, served is not None, elapsed)
             if served is None and (back := credits_given_back(route)) is not None:
                 await Acquire([back])  # the provider bills answers: a failure spent nothing
             if served is not None:
@@ -363,6 +369,7 @@ class Attempt:
                 call.end(Scenario.ALL_FAILED, 504, error_response(failure, call.call.id_json))
                 return
             await Gather([self.run(part) for part in parts[first : first + step]])
+        call.attempts = sum(part.attempts for part in parts)
         merged = _merged_logs(parts)
         if merged is None:
             failed = next(p for p in parts if p.served_by is None or not _is_result(p.answer))

@@ -1,0 +1,187 @@
+"""`GET /metrics` on the router: what `RouterMetrics` counted and the state the router holds,
+in Prometheus's text format (the `prometheus-client` library writes it). Read when scraped,
+never on the request path. The series are listed in docs/operations.md."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
+
+from chainrouter.domain.money import NANO_PER_CREDIT
+from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.health import HealthMonitor
+from chainrouter.router.metrics import LATENCY_BOUNDS_S, RouterMetrics
+from chainrouter.router.sync import StorageSync
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class RouterState:
+    """What a scrape reads besides the counts."""
+
+    counts: Callable[[], RouterMetrics]  # this worker's, or every worker's merged
+    snapshot: Callable[[], RouterSnapshot]
+    health: HealthMonitor
+    cooldowns: MemoryCooldowns
+    sync: StorageSync
+
+
+class _RouterCollector(Collector):
+    def __init__(self, state: RouterState) -> None:
+        self._state = state
+
+    def collect(self) -> Iterator[Metric]:
+        state = self._state
+        counts = state.counts()
+        yield from _traffic(counts)
+        yield from _attempts(counts, state.snapshot())
+        yield from _nodes(state)
+        yield from _storage(state.sync)
+
+
+def _traffic(counts: RouterMetrics) -> Iterator[Metric]:
+    requests = CounterMetricFamily(
+        "chainrouter_requests",
+        "HTTP requests answered, by route (keyed, free, other) and status.",
+        labels=["route", "status"],
+    )
+    for (route, status), n in sorted(counts.requests.items()):
+        requests.add_metric([route, str(status)], n)
+    yield requests
+    calls = CounterMetricFamily(
+        "chainrouter_calls",
+        "JSON-RPC calls (a batch counts each), by chain, tier, kind of work and scenario.",
+        labels=["chain", "tier", "work", "scenario"],
+    )
+    for (chain, tier, work, scenario), n in sorted(counts.calls.items()):
+        calls.add_metric([str(chain), tier, work, scenario], n)
+    yield calls
+    billed = CounterMetricFamily(
+        "chainrouter_credits_billed",
+        "Credits charged to customers for calls, by chain (exact to the nano-credit).",
+        labels=["chain"],
+    )
+    for chain, nano in sorted(counts.credits_nano.items()):
+        billed.add_metric([str(chain)], float(Decimal(nano) / NANO_PER_CREDIT))
+    yield billed
+
+
+def _attempts(counts: RouterMetrics, snapshot: RouterSnapshot) -> Iterator[Metric]:
+    chain_of = {
+        node.node_id: node.chain_id
+        for nodes in snapshot.routes.nodes_by_chain.values()
+        for node in nodes
+    }
+    attempts = CounterMetricFamily(
+        "chainrouter_upstream_attempts",
+        "Attempts sent to nodes, by node and outcome (answered, failed); failovers and hedges "
+        "are the calls' scenarios.",
+        labels=["chain", "node", "outcome"],
+    )
+    for (node, outcome), n in sorted(counts.attempts.items()):
+        attempts.add_metric([str(chain_of.get(node, 0)), str(node), outcome], n)
+    yield attempts
+    latency = HistogramMetricFamily(
+        "chainrouter_upstream_latency_seconds",
+        "Time nodes took to answer, by node.",
+        labels=["chain", "node"],
+    )
+    for node, buckets in sorted(counts.latency.items()):
+        cumulative, total = [], 0.0
+        for bound, count in zip((*LATENCY_BOUNDS_S, float("inf")), buckets[:-1], strict=True):
+            total += count
+            cumulative.append(("+Inf" if bound == float("inf") else str(bound), total))
+        latency.add_metric([str(chain_of.get(node, 0)), str(node)], cumulative, buckets[-1])
+    yield latency
+
+
+def _nodes(state: RouterState) -> Iterator[Metric]:
+    health, cooldowns = state.health, state.cooldowns
+    out_of_sync, smoothed = health.out_of_sync, health.latency_ms
+    up = GaugeMetricFamily(
+        "chainrouter_node_up",
+        "1 when the node is in sync, not cooling down and has answered since the router "
+        "started; else 0.",
+        labels=["chain", "node"],
+    )
+    lag = GaugeMetricFamily(
+        "chainrouter_node_head_lag_blocks",
+        "Blocks the node's last reported head is behind its chain's head.",
+        labels=["chain", "node"],
+    )
+    failures = GaugeMetricFamily(
+        "chainrouter_node_consecutive_failed_checks",
+        "Health checks the node failed in a row.",
+        labels=["chain", "node"],
+    )
+    for chain_id, nodes in sorted(state.snapshot().routes.nodes_by_chain.items()):
+        chain_head = health.chain_head(chain_id)
+        for node in nodes:
+            labels = [str(chain_id), str(node.node_id)]
+            healthy = (
+                node.node_id in smoothed
+                and node.node_id not in out_of_sync
+                and cooldowns.available(node.node_id)
+            )
+            up.add_metric(labels, 1.0 if healthy else 0.0)
+            node_head = health.node_head(node.node_id)
+            if chain_head is not None and node_head is not None:
+                lag.add_metric(labels, float(max(chain_head - node_head, 0)))
+            node_state = health.state(node.node_id)
+            failures.add_metric(labels, float(node_state.failures if node_state else 0))
+    yield up
+    yield lag
+    yield failures
+
+
+def _storage(sync: StorageSync) -> Iterator[Metric]:
+    now = time.monotonic()
+    unwritten = GaugeMetricFamily(
+        "chainrouter_usage_unwritten_batches",
+        "Usage flushes (and set-aside parts) not yet in storage; the journal keeps them.",
+        value=float(sync.unwritten_batches),
+    )
+    yield unwritten
+    if sync.last_flushed is not None:
+        yield GaugeMetricFamily(
+            "chainrouter_usage_flush_age_seconds",
+            "Seconds since everything metered was last in storage.",
+            value=now - sync.last_flushed,
+        )
+    if sync.last_contact is not None:
+        yield GaugeMetricFamily(
+            "chainrouter_storage_contact_age_seconds",
+            "Seconds since storage last answered this router.",
+            value=now - sync.last_contact,
+        )
+    yield GaugeMetricFamily(
+        "chainrouter_configuration_version",
+        "The configuration version this router serves.",
+        value=float(sync.version),
+    )
+
+
+class RouterExposition:
+    """The router's series and the process's own (CPU, memory, open files), ready to render."""
+
+    def __init__(self, state: RouterState) -> None:
+        self._registry = CollectorRegistry()
+        self._registry.register(_RouterCollector(state))
+        ProcessCollector(registry=self._registry)
+
+    def render(self) -> bytes:
+        return generate_latest(self._registry)
