@@ -113,6 +113,14 @@ async def test_calls_credits_attempts_and_node_health_are_exposed(
         "status",
         "le",
     }
+    # Keyed calls are read from the usage meter: written to storage, they are still counted.
+    assert await world.runtime.sync.flush()
+    assert await _post(world, f"/rpc/evm/{CHAIN_A}", rpc("eth_blockNumber")) == 200
+    samples = _samples((await _scrape(world))[1])
+    assert _value(samples, "chainrouter_calls_total", **failover) == 2
+    free = {"chain": chain, "tier": "free", "work": "quick", "scenario": "failover"}
+    assert _value(samples, "chainrouter_calls_total", **free) == 1
+    assert _value(samples, "chainrouter_requests_total", route="free", status="200") == 1
 
 
 async def test_the_usage_flush_lag_is_exposed_once_usage_is_written(
@@ -152,7 +160,7 @@ def test_any_worker_answers_for_all_and_a_gone_worker_is_dropped(tmp_path: Path)
         merged = MetricsShare(tmp_path).merged(mine)
         assert merged.calls[(1, "keyed", "quick", "first_choice")] == 2
         assert merged.credits_nano[1] == 12
-        assert merged.attempts[(3, "answered")] == 1
+        assert merged.attempts()[(3, "answered")] == 1
         assert not (tmp_path / f"{dead.pid}.metrics.json").exists()
         assert json.loads((tmp_path / f"{sleeper.pid}.metrics.json").read_text())["calls"]
     finally:

@@ -54,12 +54,8 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         "CreditHold",
         "Attempt",
     ]
-    assert names(service.keyed.closing_stages) == [
-        "SettleCredits",
-        "Meter",
-        "CountCall",
-        "SeeHead",
-    ]
+    assert names(service.keyed.closing_stages) == ["SettleCredits", "Meter", "SeeHead"]
+    assert names(service.public.closing_stages) == ["CountFreeCall"]
 
 
 def test_an_unauthenticated_request_is_refused_before_its_body_is_parsed() -> None:

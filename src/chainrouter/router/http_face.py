@@ -70,50 +70,22 @@ class RouterFace:
         self._request_log = request_log
 
     async def respond(self, request: HttpRequest) -> HttpAnswer:
-        """The answer to one request (a program: the executor runs it)."""
-        path = request.path
+        """The answer to one request (a program: the executor runs it). One coroutine for the
+        whole of it: each more would cost every request its frame."""
+        path, method = request.path, request.method
         if not path.startswith("/rpc/"):
             answer = self._other(request)
             self._count("other", answer.status)
             return answer
         route = "free" if path.startswith("/rpc/evm/") else "keyed"
-        request_log = self._request_log
-        if request_log is None or not request_log.enabled:
-            answer, _ = await self._rpc(request)
-            self._count(route, answer.status)
-            return answer
-        started = time.perf_counter()
-        answer, reply = await self._rpc(request)
-        self._count(route, answer.status)
-        if reply is not None:
-            request_log.write(route, reply, time.perf_counter() - started)
-        return answer
-
-    def _other(self, request: HttpRequest) -> HttpAnswer:
-        path, method = request.path, request.method
-        if method in ("GET", "HEAD"):
-            if path == "/health":
-                return self._health()
-            if path == "/metrics" and self._may_scrape(request.peer):
-                exposition = self._metrics.exposition
-                assert exposition is not None
-                headers = [("content-type", CONTENT_TYPE), *self._plain_headers()[1:]]
-                return HttpAnswer(200, headers, exposition.render())
-        not_found = {"error": {"code": "not_found", "message": f"no route {path}"}}
-        return HttpAnswer(404, self._plain_headers(), orjson.dumps(not_found))
-
-    def _may_scrape(self, peer: str) -> bool:
-        access = self._metrics
-        return access.exposition is not None and in_networks(peer, access.networks)
-
-    async def _rpc(self, request: HttpRequest) -> tuple[HttpAnswer, Reply | None]:
-        """The answer, and the reply it was made from (None for a preflight)."""
-        path, method = request.path, request.method
         service = self._service
         origin = request.origin
         if method == "OPTIONS":
             batch_id = ("x-batch-id", service.new_batch_id())
-            return HttpAnswer(204, [batch_id, *_cors(origin), *_CORS_PREFLIGHT], b""), None
+            self._count(route, 204)
+            return HttpAnswer(204, [batch_id, *_cors(origin), *_CORS_PREFLIGHT], b"")
+        request_log = self._request_log
+        started = time.perf_counter() if request_log is not None and request_log.enabled else 0.0
         try:
             parts = path[5:].split("/")
             body = request.body
@@ -146,10 +118,29 @@ class RouterFace:
         except Exception:
             # A bug must still get a JSON-RPC answer with a batch id (spec section 7: 500).
             log.exception("unexpected failure serving %s", method)
-            failure = RpcError(500, RpcCode.INTERNAL_ERROR, "internal error")
-            reply = service.refuse(failure)
-            return _answer(reply, None), reply
-        return _answer(reply, origin), reply
+            reply = service.refuse(RpcError(500, RpcCode.INTERNAL_ERROR, "internal error"))
+            origin = None
+        self._count(route, reply.status)
+        if started and request_log is not None:
+            request_log.write(route, reply, time.perf_counter() - started)
+        return _answer(reply, origin)
+
+    def _other(self, request: HttpRequest) -> HttpAnswer:
+        path, method = request.path, request.method
+        if method in ("GET", "HEAD"):
+            if path == "/health":
+                return self._health()
+            if path == "/metrics" and self._may_scrape(request.peer):
+                exposition = self._metrics.exposition
+                assert exposition is not None
+                headers = [("content-type", CONTENT_TYPE), *self._plain_headers()[1:]]
+                return HttpAnswer(200, headers, exposition.render())
+        not_found = {"error": {"code": "not_found", "message": f"no route {path}"}}
+        return HttpAnswer(404, self._plain_headers(), orjson.dumps(not_found))
+
+    def _may_scrape(self, peer: str) -> bool:
+        access = self._metrics
+        return access.exposition is not None and in_networks(peer, access.networks)
 
     def _health(self) -> HttpAnswer:
         """200 when the router can serve, 503 when it cannot (router/readiness.py)."""

@@ -46,6 +46,9 @@ class UsageMeter:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # Where each metered call and each take is also appended, as it happens (router/journal.py).
     journal: UsageJournal | None = None
+    # Every take's calls and nano-credits so far by (chain, method, scenario), for the metrics
+    # (`totals`): counted once per flush, never per call.
+    _taken: dict[tuple[int, str, str], list[int]] = field(default_factory=dict)
 
     def record(
         self,
@@ -80,7 +83,16 @@ class UsageMeter:
             self._rows, self._spend = {}, {}
             if self.journal is not None:
                 self.journal.taken(self._sequence)
+            _fold(self._taken, batch.rows)
         return batch
+
+    def totals(self) -> dict[tuple[int, str, str], list[int]]:
+        """Calls and nano-credits metered since the process started, taken or not, by
+        (chain, method, scenario): what the metrics show of keyed calls."""
+        with self._lock:
+            totals = {key: list(counts) for key, counts in self._taken.items()}
+            _fold(totals, self._rows)
+        return totals
 
     def pending_requests(self) -> int:
         with self._lock:
@@ -146,3 +158,13 @@ class CreditView:
                 else:
                     self._unwritten.pop(customer_id, None)
             self._stored = balances
+
+
+def _fold(totals: dict[tuple[int, str, str], list[int]], rows: dict[UsageKey, list[int]]) -> None:
+    for (_, _, chain_id, method, scenario, _, _), (count, credits) in rows.items():
+        found = totals.get((chain_id, method, scenario))
+        if found is None:
+            totals[(chain_id, method, scenario)] = [count, credits]
+        else:
+            found[0] += count
+            found[1] += credits

@@ -1,10 +1,11 @@
 """The router's metrics, for Prometheus (`GET /metrics`; docs/operations.md, "Metrics").
 
 The request path only adds to plain dictionaries here (one look-up and one store per event, no
-lock: each worker's requests run on one thread); everything else is read when Prometheus
-scrapes. Labels come from bounded sets only: the chains and nodes of the configuration, the
-kinds of work (`domain/requirements.py`), the usage scenarios, HTTP statuses. Never a key, an
-IP address, a customer or a method name a caller chose.
+lock: each worker's requests run on one thread), and only for what nothing else counts: keyed
+calls are counted by the usage meter already and read from it when Prometheus scrapes
+(`with_metered`), as is everything else. Labels come from bounded sets only: the chains and
+nodes of the configuration, the kinds of work (`domain/requirements.py`), the usage scenarios,
+HTTP statuses. Never a key, an IP address, a customer or a method name a caller chose.
 
 With several workers, each one writes what it counted to a file of its own in the metrics
 directory every few seconds (`export`), and a scrape that reaches any of them answers for all:
@@ -23,18 +24,28 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from chainrouter.domain.requirements import work_of
+from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, UsageMeter
+
 log = logging.getLogger(__name__)
 
 # Upper bounds of the answer-time histogram, seconds: a loopback node answers in about a
 # millisecond, a distant one in tens, a heavy call in seconds.
 LATENCY_BOUNDS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 _SUFFIX = ".metrics.json"
+_UNKNOWN = "unknown"
+
+
+# A node's counts: attempts answered, attempts failed, answers per histogram bucket (the last:
+# above every bound), then the answers' total time in seconds.
+_ANSWERED, _FAILED, _BUCKETS = 0, 1, 2
+_NODE_SLOTS = _BUCKETS + len(LATENCY_BOUNDS_S) + 2
 
 
 class RouterMetrics:
     """What one worker counted since it started."""
 
-    __slots__ = ("attempts", "calls", "credits_nano", "latency", "requests")
+    __slots__ = ("calls", "credits_nano", "nodes", "requests")
 
     def __init__(self) -> None:
         # (route: "keyed" | "free" | "other", HTTP status) -> requests
@@ -42,30 +53,46 @@ class RouterMetrics:
         # (chain, tier: "keyed" | "free", kind of work, scenario) -> calls
         self.calls: dict[tuple[int, str, str, str], int] = {}
         self.credits_nano: dict[int, int] = {}  # chain -> nano-credits billed
-        # (node, "answered" | "failed") -> attempts
-        self.attempts: dict[tuple[int, str], int] = {}
-        # node -> answers per histogram bucket (the last: above every bound), then the sum, s
-        self.latency: dict[int, list[float]] = {}
+        self.nodes: dict[int, list[float]] = {}  # node -> its counts (_NODE_SLOTS)
 
     def request(self, route: str, status: int) -> None:
         key = (route, status)
         self.requests[key] = self.requests.get(key, 0) + 1
 
-    def call(self, chain_id: int, tier: str, work: str, scenario: str, cost_nano: int) -> None:
+    def call(
+        self, chain_id: int, tier: str, work: str, scenario: str, cost_nano: int, count: int = 1
+    ) -> None:
         key = (chain_id, tier, work, scenario)
-        self.calls[key] = self.calls.get(key, 0) + 1
+        self.calls[key] = self.calls.get(key, 0) + count
         if cost_nano:
             self.credits_nano[chain_id] = self.credits_nano.get(chain_id, 0) + cost_nano
 
     def attempt(self, node_id: int, answered: bool, seconds: float) -> None:
-        key = (node_id, "answered" if answered else "failed")
-        self.attempts[key] = self.attempts.get(key, 0) + 1
+        counts = self.nodes.get(node_id)
+        if counts is None:
+            counts = self.nodes[node_id] = [0.0] * _NODE_SLOTS
         if answered:
-            buckets = self.latency.get(node_id)
-            if buckets is None:
-                buckets = self.latency[node_id] = [0.0] * (len(LATENCY_BOUNDS_S) + 2)
-            buckets[bisect.bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
-            buckets[-1] += seconds
+            counts[_ANSWERED] += 1
+            counts[_BUCKETS + bisect.bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
+            counts[-1] += seconds
+        else:
+            counts[_FAILED] += 1
+
+    def attempts(self) -> dict[tuple[int, str], int]:
+        """(node, "answered" | "failed") -> attempts."""
+        found = {}
+        for node_id, counts in list(self.nodes.items()):
+            found[(node_id, "answered")] = int(counts[_ANSWERED])
+            found[(node_id, "failed")] = int(counts[_FAILED])
+        return found
+
+    def latency(self) -> dict[int, tuple[list[float], float]]:
+        """node -> (answers per histogram bucket, their total time): nodes that answered."""
+        return {
+            node_id: (list(counts[_BUCKETS:-1]), counts[-1])
+            for node_id, counts in list(self.nodes.items())
+            if counts[_ANSWERED]
+        }
 
     # -- sharing between workers ---------------------------------------------------------
 
@@ -77,8 +104,7 @@ class RouterMetrics:
             "requests": [[*key, n] for key, n in list(self.requests.items())],
             "calls": [[*key, n] for key, n in list(self.calls.items())],
             "credits_nano": [[chain, n] for chain, n in list(self.credits_nano.items())],
-            "attempts": [[*key, n] for key, n in list(self.attempts.items())],
-            "latency": [[node, list(buckets)] for node, buckets in list(self.latency.items())],
+            "nodes": [[node, list(counts)] for node, counts in list(self.nodes.items())],
         }
 
     def add(self, data: dict[str, Any]) -> None:
@@ -90,17 +116,24 @@ class RouterMetrics:
             self.calls[key] = self.calls.get(key, 0) + n
         for chain, n in data.get("credits_nano", ()):
             self.credits_nano[chain] = self.credits_nano.get(chain, 0) + n
-        for node, outcome, n in data.get("attempts", ()):
-            self.attempts[(node, outcome)] = self.attempts.get((node, outcome), 0) + n
-        for node, buckets in data.get("latency", ()):
-            mine = self.latency.setdefault(node, [0.0] * len(buckets))
-            for index, value in enumerate(buckets):
+        for node, counts in data.get("nodes", ()):
+            mine = self.nodes.setdefault(node, [0.0] * _NODE_SLOTS)
+            for index, value in enumerate(counts[:_NODE_SLOTS]):
                 mine[index] += value
 
     def copy(self) -> RouterMetrics:
         merged = RouterMetrics()
         merged.add(self.as_json())
         return merged
+
+
+def with_metered(metrics: RouterMetrics, meter: UsageMeter) -> RouterMetrics:
+    """A copy of `metrics` with the keyed calls and credits the usage meter counted."""
+    counts = metrics.copy()
+    for (chain_id, method, scenario), (calls, credits) in meter.totals().items():
+        work = _UNKNOWN if method == UNSUPPORTED_METHOD_NAME else work_of(method).value
+        counts.call(chain_id, "keyed", work, scenario, credits, calls)
+    return counts
 
 
 class MetricsShare:

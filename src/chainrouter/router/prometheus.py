@@ -92,7 +92,7 @@ def _attempts(counts: RouterMetrics, snapshot: RouterSnapshot) -> Iterator[Metri
         "are the calls' scenarios.",
         labels=["chain", "node", "outcome"],
     )
-    for (node, outcome), n in sorted(counts.attempts.items()):
+    for (node, outcome), n in sorted(counts.attempts().items()):
         attempts.add_metric([str(chain_of.get(node, 0)), str(node), outcome], n)
     yield attempts
     latency = HistogramMetricFamily(
@@ -100,12 +100,12 @@ def _attempts(counts: RouterMetrics, snapshot: RouterSnapshot) -> Iterator[Metri
         "Time nodes took to answer, by node.",
         labels=["chain", "node"],
     )
-    for node, buckets in sorted(counts.latency.items()):
+    for node, (buckets, seconds) in sorted(counts.latency().items()):
         cumulative, total = [], 0.0
-        for bound, count in zip((*LATENCY_BOUNDS_S, float("inf")), buckets[:-1], strict=True):
+        for bound, count in zip((*LATENCY_BOUNDS_S, float("inf")), buckets, strict=True):
             total += count
             cumulative.append(("+Inf" if bound == float("inf") else str(bound), total))
-        latency.add_metric([str(chain_of.get(node, 0)), str(node)], cumulative, buckets[-1])
+        latency.add_metric([str(chain_of.get(node, 0)), str(node)], cumulative, seconds)
     yield latency
 
 

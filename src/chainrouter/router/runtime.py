@@ -29,7 +29,7 @@ from chainrouter.router.journal import (
 )
 from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.metering import CreditView, UsageMeter
-from chainrouter.router.metrics import MetricsShare, RouterMetrics
+from chainrouter.router.metrics import MetricsShare, RouterMetrics, with_metered
 from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.prometheus import RouterExposition, RouterState
 from chainrouter.router.readiness import Readiness, readiness
@@ -69,9 +69,14 @@ class RouterRuntime:
         """The HTTP behaviour over this router, for a server of `executor`'s."""
         exposition = None
         if self.metrics_networks:
-            share, own = self.metrics_share, self.metrics
+            share, own, meter = self.metrics_share, self.metrics, self.service.deps.meter
+
+            def counts() -> RouterMetrics:
+                mine = with_metered(own, meter)
+                return mine if share is None else share.merged(mine)
+
             state = RouterState(
-                counts=(lambda: own) if share is None else (lambda: share.merged(own)),
+                counts=counts,
                 snapshot=lambda: self.service.snapshot,
                 health=self.health,
                 cooldowns=self.cooldowns,
@@ -118,7 +123,8 @@ class RouterRuntime:
         share = self.metrics_share
         assert share is not None
         while True:
-            await asyncio.to_thread(share.export, self.metrics.copy())
+            mine = with_metered(self.metrics, self.service.deps.meter)
+            await asyncio.to_thread(share.export, mine)
             await asyncio.sleep(_METRICS_SHARE_INTERVAL_S)
 
     def current_nodes(self) -> list[NodeInfo]:

@@ -28,10 +28,10 @@ class RpcService:
     ) -> None:
         self.snapshot = snapshot
         self.deps = deps
-        calls, closing = stages.calls(deps), stages.closing(deps)
+        calls = stages.calls(deps)
         kept = {"keep_requests": keep_requests}  # for the request log: router/request_log.py
-        self.keyed = Pipeline(stages.keyed(deps), calls, closing, **kept)
-        self.public = Pipeline(stages.public(deps), calls, closing, **kept)
+        self.keyed = Pipeline(stages.keyed(deps), calls, stages.closing(deps), **kept)
+        self.public = Pipeline(stages.public(deps), calls, stages.free_closing(deps), **kept)
         self._ids = BatchIds()
 
     @property

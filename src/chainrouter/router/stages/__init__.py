@@ -5,7 +5,8 @@ A stage is a small class with one job and a `run` method that reads and writes t
 - a request stage (`RequestStage`) refuses the request by setting `request.refusal`;
 - a call stage (`CallStage`) ends the call by calling `call.end(...)`;
 - a closing stage runs after every call, whatever ended it: credits are settled and usage is
-  metered there, and only there.
+  metered there, and only there (`closing`; the free tier's own list, `free_closing`, counts
+  its calls for the metrics).
 `run` does no I/O. A stage that needs the network or time is an `async def` that awaits the
 commands of `router/contract.py` and nothing else (or returns such a coroutine: `Attempt`
 picks one of two programs for a call); the executor carries the commands out.
@@ -34,7 +35,7 @@ from chainrouter.router.stages.capable import CapableRoutes
 from chainrouter.router.stages.chain import SupportedChain
 from chainrouter.router.stages.consistent_head import NotBehindSeen, SeeHead
 from chainrouter.router.stages.content_type import JsonContentType
-from chainrouter.router.stages.count import CountCall
+from chainrouter.router.stages.count import CountFreeCall
 from chainrouter.router.stages.credit import CreditHold, SettleCredits
 from chainrouter.router.stages.domain import AllowedDomain
 from chainrouter.router.stages.free_tier import FreeTierLimits, FreeTierOpen, FreeTierRoom
@@ -136,10 +137,10 @@ def calls(deps: StageDeps) -> list[CallStage]:
 
 
 def closing(deps: StageDeps) -> list[CallStage]:
-    """After every call, whatever ended it."""
-    return [
-        SettleCredits(deps.credits),
-        Meter(deps.meter),
-        CountCall(deps.metrics),
-        SeeHead(deps.seen_heads),
-    ]
+    """After every keyed call, whatever ended it."""
+    return [SettleCredits(deps.credits), Meter(deps.meter), SeeHead(deps.seen_heads)]
+
+
+def free_closing(deps: StageDeps) -> list[CallStage]:
+    """After every call of the free tier: no credits, no usage, no key's head; counted."""
+    return [CountFreeCall(deps.metrics)]

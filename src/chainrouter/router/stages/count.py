@@ -1,4 +1,5 @@
-"""Stage: every call, keyed or free, is counted for the metrics here (router/metrics.py)."""
+"""Stage: the free tier's calls are counted for the metrics here (router/metrics.py); keyed
+calls are counted by the usage meter (`Meter`), and the metrics read them there."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from chainrouter.router.metrics import RouterMetrics
 _MAX_METHODS = 10_000  # methods remembered with their kind of work; the rest looked up each time
 
 
-class CountCall:
-    """Closing: count the call by chain, tier, kind of work (never the method: callers choose
-    it) and scenario, and what it was billed."""
+class CountFreeCall:
+    """Closing, on the free tier: count the call by chain, kind of work (never the method:
+    callers choose it) and scenario."""
 
     def __init__(self, metrics: RouterMetrics) -> None:
         self._metrics = metrics
@@ -29,5 +30,4 @@ class CountCall:
             work = work_of(method).value
             if scenario is not Scenario.UNSUPPORTED_METHOD and len(self._work) < _MAX_METHODS:
                 self._work[method] = work  # a priced method: the set is the configuration's
-        tier = "free" if request.access is None else "keyed"
-        self._metrics.call(request.chain_id, tier, work, scenario, call.cost_nano)
+        self._metrics.call(request.chain_id, "free", work, scenario, 0)
