@@ -5,6 +5,7 @@
 mod contract;
 mod driver;
 mod http1;
+mod limit;
 mod race;
 mod server;
 mod target;

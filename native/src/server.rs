@@ -15,7 +15,7 @@ use hyper::header::{
     HeaderName, HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS,
     CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, VARY,
 };
-use hyper::server::conn::AddrStream;
+use hyper::server::conn::AddrIncoming;
 use hyper::service::{make_service_fn, service_fn};
 use hyper::{Body, Method, Request, Response, Server, StatusCode};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
@@ -25,6 +25,7 @@ use pyo3::types::{PyBytes, PyList, PyString};
 use tokio::sync::Notify;
 
 use crate::driver::{drive_from, log_error, seconds, start, Driver, Shared, Step};
+use crate::limit::{Counted, Limited};
 
 const HEARTBEAT: Duration = Duration::from_secs(1);
 const LOGGER: &str = "chainrouter.router.executors.native";
@@ -39,6 +40,7 @@ pub struct NativeServer {
     driver: Py<Driver>,
     stopping: Arc<Notify>,
     header_timeout: Duration,
+    max_connections: usize,
 }
 
 /// What each request needs: the driver's part, the Python handler, the body's bounds.
@@ -61,7 +63,11 @@ impl NativeServer {
         max_body_bytes: usize,
         header_timeout_s: f64,
         body_timeout_s: f64,
+        max_connections: usize,
     ) -> PyResult<Self> {
+        if max_connections == 0 {
+            return Err(PyValueError::new_err("max_connections must be at least 1"));
+        }
         let shared = driver.borrow(py).shared.clone();
         Ok(NativeServer {
             state: Arc::new(State {
@@ -73,6 +79,7 @@ impl NativeServer {
             driver,
             stopping: Arc::new(Notify::new()),
             header_timeout: seconds(header_timeout_s)?,
+            max_connections,
         })
     }
 
@@ -87,12 +94,12 @@ impl NativeServer {
         let listener = unsafe { std::net::TcpListener::from_raw_fd(own) };
         let state = self.state.clone();
         let stopping = self.stopping.clone();
-        let header_timeout = self.header_timeout;
+        let bounds = (self.header_timeout, self.max_connections);
         let driver = self.driver.borrow(py);
         let driver: &Driver = &driver;
         py.allow_threads(|| {
             let _turn = driver.busy.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            driver.runtime.block_on(run(listener, state, stopping, header_timeout))
+            driver.runtime.block_on(run(listener, state, stopping, bounds))
         })
         .map_err(PyRuntimeError::new_err)
     }
@@ -103,19 +110,35 @@ impl NativeServer {
     }
 }
 
+/// Serve until `stopping`: `bounds` are the time a request's head may take and the most
+/// connections held open at once.
 async fn run(
     listener: std::net::TcpListener,
     state: Arc<State>,
     stopping: Arc<Notify>,
-    header_timeout: Duration,
+    bounds: (Duration, usize),
 ) -> Result<(), String> {
+    let (header_timeout, max_connections) = bounds;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
-    let make = make_service_fn(move |connection: &AddrStream| {
-        let peer: Arc<str> = connection.remote_addr().ip().to_string().into();
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+    let mut incoming = AddrIncoming::from_listener(listener).map_err(|e| e.to_string())?;
+    incoming.set_nodelay(true);
+    let make = make_service_fn(move |connection: &Counted| {
+        let peer: Arc<str> = connection.stream.remote_addr().ip().to_string().into();
+        let deadline = connection.deadline.clone();
         let state = state.clone();
         async move {
             Ok::<_, Infallible>(service_fn(move |request| {
-                answer(state.clone(), peer.clone(), request)
+                // The head is in: no head deadline while the request is served; the next
+                // head's runs from the answer.
+                deadline.disarm();
+                let answering = answer(state.clone(), peer.clone(), request);
+                let deadline = deadline.clone();
+                async move {
+                    let answered = answering.await;
+                    deadline.arm();
+                    answered
+                }
             }))
         }
     });
@@ -129,10 +152,7 @@ async fn run(
             beat.tick().await;
         }
     });
-    let served = Server::from_tcp(listener)
-        .map_err(|e| e.to_string())?
-        .tcp_nodelay(true)
-        .http1_header_read_timeout(header_timeout)
+    let served = Server::builder(Limited::new(incoming, max_connections, header_timeout))
         .serve(make)
         .with_graceful_shutdown(async move { stopping.notified().await })
         .await

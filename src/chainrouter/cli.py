@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
 from chainrouter.logs import configure_logging
+from chainrouter.net.http_bounds import BoundedHttpTools
 from chainrouter.settings import RpcServer, ServeRole, Settings, SettingsError, load_settings
 
 log = logging.getLogger("chainrouter")
@@ -164,6 +165,11 @@ def _serve_api(settings: Settings) -> int:
         build_api_app(_engine(settings), settings),
         host=settings.api_host,
         port=settings.api_port,
+        # Slow heads and bodies are bounded, and so are the connections held at once.
+        http=BoundedHttpTools.bound(
+            settings.request_head_timeout_s, settings.request_body_timeout_s
+        ),
+        limit_concurrency=settings.max_connections,
         log_level=settings.log_level.value,
         log_config=None,  # its records go through our handler (logs.py): JSON or text alike
         access_log=False,
@@ -195,7 +201,8 @@ def _serve_rpc(settings: Settings) -> int:
         port=settings.rpc_port,
         workers=settings.rpc_workers if settings.rpc_workers > 1 else None,
         loop="uvloop",
-        http="httptools",
+        http=BoundedHttpTools,  # bounds set by each worker from its settings (executors/asgi.py)
+        limit_concurrency=settings.max_connections,
         lifespan="on",
         # The client's address is the router's to decide (trusted proxies), never uvicorn's.
         proxy_headers=False,

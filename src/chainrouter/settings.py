@@ -148,15 +148,25 @@ class Settings(BaseSettings):
         default=30.0,
         gt=0,
         le=600,
-        description="Time a client gets to send a request's head (its line and headers) to the "
-        "router, seconds; slower: the connection is closed. Native executor.",
+        description="Time a client gets to send a request's head (its line and headers), from "
+        "its connection or the request's first byte, seconds; slower: the connection is "
+        "closed. The router (either executor) and the management API.",
     )
     request_body_timeout_s: float = Field(
         default=30.0,
         gt=0,
         le=600,
         description="Time a client gets to send a request's whole body after its head, seconds; "
-        "slower: HTTP 408 and the connection is closed. Native executor.",
+        "slower: the connection is closed (the native executor first answers HTTP 408). The "
+        "router and the management API.",
+    )
+    max_connections: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Most connections one server process holds open at once (each router "
+        "worker, the API). The native executor stops accepting beyond it, so new ones wait in "
+        "the kernel's backlog; uvicorn (the Python executor, the API) answers 503 beyond it.",
     )
     max_batch_size: int = Field(
         default=100, ge=1, le=10_000, description="Most requests in one JSON-RPC batch."

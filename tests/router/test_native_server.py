@@ -44,7 +44,11 @@ def _driver(loop: asyncio.AbstractEventLoop, limiter: Limiter | None = None) -> 
 
 @contextmanager
 def served(
-    handler: Handler, *, max_body_bytes: int = 1024, body_timeout_s: float = 30.0
+    handler: Handler,
+    *,
+    max_body_bytes: int = 1024,
+    body_timeout_s: float = 30.0,
+    max_connections: int = 10_000,
 ) -> Iterator[str]:
     """`handler` behind a native server on a free port; yields its base URL."""
     native = load_native_module()
@@ -52,7 +56,9 @@ def served(
     loop_thread = threading.Thread(target=loop.run_forever, daemon=True)
     loop_thread.start()
     driver = _driver(loop)
-    server = native.NativeServer(handler, driver, max_body_bytes, 30.0, body_timeout_s)
+    server = native.NativeServer(
+        handler, driver, max_body_bytes, 30.0, body_timeout_s, max_connections
+    )
     listener = socket.create_server(("127.0.0.1", 0))
     serving = threading.Thread(target=server.serve, args=(listener.fileno(),), daemon=True)
     serving.start()
@@ -350,3 +356,24 @@ def test_a_body_that_does_not_arrive_in_time_is_408_and_the_handler_never_sees_i
     assert b"connection: close" in answer.lower()
     assert 0.2 < waited < 3
     assert seen == []
+
+
+def test_past_its_connection_bound_the_server_accepts_nothing_until_one_closes() -> None:
+    """5,000 idle connections must not all be held (issue 35): beyond the bound, new ones wait
+    in the kernel's backlog, and are served as soon as a place frees up."""
+
+    async def handler(request: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+        return 200, [("content-type", "application/json")], b"{}"
+
+    with served(handler, max_connections=2) as url:
+        host, port = url.removeprefix("http://").split(":")
+        idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(2)]
+        time.sleep(0.2)  # both accepted, holding the two places
+        with socket.create_connection((host, int(port)), timeout=0.5) as waiting:
+            waiting.sendall(b"POST /rpc/1/k HTTP/1.1\r\nHost: r\r\nContent-Length: 2\r\n\r\n{}")
+            with pytest.raises(TimeoutError):
+                waiting.recv(4096)  # not accepted: no answer
+            idle[0].close()
+            waiting.settimeout(5)
+            assert waiting.recv(4096).startswith(b"HTTP/1.1 200")
+        idle[1].close()

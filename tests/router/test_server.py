@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -393,3 +394,38 @@ def test_the_router_listens_on_an_ipv6_address(
     finally:
         ipv6.process.terminate()
         ipv6.process.wait(20)
+
+
+@pytest.mark.parametrize("server", ["python", "native"])
+def test_slow_clients_are_cut_off_on_either_executor(
+    server: str, tmp_path: Path, anvil: AnvilNodes
+) -> None:
+    """A connection that sends nothing, or drips its head, or starves its body, is closed
+    within the configured time (issue 35, item 9), on the Python executor (uvicorn, bounded by
+    net/http_bounds.py) as on the native one."""
+    router = start_router(
+        tmp_path,
+        anvil,
+        server,
+        CHAINROUTER_REQUEST_HEAD_TIMEOUT_S="0.5",
+        CHAINROUTER_REQUEST_BODY_TIMEOUT_S="0.5",
+    )
+    host, port = router.base.removeprefix("http://").rsplit(":", 1)
+    try:
+        for sent in (
+            b"",  # connects and says nothing
+            b"POST /rpc/1/k HTTP/1.1\r\nHost: r\r\n",  # a head never finished
+            b"POST /rpc/1/k HTTP/1.1\r\nHost: r\r\nContent-Length: 100\r\n\r\n{",  # a short body
+        ):
+            with socket.create_connection((host, int(port)), timeout=10) as connection:
+                connection.sendall(sent)
+                started = time.monotonic()
+                while connection.recv(4096):  # the native server may answer 408 first
+                    pass
+                assert time.monotonic() - started < 5, sent
+        # An ordinary request still gets its answer.
+        answer = httpx.post(router.url(), json=rpc("eth_chainId"), timeout=10)
+        assert answer.json()["result"] == hex(CHAIN_A)
+    finally:
+        router.process.terminate()
+        router.process.wait(30)

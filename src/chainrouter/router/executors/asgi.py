@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chainrouter.net.client_ip import IpNetwork
+from chainrouter.net.http_bounds import BoundedHttpTools
 from chainrouter.router.contract import HttpRequest
 from chainrouter.router.executors.process import (
     assemble_worker,
@@ -138,6 +139,8 @@ def create_app() -> RouterApp:
         from chainrouter.settings import load_settings
 
         settings = load_settings()
+        # This worker's connections are made after its start: they get these bounds.
+        BoundedHttpTools.bound(settings.request_head_timeout_s, settings.request_body_timeout_s)
         runtime, trusted = assemble_worker(settings)
         return runtime, trusted, settings
 

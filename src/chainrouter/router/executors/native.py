@@ -146,6 +146,7 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         settings.max_body_bytes,
         settings.request_head_timeout_s,
         settings.request_body_timeout_s,
+        settings.max_connections,
     )
     settle_heap()
     stopping = asyncio.Event()
