@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import statistics
 import tempfile
@@ -37,6 +38,7 @@ from bench.rounds import BODY, ROUNDS
 from bench.router import CHAIN, ORIGIN, RESULTS, big_world
 from bench.transport import free_port
 from bench.upstreams import STATIC_BODY, nginx, require_tools
+from chainrouter.logs import JsonLines
 from chainrouter.router.contract import Forward, HttpAnswer, HttpRequest, Program, Race
 from chainrouter.router.executors.python import PythonExecutor
 from chainrouter.router.http_face import RouterFace
@@ -169,7 +171,40 @@ def _stepped_round(database_url: str, key: str) -> dict[str, float]:
         "pipeline, the whole request stepped in process, caches emptied before each call": (
             cold_ns / COLD_CALLS / 1000
         ),
+        "pipeline, caches warm, a JSON log line per request (to /dev/null)": _logged_round(
+            database_url, key
+        ),
     }
+
+
+def _logged_round(database_url: str, key: str) -> float:
+    """The warm figure with the router's request log on (router/request_log.py), its JSON lines
+    written to /dev/null: what a line per request costs."""
+    requests = logging.getLogger("chainrouter.requests")
+    with open(os.devnull, "w") as sink:
+        handler = logging.StreamHandler(sink)
+        handler.setFormatter(JsonLines())
+        requests.addHandler(handler)
+        requests.setLevel(logging.INFO)
+        requests.propagate = False
+        try:
+            journal_dir = tempfile.mkdtemp(prefix="bench-usage-journal-")
+            settings = load_settings(
+                database_url=database_url, usage_journal_dir=journal_dir, request_log_level="info"
+            )
+            runtime = build_runtime(settings, create_database_engine(settings.database_url))
+            face = runtime.face([], _executor(runtime))
+            request = _request(key)
+            for _ in range(500):
+                _stepped(face, request)
+            started = time.thread_time()
+            for _ in range(CALLS):
+                _stepped(face, request)
+            runtime.engine.dispose()
+            return (time.thread_time() - started) / CALLS * 1e6
+        finally:
+            requests.removeHandler(handler)
+            requests.propagate = True
 
 
 def main() -> None:

@@ -194,6 +194,16 @@ mod tests {
         tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
     }
 
+    /// A `Limited` on a fresh loopback port, and that port's address (inside a runtime).
+    fn listening(max: usize, head_timeout: Duration) -> (Limited, std::net::SocketAddr) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let address = listener.local_addr().unwrap();
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        let incoming = AddrIncoming::from_listener(listener).unwrap();
+        (Limited::new(incoming, max, head_timeout), address)
+    }
+
     async fn accept(limited: &mut Limited) -> Option<Counted> {
         let next = std::future::poll_fn(|cx| Pin::new(&mut *limited).poll_accept(cx));
         match tokio::time::timeout(Duration::from_millis(200), next).await {
@@ -205,14 +215,7 @@ mod tests {
     #[test]
     fn no_more_than_the_bound_is_accepted_until_one_closes() {
         runtime().block_on(async {
-            let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            std_listener.set_nonblocking(true).unwrap();
-            let address = std_listener.local_addr().unwrap();
-            let incoming = AddrIncoming::from_listener(
-                tokio::net::TcpListener::from_std(std_listener).unwrap(),
-            )
-            .unwrap();
-            let mut limited = Limited::new(incoming, 2, Duration::from_secs(30));
+            let (mut limited, address) = listening(2, Duration::from_secs(30));
             let clients: Vec<_> =
                 (0..3).map(|_| std::net::TcpStream::connect(address).unwrap()).collect();
             let first = accept(&mut limited).await.expect("the first is accepted");
@@ -227,14 +230,7 @@ mod tests {
     #[test]
     fn a_connection_silent_past_its_head_deadline_fails_its_read_unless_disarmed() {
         runtime().block_on(async {
-            let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            std_listener.set_nonblocking(true).unwrap();
-            let address = std_listener.local_addr().unwrap();
-            let incoming = AddrIncoming::from_listener(
-                tokio::net::TcpListener::from_std(std_listener).unwrap(),
-            )
-            .unwrap();
-            let mut limited = Limited::new(incoming, 2, Duration::from_millis(100));
+            let (mut limited, address) = listening(2, Duration::from_millis(100));
             let _silent = std::net::TcpStream::connect(address).unwrap();
             let mut connection = accept(&mut limited).await.expect("accepted");
             let mut buffer = [0u8; 16];

@@ -64,7 +64,7 @@ async def style() -> Response:
 
 
 @router.get("/dashboard/settings.json")
-async def settings(ctx: Context) -> Response:
+async def installation(ctx: Context) -> Response:
     """What the page needs to know of this installation: where customers reach the router, and
     whether it may offer sign-up."""
     configured = ctx.settings

@@ -61,14 +61,11 @@ class Pipeline:
         self.keep_requests = keep_requests
 
     async def serve(self, request: RequestContext) -> Reply:
-        reply = await self._serve(request)
-        if self.keep_requests:
-            reply.request = request
-        return reply
-
-    async def _serve(self, request: RequestContext) -> Reply:
+        # One coroutine for the whole request: each more would cost every request its frame.
+        kept = None
         if self.keep_requests:
             request.ended = []
+            kept = request
         for stage in self.request_stages:
             pending = stage.run(request)
             if pending is not None:
@@ -80,10 +77,12 @@ class Pipeline:
                     _refused(request, refusal),
                     request.batch_id,
                     _retry_after(refusal.http_status, refusal.retry_after_s),
+                    kept,
                 )
         if not request.is_batch:
             status, answer, retry_s = await self._call(request, request.calls[0], request.body)
-            return Reply(status, answer, request.batch_id, _headers(request, status, retry_s))
+            headers = _headers(request, status, retry_s)
+            return Reply(status, answer, request.batch_id, headers, kept)
         results: list[tuple[int, bytes, float | None]] = await Gather(
             [self._call(request, call, None) for call in request.calls]
         )
@@ -95,6 +94,7 @@ class Pipeline:
             batch_response([answer for _, answer, _ in results]),
             request.batch_id,
             _headers(request, status, retry_s),
+            kept,
         )
 
     async def _call(

@@ -166,7 +166,7 @@ class Attempt:
         self._tail = tail
         self._limits = limits
         self._clock = clock
-        self._metrics = RouterMetrics() if metrics is None else metrics
+        self._count_attempt = (RouterMetrics() if metrics is None else metrics).attempt
         # Each route's limits, by the route's identity, for the snapshot the routes belong to.
         self._snapshot: RouterSnapshot | None = None
         self._buckets: dict[int, list[Bucket]] = {}
@@ -261,7 +261,7 @@ class Attempt:
             tally.tried += 1
             elapsed = clock() - sent
             served = self._judge(route, answer, call, tally, elapsed, work, attempts.racing)
-            self._metrics.attempt(node_id, served is not None, elapsed)
+            self._count_attempt(node_id, served is not None, elapsed)
             if served is None and (back := credits_given_back(route)) is not None:
                 await Acquire([back])  # the provider bills answers: a failure spent nothing
             if served is not None:
