@@ -1,0 +1,1 @@
+"""WebSocket subscriptions: following each chain's head, and what clients subscribed to."""

@@ -1,0 +1,132 @@
+"""Following one chain's canonical head from the block headers WebSocket nodes announce, whatever
+node they come from and in whatever order a failover brings them (design notes, "WebSocket API":
+one head feed per chain, everything derived from it).
+
+`HeadChain` does no I/O. Offered a header, it answers what the hub must do next:
+- `Advance`: these heads extend the chain, in order (announce them; read their logs), and
+  these were orphaned by a reorg, newest first (send their logs again, `removed: true`);
+- `FetchByNumber`: a gap (a node missed heads, or a new node is ahead): fetch the blocks
+  between, in order, and offer them before the header again;
+- `FetchByHash`: the header does not extend the chain: fetch its parent and offer it first, and
+  so on back until a block the chain holds (the common ancestor), then the header again;
+- nothing (`None`): a header already known, one below the tip on another branch (a lagging
+  node's; followed once its branch reaches the tip's height), or too old to matter.
+
+The hub offers one header at a time and answers each fetch before it offers the next header.
+
+The chain remembers the last `depth` blocks: a reorg deeper than that, or a gap wider than
+`max_gap`, restarts it from the new header (`Advance(restarted=True)`), since what the
+subscribers were told can no longer be corrected block by block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    number: int
+    hash: str  # 0x-prefixed, lower case
+    parent_hash: str
+    header: bytes = b""  # the header as the node sent it: what newHeads subscribers receive
+
+
+@dataclass(frozen=True, slots=True)
+class Advance:
+    added: tuple[Head, ...]  # oldest first
+    removed: tuple[Head, ...] = ()  # orphaned, newest first
+    restarted: bool = False  # the chain lost track: what came before cannot be corrected
+
+
+@dataclass(frozen=True, slots=True)
+class FetchByNumber:
+    first: int
+    last: int  # inclusive
+
+
+@dataclass(frozen=True, slots=True)
+class FetchByHash:
+    hash: str
+
+
+Step = Advance | FetchByNumber | FetchByHash | None
+
+
+@dataclass(slots=True)
+class HeadChain:
+    depth: int = 128  # blocks remembered: the deepest reorg corrected block by block
+    max_gap: int = 128  # the widest gap filled block by block
+    _by_number: dict[int, Head] = field(default_factory=dict)
+    _tip: Head | None = None
+    # A reorg being walked back: the headers fetched by hash so far, newest first.
+    _pending: list[Head] = field(default_factory=list)
+
+    @property
+    def tip(self) -> Head | None:
+        return self._tip
+
+    def holds(self, block_hash: str) -> bool:
+        return any(head.hash == block_hash for head in self._by_number.values())
+
+    def offer(self, head: Head) -> Step:
+        tip = self._tip
+        if tip is None:
+            return self._restart(head)
+        known = self._by_number.get(head.number)
+        if known is not None and known.hash == head.hash:
+            return None  # a header already on the chain (a second node, a re-announcement)
+        if head.number <= tip.number - self.depth:
+            return None  # older than anything a subscriber could be corrected about
+        if head.number < tip.number and not self._pending:
+            # A fork below the tip (a lagging node's view): the chain moves to it only once it
+            # reaches the tip's height, as the node itself will then announce.
+            return None
+        if head.number == tip.number + 1 and head.parent_hash == tip.hash:
+            self._pending.clear()
+            self._append(head)
+            return Advance((head,))
+        if head.number > tip.number + 1 and not self._pending:
+            if head.number - tip.number > self.max_gap:
+                return self._restart(head)
+            return FetchByNumber(tip.number + 1, head.number - 1)
+        return self._walk_back(head)
+
+    def _walk_back(self, head: Head) -> Step:
+        """The header does not extend the tip: find where its ancestry meets the chain."""
+        if not self._pending or self._pending[-1].parent_hash == head.hash:
+            self._pending.append(head)
+        else:
+            self._pending = [head]  # another branch than the one being walked: start over
+        oldest = self._pending[-1]
+        parent = self._by_number.get(oldest.number - 1)
+        if parent is not None and parent.hash == oldest.parent_hash:
+            return self._switch(oldest.number)
+        if oldest.number - 1 <= (self._tip.number if self._tip else 0) - self.depth:
+            newest = self._pending[0]
+            self._pending.clear()
+            return self._restart(newest)
+        return FetchByHash(oldest.parent_hash)
+
+    def _switch(self, fork: int) -> Advance:
+        """Make the walked-back branch canonical from block `fork` on."""
+        assert self._tip is not None
+        removed = tuple(
+            self._by_number.pop(number) for number in range(self._tip.number, fork - 1, -1)
+        )
+        added = tuple(reversed(self._pending))
+        self._pending.clear()
+        for head in added:
+            self._append(head)
+        return Advance(added, removed)
+
+    def _append(self, head: Head) -> None:
+        self._by_number[head.number] = head
+        self._tip = head
+        self._by_number.pop(head.number - self.depth, None)
+
+    def _restart(self, head: Head) -> Advance:
+        self._by_number = {head.number: head}
+        self._tip = head
+        self._pending.clear()
+        return Advance((head,), restarted=True)
