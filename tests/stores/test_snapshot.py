@@ -76,3 +76,54 @@ def test_a_deactivated_key_leaves_the_next_snapshot(engine: Engine) -> None:
     snapshot = _snapshot(engine)
     assert snapshot.version == 2
     assert hash_secret(KEY) not in snapshot.keys_by_hash
+
+
+WS_FILE = """
+chains:
+  - {chain_id: 31337, name: Local, short_name: local, native_currency: {name: E, symbol: E}}
+  - {chain_id: 31338, name: Other, short_name: other, native_currency: {name: E, symbol: E}}
+providers:
+  - slug: dear
+    name: Dear
+    plans:
+      - name: ws
+        methods:
+          - {method: newHeads, node_target_type: ws, cost: "0.000002"}
+          - {method: logs, node_target_type: ws, cost: "0.000003"}
+        ws_nodes:
+          - {url: "ws://127.0.0.1:1/dear", chain_id: 31337}
+  - slug: cheap
+    name: Cheap
+    plans:
+      - name: ws
+        methods:
+          - {method: newHeads, node_target_type: ws, cost: "0.000005"}
+          - {method: newHeads, node_target_type: ws, cost: "0.000001", chain_id: 31337}
+        ws_nodes:
+          - {url: "ws://127.0.0.1:1/cheap", chain_id: 31337}
+          - {url: "ws://127.0.0.1:1/cheap-b", chain_id: 31338}
+          - {url: "ws://127.0.0.1:1/off", chain_id: 31338, status: disabled by provider}
+  - slug: unpriced
+    name: Unpriced
+    plans:
+      - name: ws
+        methods: [{method: eth_call, cost: "0.1"}]
+        ws_nodes: [{url: "ws://127.0.0.1:1/unpriced", chain_id: 31337}]
+"""
+
+
+def test_websocket_routes_carry_their_notification_prices_cheapest_heads_first(
+    engine: Engine,
+) -> None:
+    apply_config(engine, validate_document(parse_yaml(WS_FILE)))
+    table = _snapshot(engine).ws_routes
+    local = table.routes(31337)
+    assert [r.url.rsplit("/", 1)[1] for r in local] == ["cheap", "dear"]  # unpriced: no route
+    assert dict(local[0].prices) == {"newHeads": 1_000}  # the chain's own row wins
+    assert dict(local[1].prices) == {"newHeads": 2_000, "logs": 3_000}
+    other = table.routes(31338)
+    assert [(r.url.rsplit("/", 1)[1], dict(r.prices)) for r in other] == [
+        ("cheap-b", {"newHeads": 5_000})  # the all-chains row; the disabled node is out
+    ]
+    assert table.serves(31337, "logs")
+    assert not table.serves(31338, "logs")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.routing import RouteTable
+from chainrouter.domain.ws_routes import WsRouteTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,3 +16,4 @@ class RouterSnapshot:
     keys_by_hash: Mapping[str, KeyAccess]  # active keys only, by SHA-256 hex digest
     routes: RouteTable
     balances_nano: Mapping[int, int]  # customer id -> balance when loaded
+    ws_routes: WsRouteTable = field(default_factory=WsRouteTable)  # WebSocket nodes, priced

@@ -12,8 +12,7 @@ from chainrouter.domain.enums import NodeStatus
 from chainrouter.domain.routing import NodeHealth
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.chains import row_to_chain
-
-WS_TARGET_TYPE = "ws"  # plan method rows priced for WebSocket notifications
+from chainrouter.stores.sql.snapshot import load_ws_routes
 
 
 def chains_by_id(connection: Connection, chain_ids: set[int]) -> list[Chain]:
@@ -29,39 +28,13 @@ def ws_chain_ids(connection: Connection) -> set[int]:
 
 
 def ws_notification_prices(connection: Connection) -> list[tuple[int, str, int]]:
-    """(chain, subscription type, lowest cost) over plans with a healthy WebSocket node there.
-
-    A price row with `node_target_type` "ws" prices one notification of the subscription type
-    named by its `method` (e.g. newHeads); a row for the chain wins over the all-chains row.
-    """
-    nodes = select(t.ws_nodes.c.chain_id, t.ws_nodes.c.plan_id).where(
-        t.ws_nodes.c.status == NodeStatus.HEALTHY.value
-    )
-    plans_by_chain: dict[int, set[int]] = {}
-    for chain_id, plan_id in connection.execute(nodes):
-        plans_by_chain.setdefault(chain_id, set()).add(plan_id)
-    rows = connection.execute(
-        select(
-            t.plan_methods.c.plan_id,
-            t.plan_methods.c.method,
-            t.plan_methods.c.chain_id,
-            t.plan_methods.c.cost_nano,
-        ).where(t.plan_methods.c.node_target_type == WS_TARGET_TYPE)
-    ).all()
-    prices: dict[tuple[int, str, int | None], int] = {
-        (row.plan_id, row.method, row.chain_id): row.cost_nano for row in rows
-    }
-    subscription_types = sorted({row.method for row in rows})
+    """(chain, subscription type, lowest cost) over the WebSocket routes routers would use: an
+    enabled WebSocket node whose plan prices the type on its chain (domain/ws_routes.py)."""
     found = []
-    for chain_id in sorted(plans_by_chain):
-        for kind in subscription_types:
-            costs = []
-            for plan_id in plans_by_chain[chain_id]:
-                cost = prices.get((plan_id, kind, chain_id), prices.get((plan_id, kind, None)))
-                if cost is not None:
-                    costs.append(cost)
-            if costs:
-                found.append((chain_id, kind, min(costs)))
+    for chain_id, routes in sorted(load_ws_routes(connection).by_chain.items()):
+        for kind in sorted({kind for route in routes for kind in route.prices}):
+            costs = [cost for route in routes if (cost := route.price(kind)) is not None]
+            found.append((chain_id, kind, min(costs)))
     return found
 
 

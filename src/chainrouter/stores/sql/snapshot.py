@@ -11,6 +11,7 @@ from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeStatus, RoutingStrategy
 from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.domain.ws_routes import WS_TARGET_TYPE, WsRoute, WsRouteTable, priced_kinds
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.plan_usage import plan_standings, terms_of
@@ -37,6 +38,35 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
         keys_by_hash=keys,
         routes=load_route_table(connection),
         balances_nano=balances,
+        ws_routes=load_ws_routes(connection),
+    )
+
+
+def load_ws_routes(connection: Connection) -> WsRouteTable:
+    """Enabled WebSocket nodes with their plans' notification prices on their chains."""
+    rows = [
+        (row.plan_id, row.method, row.chain_id, row.cost_nano)
+        for row in connection.execute(
+            select(
+                t.plan_methods.c.plan_id,
+                t.plan_methods.c.method,
+                t.plan_methods.c.chain_id,
+                t.plan_methods.c.cost_nano,
+            ).where(t.plan_methods.c.node_target_type == WS_TARGET_TYPE)
+        )
+    ]
+    nodes = connection.execute(
+        select(t.ws_nodes).where(t.ws_nodes.c.status == NodeStatus.HEALTHY.value)
+    )
+    return WsRouteTable.build(
+        WsRoute(
+            node_id=row.id,
+            plan_id=row.plan_id,
+            chain_id=row.chain_id,
+            url=row.url,
+            prices=priced_kinds(rows, row.plan_id, row.chain_id),
+        )
+        for row in nodes
     )
 
 
