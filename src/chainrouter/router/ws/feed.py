@@ -1,0 +1,202 @@
+"""One chain's feed: follows its head from one WebSocket node's `newHeads` (the routes' first
+that is not cooling down), and gives its subscribers what they asked for (`fanout.py`). When the
+node closes, fails, stops answering pings or falls behind the chain's head, the feed moves to
+the next node and fills the gap from the new one's history (`heads.py`): every head once, in
+order; after a reorg the orphaned blocks' logs again, removed. Blocks and logs are read over the
+same connection, so what the feed sends is one node's view at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.router.ws.fanout import Fanout, Sink
+from chainrouter.router.ws.heads import Advance, FetchByHash, FetchByNumber, Head, HeadChain
+from chainrouter.router.ws.protocol import SubscriptionKind
+from chainrouter.router.ws.upstream import NodeError, UpstreamClosedError, UpstreamSocket
+
+log = logging.getLogger(__name__)
+
+# What a block object has that a header has not: dropped from blocks fetched to fill a gap, so
+# that every newHeads notification has the header's shape.
+_NOT_HEADER = ("transactions", "uncles", "size", "totalDifficulty", "withdrawals")
+
+
+@dataclass(frozen=True, slots=True)
+class FeedPolicy:
+    call_timeout_s: float = 10.0  # one call over the node's connection
+    max_lag_blocks: int = 10  # behind the chain's head (HTTP health checks) by more: fail over
+    lag_check_s: float = 5.0
+    retry_pause_s: float = 1.0  # when no node can be dialled
+
+
+Connect = Callable[[str], Awaitable[UpstreamSocket]]
+
+
+class ChainFeed:
+    def __init__(
+        self,
+        chain_id: int,
+        routes: Callable[[], Sequence[WsRoute]],
+        connect: Connect,
+        *,
+        chain_head: Callable[[], int | None] = lambda: None,
+        on_refused: Callable[[list[Sink]], None] = lambda sinks: None,
+        policy: FeedPolicy = FeedPolicy(),
+    ) -> None:
+        self.chain_id = chain_id
+        self.fanout = Fanout()
+        self.chain = HeadChain()
+        self.route: WsRoute | None = None  # the node followed now
+        self._routes = routes
+        self._connect = connect
+        self._chain_head = chain_head
+        self._on_refused = on_refused
+        self._policy = policy
+        self._cooling: dict[int, float] = {}  # node -> monotonic time its pause ends
+        self._logs: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # by block hash
+        self.last_head_at: float | None = None
+
+    async def run(self) -> None:
+        """Until cancelled: follow a node; when it fails, the next."""
+        while True:
+            route = self._pick()
+            if route is None:
+                await asyncio.sleep(self._policy.retry_pause_s)
+                continue
+            self.route = route
+            try:
+                upstream = await self._connect(route.url)
+            except (OSError, TimeoutError, ConnectionError) as exc:
+                self._failed(route, f"cannot connect: {exc}")
+                continue
+            try:
+                await self._follow(upstream)
+            except (UpstreamClosedError, NodeError, TimeoutError, _FellBehindError) as exc:
+                self._failed(route, str(exc))
+            finally:
+                await upstream.close()
+
+    def _pick(self) -> WsRoute | None:
+        now = time.monotonic()
+        for route in self._routes():
+            if self._cooling.get(route.node_id, 0.0) <= now:
+                return route
+        return None
+
+    def _failed(self, route: WsRoute, why: str) -> None:
+        log.info(
+            "WebSocket node %d (chain %d): %s; failing over", route.node_id, self.chain_id, why
+        )
+        self._cooling[route.node_id] = time.monotonic() + 5.0
+
+    async def _follow(self, upstream: UpstreamSocket) -> None:
+        timeout_s = self._policy.call_timeout_s
+        headers = await upstream.subscribe(["newHeads"], timeout_s)
+        watch = asyncio.create_task(self._watch_lag(upstream))
+        try:
+            while True:
+                getting = asyncio.ensure_future(headers.get())
+                done, _ = await asyncio.wait(
+                    {getting, watch, asyncio.ensure_future(upstream.closed.wait())},
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                if getting not in done:
+                    getting.cancel()
+                    if watch in done:
+                        watch.result()  # raises why the node was left
+                    raise UpstreamClosedError("the node closed the connection")
+                await self._offer(upstream, _head(getting.result()))
+        finally:
+            watch.cancel()
+
+    async def _watch_lag(self, upstream: UpstreamSocket) -> None:
+        while True:
+            await asyncio.sleep(self._policy.lag_check_s)
+            head, tip = self._chain_head(), self.chain.tip
+            behind = None if head is None or tip is None else head - tip.number
+            if behind is not None and behind > self._policy.max_lag_blocks:
+                raise _FellBehindError(f"{behind} blocks behind the chain's head")
+
+    async def _offer(self, upstream: UpstreamSocket, head: Head) -> None:
+        """Offer a header, answering what the chain asks for first (`heads.py`)."""
+        timeout_s = self._policy.call_timeout_s
+        step = self.chain.offer(head)
+        while step is not None:
+            if isinstance(step, Advance):
+                await self._advance(upstream, step)
+                return
+            if isinstance(step, FetchByNumber):
+                for number in range(step.first, step.last + 1):
+                    block = await upstream.call(
+                        "eth_getBlockByNumber", [hex(number), False], timeout_s
+                    )
+                    await self._offer(upstream, _head_of_block(block))
+            else:
+                assert isinstance(step, FetchByHash)
+                block = await upstream.call("eth_getBlockByHash", [step.hash, False], timeout_s)
+                await self._offer(upstream, _head_of_block(block))
+            step = self.chain.offer(head)
+
+    async def _advance(self, upstream: UpstreamSocket, advance: Advance) -> None:
+        refused: list[Sink] = []
+        fanout = self.fanout
+        if advance.restarted:
+            self._logs.clear()
+        for orphan in advance.removed:  # newest first
+            refused += fanout.logs(self._logs.pop(orphan.hash, []), removed=True)
+        for head in advance.added:
+            self.last_head_at = time.monotonic()
+            refused += fanout.heads((head,))
+            if fanout.wants(SubscriptionKind.LOGS):
+                logs = await upstream.call(
+                    "eth_getLogs", [{"blockHash": head.hash}], self._policy.call_timeout_s
+                )
+                block_logs = (
+                    [log for log in logs if isinstance(log, dict)] if isinstance(logs, list) else []
+                )
+                self._logs[head.hash] = block_logs
+                while len(self._logs) > self.chain.depth:
+                    self._logs.popitem(last=False)
+                refused += fanout.logs(block_logs)
+        if refused:
+            self._on_refused(list(dict.fromkeys(refused)))
+
+
+class _FellBehindError(Exception):
+    pass
+
+
+def _head(header_json: bytes) -> Head:
+    header = orjson.loads(header_json)
+    if not isinstance(header, dict):
+        raise NodeError("a newHeads notification is not a header")
+    return _head_from(header, header_json)
+
+
+def _head_of_block(block: Any) -> Head:
+    if not isinstance(block, dict):
+        raise NodeError("the node has no such block")
+    header = {name: value for name, value in block.items() if name not in _NOT_HEADER}
+    return _head_from(header, orjson.dumps(header))
+
+
+def _head_from(header: dict[str, Any], encoded: bytes) -> Head:
+    try:
+        return Head(
+            int(header["number"], 16),
+            str(header["hash"]).lower(),
+            str(header["parentHash"]).lower(),
+            encoded,
+        )
+    except (KeyError, TypeError, ValueError):
+        raise NodeError("a header without number, hash or parentHash") from None

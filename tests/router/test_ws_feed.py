@@ -1,0 +1,115 @@
+"""A chain feed against a real node (router/ws/feed.py): anvil's newHeads followed in order, the
+logs of each new block read once and given to the subscribers whose filter matches, a reorg
+(`anvil_reorg`) walked back with the orphaned logs sent again `removed: true` before the new
+heads; a node that cannot be reached is passed over for the next."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.router.ws.fanout import Subscription
+from chainrouter.router.ws.feed import ChainFeed
+from chainrouter.router.ws.protocol import LogFilter, SubscriptionKind
+from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
+from tests.anvil import CHAIN_A, AnvilNodes, free_port, start_anvil_nodes
+
+pytestmark = pytest.mark.anyio
+
+LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
+# Init code that emits LOG1(LOG_TOPIC) over the word 42, then deploys a 10-byte contract.
+DEPLOY = (
+    "0x602a600052" + "7f" + LOG_TOPIC[2:] + "60206000a1" + "600a6037600039" + "600a6000f3"
+    "602a60005260206000f3"
+)
+
+
+@dataclass(eq=False)
+class Queue:
+    got: list[dict[str, Any]] = field(default_factory=list)
+
+    def offer(self, message: bytes, kind: SubscriptionKind) -> bool:
+        self.got.append(json.loads(message)["params"]["result"])
+        return True
+
+
+@pytest.fixture
+def node() -> Iterator[AnvilNodes]:
+    """A node of its own: these tests mine and reorg it."""
+    yield from start_anvil_nodes((("w", CHAIN_A),))
+
+
+def _rpc(url: str, method: str, params: list[Any]) -> Any:
+    answer = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    return answer.json()["result"]
+
+
+async def _connect(url: str) -> UpstreamSocket:
+    return await open_upstream(
+        url, rule=None, ssl=None, connect_timeout_s=5, max_message_bytes=1 << 20
+    )
+
+
+@pytest.fixture
+async def feed(node: AnvilNodes) -> AsyncIterator[ChainFeed]:
+    url = node.urls["w"].replace("http://", "ws://")
+    unreachable = f"ws://127.0.0.1:{free_port()}"
+    routes = [
+        WsRoute(1, 1, CHAIN_A, unreachable, {"newHeads": 1}),  # cheapest, but down
+        WsRoute(2, 1, CHAIN_A, url, {"newHeads": 2}),
+    ]
+    made = ChainFeed(CHAIN_A, lambda: routes, _connect)
+    task = asyncio.create_task(made.run())
+    for _ in range(100):
+        if made.chain.tip is not None or (made.route is not None and made.route.node_id == 2):
+            break
+        await asyncio.sleep(0.05)
+    yield made
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def _until(condition: Any, seconds: float = 5.0) -> None:
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("not in time")
+
+
+async def test_heads_in_order_logs_of_each_block_and_a_reorg_sent_back_removed(
+    feed: ChainFeed, node: AnvilNodes
+) -> None:
+    url = node.urls["w"]
+    heads, logs, other = Queue(), Queue(), Queue()
+    feed.fanout.add(Subscription("0x1", SubscriptionKind.NEW_HEADS, heads))
+    feed.fanout.add(Subscription("0x2", SubscriptionKind.LOGS, logs, LogFilter()))
+    nobody = LogFilter(frozenset({"0x" + "00" * 20}))
+    feed.fanout.add(Subscription("0x3", SubscriptionKind.LOGS, other, nobody))
+    await asyncio.sleep(0.3)  # subscribed upstream (the unreachable node passed over)
+    assert feed.route is not None
+    assert feed.route.node_id == 2
+    _rpc(url, "anvil_mine", ["0x2"])
+    account = _rpc(url, "eth_accounts", [])[0]
+    _rpc(url, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+    await _until(lambda: len(logs.got) == 1)
+    numbers = [int(h["number"], 16) for h in heads.got]
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # in order, no gap
+    assert numbers[-1] == 3
+    [emitted] = logs.got
+    assert emitted["topics"] == [LOG_TOPIC]
+    assert emitted["removed"] is False
+    assert other.got == []
+    orphan = heads.got[-1]["hash"]
+    _rpc(url, "anvil_reorg", [2, []])  # blocks 2 and 3 replaced, the deployment with them
+    await _until(lambda: len(logs.got) == 2)
+    assert logs.got[1] == {**emitted, "removed": True}
+    await _until(lambda: int(heads.got[-1]["number"], 16) == 3 and heads.got[-1]["hash"] != orphan)
+    assert [int(h["number"], 16) for h in heads.got[-2:]] == [2, 3]  # the new branch, in order
