@@ -1,7 +1,8 @@
 """A chain feed against a real node (router/ws/feed.py): anvil's newHeads followed in order, the
 logs of each new block read once and given to the subscribers whose filter matches, a reorg
 (`anvil_reorg`) walked back with the orphaned logs sent again `removed: true` before the new
-heads; a node that cannot be reached is passed over for the next."""
+heads; a node that cannot be reached is passed over for the next, and one that dies mid-stream
+leaves no gap and no repeat."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from chainrouter.router.ws.fanout import Subscription
 from chainrouter.router.ws.feed import ChainFeed
 from chainrouter.router.ws.protocol import LogFilter, SubscriptionKind
 from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
+from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.anvil import CHAIN_A, AnvilNodes, free_port, start_anvil_nodes
 
 pytestmark = pytest.mark.anyio
@@ -113,3 +115,43 @@ async def test_heads_in_order_logs_of_each_block_and_a_reorg_sent_back_removed(
     assert logs.got[1] == {**emitted, "removed": True}
     await _until(lambda: int(heads.got[-1]["number"], 16) == 3 and heads.got[-1]["hash"] != orphan)
     assert [int(h["number"], 16) for h in heads.got[-2:]] == [2, 3]  # the new branch, in order
+
+
+async def test_a_node_dying_mid_stream_leaves_no_gap_and_no_repeat(
+    node: AnvilNodes, upstream: FaultyUpstream
+) -> None:
+    """Two WebSocket nodes of one chain (relays to one anvil). The first is cut while blocks
+    are mined; the feed moves to the second, which is ahead by then: the heads missed in
+    between are read from it by number, and every head reaches the subscriber once, in order."""
+    url = node.urls["w"]
+    port = url.rsplit(":", 1)[1]
+    first, second = f"/ws-relay/{port}/first", f"/ws-relay/{port}/second"
+    routes = [
+        WsRoute(1, 1, CHAIN_A, upstream.ws_url(first), {"newHeads": 1}),
+        WsRoute(2, 1, CHAIN_A, upstream.ws_url(second), {"newHeads": 2}),
+    ]
+    feed = ChainFeed(CHAIN_A, lambda: routes, _connect)
+    heads = Queue()
+    feed.fanout.add(Subscription("0x1", SubscriptionKind.NEW_HEADS, heads))
+    task = asyncio.create_task(feed.run())
+    try:
+        await _until(lambda: feed.route is not None and feed.route.node_id == 1)
+        await asyncio.sleep(0.3)  # subscribed
+        _rpc(url, "anvil_mine", ["0x3"])
+        await _until(lambda: len(heads.got) == 3)
+        upstream.cut(first)
+        _rpc(url, "anvil_mine", ["0x4"])  # mined while no node is followed
+        await _until(lambda: feed.route is not None and feed.route.node_id == 2)
+        await asyncio.sleep(0.3)
+        _rpc(url, "anvil_mine", ["0x2"])  # the second node's first header is 9: 4 to 8 missed
+        await _until(lambda: len(heads.got) >= 9)
+        numbers = [int(h["number"], 16) for h in heads.got]
+        assert numbers == list(range(1, 10))
+        hashes = [h["hash"] for h in heads.got]
+        assert hashes == [
+            _rpc(url, "eth_getBlockByNumber", [hex(n), False])["hash"] for n in numbers
+        ]
+    finally:
+        upstream.down.discard(first)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

@@ -32,6 +32,11 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/relay/PORT/full` | 200, the answer of the real node at 127.0.0.1:PORT to the body as sent |
 | `/relay/PORT/no-trace` | like `full`, but a `trace_*` or `debug_*` call gets geth's -32601 |
 | `/relay/PORT/logs-range/N` | like `full`, but `eth_getLogs` over more than N blocks gets -32005 |
+| `/ws-relay/PORT/...` | a WebSocket upgrade relayed byte for byte to the node at 127.0.0.1:PORT |
+
+`/ws-relay` plays a WebSocket node of a real one (anvil serves WebSocket on its HTTP port), so
+two relays are two nodes of one chain; `cut(path)` drops the connections relayed through one and
+refuses new ones (503) until `down` no longer holds the path: a node that dies mid-stream.
 
 Further segments are free: `/ok/a` and `/ok/b` behave alike but are two nodes with their own
 counts (and `/relay/8545/no-trace/a`, `/relay/8545/no-trace/b` likewise).
@@ -238,6 +243,7 @@ class FaultyUpstream:
         self._writers: set[asyncio.StreamWriter] = set()
         self._handlers: set[asyncio.Task[None]] = set()
         self._session: aiohttp.ClientSession | None = None
+        self._relayed: dict[str, set[asyncio.StreamWriter]] = {}  # /ws-relay path -> sockets
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -245,6 +251,21 @@ class FaultyUpstream:
     @property
     def open_connections(self) -> int:
         return len(self._writers)
+
+    def ws_url(self, path: str) -> str:
+        return f"ws://127.0.0.1:{self.port}{path}"
+
+    def cut(self, path: str) -> None:
+        """Take a `/ws-relay` path down: its relayed connections are dropped now, new ones get
+        503 (from any thread)."""
+        self.down.add(path)
+        loop = self._loop
+        if loop is not None:
+            asyncio.run_coroutine_threadsafe(self._drop_relayed(path), loop).result(10)
+
+    async def _drop_relayed(self, path: str) -> None:
+        for writer in self._relayed.pop(path, set()):
+            writer.close()
 
     def __enter__(self) -> FaultyUpstream:
         self._thread = threading.Thread(target=self._run, name="faulty-upstream", daemon=True)
@@ -334,11 +355,58 @@ class FaultyUpstream:
                 path = request_line.split(b" ")[1].decode()
                 self.requests[path] = self.requests[path] + 1
                 self.heads[path] = b"".join(head)
+                if path.startswith("/ws-relay/"):
+                    await self._relay_websocket(path, head, reader, writer)
+                    return
                 if path.startswith("/once") and served:
                     return  # dropped without an answer: see `/once`
                 if not await self._respond(self._behaviour(path), body, writer, reader):
                     return
                 served += 1
+
+    async def _relay_websocket(
+        self,
+        path: str,
+        head: list[bytes],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        """Relay a WebSocket connection to the node named in the path, both ways, until either
+        side closes or the path is cut."""
+        if path in self.down:
+            writer.write(_head(503, 0))
+            await writer.drain()
+            return
+        port = int(path.split("/")[2])
+        try:
+            node_reader, node_writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            writer.write(_head(502, 0))
+            await writer.drain()
+            return
+        method, _, version = head[0].split(b" ", 2)
+        node_writer.write(b" ".join([method, b"/", version]) + b"".join(head[1:]) + b"\r\n")
+        relayed = self._relayed.setdefault(path, set())
+        relayed.update((writer, node_writer))
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+                while chunk := await source.read(65536):
+                    sink.write(chunk)
+                    await sink.drain()
+
+        try:
+            await asyncio.wait(
+                [
+                    asyncio.ensure_future(pipe(reader, node_writer)),
+                    asyncio.ensure_future(pipe(node_reader, writer)),
+                ],
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            relayed.discard(writer)
+            relayed.discard(node_writer)
+            node_writer.close()
 
     def _behaviour(self, path: str) -> str:
         """The path whose behaviour answers this request: a `/some/P/...` path's inner path on
