@@ -202,6 +202,7 @@ def _serve_rpc(settings: Settings) -> int:
         workers=settings.rpc_workers if settings.rpc_workers > 1 else None,
         loop="uvloop",
         http=BoundedHttpTools,  # bounds set by each worker from its settings (executors/asgi.py)
+        ws_max_size=settings.ws_max_message_bytes,
         limit_concurrency=settings.max_connections,
         lifespan="on",
         # The client's address is the router's to decide (trusted proxies), never uvicorn's.

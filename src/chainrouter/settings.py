@@ -168,6 +168,32 @@ class Settings(BaseSettings):
         "worker, the API). The native executor stops accepting beyond it, so new ones wait in "
         "the kernel's backlog; uvicorn (the Python executor, the API) answers 503 beyond it.",
     )
+    ws_max_subscriptions: int = Field(
+        default=100,
+        ge=1,
+        le=10_000,
+        description="Most subscriptions one WebSocket connection holds.",
+    )
+    ws_max_connections_per_key: int = Field(
+        default=100,
+        ge=1,
+        le=100_000,
+        description="Most WebSocket connections one API key holds open at once, per router "
+        "process.",
+    )
+    ws_send_queue: int = Field(
+        default=1000,
+        ge=2,
+        le=100_000,
+        description="Messages that may wait for one WebSocket client; a client that lets more "
+        "pile up is closed (code 4008), never slowing the others.",
+    )
+    ws_max_message_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Largest WebSocket message taken from a client, or from a node, in bytes.",
+    )
     max_batch_size: int = Field(
         default=100, ge=1, le=10_000, description="Most requests in one JSON-RPC batch."
     )

@@ -26,6 +26,9 @@ class Queue:
         self.got.append(json.loads(message))
         return True
 
+    def too_slow(self) -> None:
+        raise AssertionError("the feed closes a client, never the fan-out")
+
 
 def _results(queue: Queue) -> list[object]:
     return [m["params"]["result"] for m in queue.got]  # type: ignore[index]

@@ -41,6 +41,9 @@ class Queue:
         self.got.append(json.loads(message)["params"]["result"])
         return True
 
+    def too_slow(self) -> None:
+        raise AssertionError("never full")
+
 
 @pytest.fixture
 def node() -> Iterator[AnvilNodes]:

@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 
 from chainrouter.domain.routing import HealthReport, NodeInfo
 from chainrouter.net.client_ip import IpNetwork, parse_networks
+from chainrouter.net.outbound import dial_rule, ssl_context
 from chainrouter.ratelimit import create_limiter
 from chainrouter.ratelimit.window import Limiter
 from chainrouter.router.capabilities import CapabilityBook
@@ -39,6 +40,10 @@ from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
+from chainrouter.router.ws.feed import Connect
+from chainrouter.router.ws.hub import Hub
+from chainrouter.router.ws.session import WsLimits
+from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
 from chainrouter.settings import Settings, TailOverrides
 from chainrouter.stores.sql.usage import write_usage
 
@@ -62,6 +67,8 @@ class RouterRuntime:
     metrics_networks: tuple[IpNetwork, ...] = ()  # who may scrape; empty: no /metrics
     metrics_share: MetricsShare | None = None  # set when several workers share the counts
     request_log: RequestLog | None = None  # one line per request, at its configured level
+    hub: Hub | None = None  # the WebSocket clients' chain feeds
+    ws_limits: WsLimits = field(default_factory=WsLimits)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
@@ -150,6 +157,8 @@ class RouterRuntime:
         self.sync.close_journal()
         if self.metrics_share is not None:
             self.metrics_share.remove_own()
+        if self.hub is not None:
+            await self.hub.stop()
         await self.limiter.close()
         self.engine.dispose()
 
@@ -253,7 +262,35 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         metrics_networks=tuple(parse_networks(settings.metrics_networks)),
         metrics_share=MetricsShare(settings.metrics_dir) if settings.rpc_workers > 1 else None,
         request_log=request_log,
+        hub=Hub(
+            lambda: service.snapshot,
+            _ws_connector(settings),
+            health.chain_head,
+            max_connections_per_key=settings.ws_max_connections_per_key,
+        ),
+        ws_limits=WsLimits(settings.ws_max_subscriptions, settings.ws_send_queue),
     )
+
+
+def _ws_connector(settings: Settings) -> Connect:
+    """How the WebSocket feeds dial nodes: through the same dial rule and TLS trust as the
+    router's HTTP calls."""
+    rule = dial_rule(
+        allow_private=settings.outbound_allow_private,
+        trusted_networks=settings.outbound_trusted_networks,
+    )
+    tls = ssl_context(settings.outbound_ca_file)
+
+    async def connect(url: str) -> UpstreamSocket:
+        return await open_upstream(
+            url,
+            rule=rule,
+            ssl=tls,
+            connect_timeout_s=settings.upstream_connect_timeout_s,
+            max_message_bytes=settings.ws_max_message_bytes,
+        )
+
+    return connect
 
 
 def tail_policies(settings: Settings) -> TailPolicies:

@@ -32,6 +32,7 @@ class RpcService:
         kept = {"keep_requests": keep_requests}  # for the request log: router/request_log.py
         self.keyed = Pipeline(stages.keyed(deps), calls, stages.closing(deps), **kept)
         self.public = Pipeline(stages.public(deps), calls, stages.free_closing(deps), **kept)
+        self.upgrade_stages = tuple(stages.websocket(deps))
         self._ids = BatchIds()
 
     @property
@@ -52,6 +53,27 @@ class RpcService:
 
     def refuse(self, failure: RpcError) -> Reply:
         return Reply(failure.http_status, error_response(failure), self._ids.next())
+
+    def check_upgrade(
+        self, chain_segment: str, api_key: str, *, origin: str | None, referer: str | None
+    ) -> RequestContext:
+        """The access checks of a WebSocket upgrade (`stages.websocket`; none does I/O): the
+        request with its key and chain, or with the refusal that answers it."""
+        request = RequestContext(
+            self.snapshot,
+            self._ids.next(),
+            b"",
+            chain_segment,
+            api_key,
+            page_header(origin, referer),
+            None,
+            None,
+        )
+        for stage in self.upgrade_stages:
+            stage.run(request)
+            if request.refusal is not None:
+                break
+        return request
 
     # Not coroutines themselves: each hands back its pipeline's program, so that a request runs
     # through one coroutine frame less.

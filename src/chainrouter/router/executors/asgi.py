@@ -20,6 +20,7 @@ from chainrouter.router.executors.process import (
     settle_heap,
 )
 from chainrouter.router.executors.python import PythonExecutor
+from chainrouter.router.executors.websocket import serve_websocket
 from chainrouter.router.http_face import RouterFace
 from chainrouter.router.runtime import RouterRuntime
 from chainrouter.settings import Settings
@@ -54,6 +55,12 @@ class RouterApp:
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
+            return
+        if scope["type"] == "websocket":
+            runtime, executor = self.runtime, self.executor
+            assert runtime is not None, "served before the lifespan started"
+            assert executor is not None
+            await serve_websocket(runtime, executor, scope, receive, send)
             return
         if scope["type"] != "http":
             return

@@ -36,7 +36,7 @@ from chainrouter.router.stages.chain import SupportedChain
 from chainrouter.router.stages.consistent_head import NotBehindSeen, SeeHead
 from chainrouter.router.stages.content_type import JsonContentType
 from chainrouter.router.stages.count import CountFreeCall
-from chainrouter.router.stages.credit import CreditHold, SettleCredits
+from chainrouter.router.stages.credit import CreditHold, CreditLeft, SettleCredits
 from chainrouter.router.stages.domain import AllowedDomain
 from chainrouter.router.stages.free_tier import FreeTierLimits, FreeTierOpen, FreeTierRoom
 from chainrouter.router.stages.key import ApiKey
@@ -97,6 +97,12 @@ def keyed(deps: StageDeps) -> list[RequestStage]:
         ParsePayload(deps.limits.max_batch_size),
         KeyRateLimit(),
     ]
+
+
+def websocket(deps: StageDeps) -> list[RequestStage]:
+    """A WebSocket upgrade of `/rpc/{chainId}/{apiKey}`, before the connection is accepted: the
+    keyed route's access checks, and some credit left (docs/websocket.md)."""
+    return [ApiKey(), AllowedDomain(), SupportedChain(), CreditLeft(deps.credits)]
 
 
 def public(deps: StageDeps) -> list[RequestStage]:

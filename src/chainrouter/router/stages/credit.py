@@ -6,7 +6,7 @@ from __future__ import annotations
 from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
-from chainrouter.router.context import CallContext
+from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.metering import CreditView
 
 
@@ -47,3 +47,19 @@ class SettleCredits:
         access = call.request.access
         if access is not None:
             self._credits.settle(access.customer_id, call.held_nano, call.cost_nano)
+
+
+class CreditLeft:
+    """A WebSocket connection is opened only for a customer with credits left (or a key that
+    bypasses the check): HTTP 402, -32601 otherwise. Each notification is checked again when it
+    is sent (router/ws/session.py)."""
+
+    def __init__(self, credits: CreditView) -> None:
+        self._credits = credits
+
+    def run(self, request: RequestContext) -> None:
+        access = request.access
+        assert access is not None, "ApiKey runs first"
+        if access.bypass_credit_check or self._credits.available(access.customer_id) > 0:
+            return
+        request.refusal = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")

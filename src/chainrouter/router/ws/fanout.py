@@ -25,6 +25,10 @@ class Sink(Protocol):
         when its queue is full."""
         ...
 
+    def too_slow(self) -> None:
+        """It refused a message: close its client (it alone)."""
+        ...
+
 
 @dataclass(eq=False, slots=True)
 class Subscription:

@@ -39,6 +39,7 @@ class FeedPolicy:
     retry_pause_s: float = 1.0  # when no node can be dialled
 
 
+DEFAULT_POLICY = FeedPolicy()
 Connect = Callable[[str], Awaitable[UpstreamSocket]]
 
 
@@ -51,7 +52,7 @@ class ChainFeed:
         *,
         chain_head: Callable[[], int | None] = lambda: None,
         on_refused: Callable[[list[Sink]], None] = lambda sinks: None,
-        policy: FeedPolicy = FeedPolicy(),
+        policy: FeedPolicy = DEFAULT_POLICY,
     ) -> None:
         self.chain_id = chain_id
         self.fanout = Fanout()

@@ -1,0 +1,105 @@
+"""A worker's chain feeds (`feed.py`): one per chain and routing strategy, made when its first
+client subscribes and stopped when its last one leaves, so that every client of a chain shares
+one upstream subscription. It also counts each key's open connections (a bound per key)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+
+from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.enums import RoutingStrategy
+from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.router.ws.fanout import Sink
+from chainrouter.router.ws.feed import DEFAULT_POLICY, ChainFeed, Connect, FeedPolicy
+from chainrouter.router.ws.protocol import SubscriptionKind
+
+
+class Hub:
+    def __init__(
+        self,
+        snapshot: Callable[[], RouterSnapshot],
+        connect: Connect,
+        chain_head: Callable[[int], int | None],
+        *,
+        max_connections_per_key: int = 100,
+        policy: FeedPolicy = DEFAULT_POLICY,
+    ) -> None:
+        self._snapshot = snapshot
+        self._connect = connect
+        self._chain_head = chain_head
+        self._policy = policy
+        self._max_per_key = max_connections_per_key
+        self._feeds: dict[tuple[int, RoutingStrategy], tuple[ChainFeed, asyncio.Task[None]]] = {}
+        self._connections: dict[int, int] = {}  # key id -> open connections
+
+    # -- connections ------------------------------------------------------------------------
+
+    def open(self, key_id: int) -> bool:
+        """Count one more connection of the key; False (nothing counted) past the bound."""
+        held = self._connections.get(key_id, 0)
+        if held >= self._max_per_key:
+            return False
+        self._connections[key_id] = held + 1
+        return True
+
+    def close(self, key_id: int) -> None:
+        held = self._connections.get(key_id, 0) - 1
+        if held > 0:
+            self._connections[key_id] = held
+        else:
+            self._connections.pop(key_id, None)
+
+    # -- feeds (router/ws/session.py's SessionHub) ---------------------------------------------
+
+    def served(self, chain_id: int, kind: SubscriptionKind) -> bool:
+        return self._snapshot().ws_routes.serves(chain_id, kind)
+
+    def feed(self, chain_id: int, access: KeyAccess) -> ChainFeed:
+        key = (chain_id, access.strategy)
+        found = self._feeds.get(key)
+        if found is not None:
+            return found[0]
+        made = ChainFeed(
+            chain_id,
+            lambda: self._routes(chain_id),
+            self._connect,
+            chain_head=lambda: self._chain_head(chain_id),
+            on_refused=_close_slow,
+            policy=self._policy,
+        )
+        task = asyncio.create_task(made.run(), name=f"ws-feed-{chain_id}-{access.strategy}")
+        self._feeds[key] = (made, task)
+        return made
+
+    def leave(self, feed: ChainFeed) -> None:
+        """A client left the feed: stop it when nobody is subscribed any more."""
+        if len(feed.fanout):
+            return
+        for key, (made, task) in list(self._feeds.items()):
+            if made is feed:
+                del self._feeds[key]
+                task.cancel()
+
+    def feeds(self) -> list[ChainFeed]:
+        return [feed for feed, _ in self._feeds.values()]
+
+    async def stop(self) -> None:
+        tasks = [task for _, task in self._feeds.values()]
+        self._feeds.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    def _routes(self, chain_id: int) -> Sequence[WsRoute]:
+        # Economy order for every strategy until WebSocket nodes' latency is measured.
+        return self._snapshot().ws_routes.routes(chain_id)
+
+
+def _close_slow(sinks: list[Sink]) -> None:
+    for sink in sinks:
+        sink.too_slow()

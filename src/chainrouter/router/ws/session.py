@@ -1,0 +1,271 @@
+"""One client's WebSocket connection (docs/websocket.md): its calls routed through the keyed
+pipeline like any HTTP request (billed alike), its subscriptions served from the chain's feed,
+every notification billed at the feed's route price for its kind when it is sent.
+
+Whatever the server carries the messages (uvicorn's ASGI `websocket`, or the native executor's),
+the session sees a `ClientLink`. What it sends goes through one bounded queue: a client that
+does not read its messages fills it, and is closed alone (`SLOW_CLIENT`), never slowing the feed
+or anyone else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.enums import Scenario
+from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.jsonrpc.responses import error_response
+from chainrouter.router.context import RequestContext
+from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.pipeline import Reply
+from chainrouter.router.ws.fanout import Subscription
+from chainrouter.router.ws.feed import ChainFeed
+from chainrouter.router.ws.protocol import (
+    SubscriptionKind,
+    new_subscription_id,
+    read_subscribe,
+    read_unsubscribe,
+)
+
+log = logging.getLogger(__name__)
+
+# Close codes (docs/websocket.md): 1000 normal; 4002 out of credits; 4008 too slow to read.
+NORMAL = 1000
+OUT_OF_CREDITS = 4002
+SLOW_CLIENT = 4008
+_SUBSCRIBE_METHODS = frozenset({"eth_subscribe", "eth_unsubscribe"})
+
+
+class ClientLink(Protocol):
+    async def receive(self) -> str | bytes | None:
+        """The client's next message; None once it is gone."""
+        ...
+
+    async def send(self, message: bytes) -> None: ...
+
+    async def close(self, code: int, reason: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WsLimits:
+    max_subscriptions: int = 100  # per connection
+    send_queue: int = 1000  # messages waiting for a client: beyond, it is closed (4008)
+
+
+class SessionHub(Protocol):
+    """What a session needs of the worker's feeds (router/ws/hub.py)."""
+
+    def feed(self, chain_id: int, access: KeyAccess) -> ChainFeed: ...
+
+    def served(self, chain_id: int, kind: SubscriptionKind) -> bool: ...
+
+    def leave(self, feed: ChainFeed) -> None: ...
+
+
+Handle = Callable[[bytes], Awaitable[Reply]]  # a call or batch through the keyed pipeline
+
+
+class WsSession:
+    def __init__(
+        self,
+        link: ClientLink,
+        request: RequestContext,
+        hub: SessionHub,
+        handle: Handle,
+        credits: CreditView,
+        meter: UsageMeter,
+        limits: WsLimits,
+    ) -> None:
+        access = request.access
+        assert access is not None, "the upgrade checks found the key"
+        self._link = link
+        self._access = access
+        self._chain_id = request.chain_id
+        self._hub = hub
+        self._handle = handle
+        self._credits = credits
+        self._meter = meter
+        self._limits = limits
+        self._outbox: asyncio.Queue[tuple[bytes, SubscriptionKind | None, WsRoute | None]] = (
+            asyncio.Queue(maxsize=limits.send_queue)
+        )
+        self._feed: ChainFeed | None = None
+        self._subscriptions: set[str] = set()
+        self._closing: tuple[int, str] | None = None
+
+    # -- the feed's side: notifications --------------------------------------------------
+
+    def offer(self, message: bytes, kind: SubscriptionKind) -> bool:
+        """A notification for this client (`fanout.Sink`); False when its queue is full."""
+        if self._closing is not None:
+            return True  # going away: nothing more is sent or billed
+        feed = self._feed
+        try:
+            self._outbox.put_nowait((message, kind, None if feed is None else feed.route))
+        except asyncio.QueueFull:
+            return False
+        return True
+
+    def too_slow(self) -> None:
+        """Its queue overflowed: the client is closed, the others go on."""
+        self._close_soon(SLOW_CLIENT, "too slow to read its messages")
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        writer = asyncio.create_task(self._write(), name="ws-session-writer")
+        try:
+            while self._closing is None:
+                message = await self._link.receive()
+                if message is None:
+                    break
+                await self._answer(message)
+        finally:
+            self._close_soon(NORMAL, "")
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer, 5)
+            writer.cancel()
+
+    def _close_soon(self, code: int, reason: str, last: bytes | None = None) -> None:
+        """Stop serving: the subscriptions end, what waits to be sent is dropped, `last` is
+        sent, then the connection closes with `code`."""
+        if self._closing is not None:
+            return
+        self._closing = (code, reason)
+        self._leave()
+        while not self._outbox.empty():
+            self._outbox.get_nowait()
+        if last is not None:
+            self._outbox.put_nowait((last, None, None))
+        self._outbox.put_nowait((b"", None, None))  # the writer's cue to close
+
+    def _leave(self) -> None:
+        feed = self._feed
+        if feed is not None:
+            feed.fanout.remove_sink(self)
+            self._hub.leave(feed)
+            self._feed = None
+        self._subscriptions.clear()
+
+    async def _write(self) -> None:
+        while True:
+            message, kind, route = await self._outbox.get()
+            if not message:
+                code, reason = self._closing or (NORMAL, "")
+                with contextlib.suppress(Exception):
+                    await self._link.close(code, reason)
+                return
+            if kind is not None and (self._closing is not None or not self._bill(kind, route)):
+                continue
+            await self._link.send(message)
+
+    def _bill(self, kind: SubscriptionKind, route: WsRoute | None) -> bool:
+        """Charge one notification at the route's price for its kind; out of credits: the
+        subscriptions end with an error and the connection closes (4002)."""
+        access = self._access
+        price = 0 if route is None else route.price(kind) or 0
+        short = self._credits.available(access.customer_id) < price
+        if price and short and not access.bypass_credit_check:
+            failure = RpcError(
+                402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits: subscriptions ended"
+            )
+            self._close_soon(OUT_OF_CREDITS, "insufficient credits", error_response(failure))
+            return False
+        self._credits.settle(access.customer_id, 0, price)
+        self._meter.record(
+            access.customer_id,
+            access.key_id,
+            self._chain_id,
+            kind,
+            Scenario.SUBSCRIPTION,
+            price,
+            0 if route is None else route.plan_id,
+        )
+        return True
+
+    # -- the client's side: calls and subscriptions ----------------------------------------
+
+    async def _answer(self, message: str | bytes) -> None:
+        body = message.encode() if isinstance(message, str) else message
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            self._reply(error_response(RpcError(400, RpcCode.PARSE_ERROR, "parse error")))
+            return
+        if isinstance(parsed, dict) and parsed.get("method") in _SUBSCRIBE_METHODS:
+            self._reply(self._subscription_call(parsed))
+            return
+        if isinstance(parsed, list) and any(
+            isinstance(item, dict) and item.get("method") in _SUBSCRIBE_METHODS for item in parsed
+        ):
+            answers = [await self._one(item) for item in parsed]
+            self._reply(b"[" + b",".join(answers) + b"]")
+            return
+        self._reply((await self._handle(body)).body)
+
+    async def _one(self, item: Any) -> bytes:
+        if isinstance(item, dict) and item.get("method") in _SUBSCRIBE_METHODS:
+            return self._subscription_call(item)
+        return (await self._handle(orjson.dumps(item))).body
+
+    def _subscription_call(self, call: dict[str, Any]) -> bytes:
+        id_json = orjson.dumps(call.get("id"))
+        try:
+            if call.get("jsonrpc") != "2.0":
+                raise RpcError(400, RpcCode.INVALID_REQUEST, "invalid request: jsonrpc must be 2.0")
+            if call["method"] == "eth_unsubscribe":
+                found = read_unsubscribe(call.get("params"))
+                return _result(id_json, self._unsubscribe(found.subscription_id))
+            return _result(id_json, self._subscribe(call.get("params")))
+        except RpcError as refused:
+            return error_response(refused, id_json)
+
+    def _subscribe(self, params: Any) -> str:
+        wanted = read_subscribe(params)
+        if not self._hub.served(self._chain_id, wanted.kind):
+            raise RpcError(
+                422,
+                RpcCode.METHOD_NOT_SUPPORTED,
+                f"{wanted.kind} subscriptions are not served on chain {self._chain_id}",
+            )
+        if len(self._subscriptions) >= self._limits.max_subscriptions:
+            raise RpcError(
+                429,
+                RpcCode.SERVER_ERROR,
+                f"at most {self._limits.max_subscriptions} subscriptions per connection",
+            )
+        access = self._access
+        if not access.bypass_credit_check and self._credits.available(access.customer_id) <= 0:
+            raise RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
+        if self._feed is None:
+            self._feed = self._hub.feed(self._chain_id, access)
+        subscription_id = new_subscription_id()
+        self._feed.fanout.add(Subscription(subscription_id, wanted.kind, self, wanted.log_filter))
+        self._subscriptions.add(subscription_id)
+        return subscription_id
+
+    def _unsubscribe(self, subscription_id: str) -> bool:
+        if subscription_id not in self._subscriptions or self._feed is None:
+            return False
+        self._subscriptions.discard(subscription_id)
+        self._feed.fanout.remove(subscription_id)
+        return True
+
+    def _reply(self, answer: bytes) -> None:
+        try:
+            self._outbox.put_nowait((answer, None, None))
+        except asyncio.QueueFull:
+            self.too_slow()
+
+
+def _result(id_json: bytes, result: object) -> bytes:
+    return b'{"jsonrpc":"2.0","id":' + id_json + b',"result":' + orjson.dumps(result) + b"}"

@@ -1,0 +1,155 @@
+"""The WebSocket endpoint as a client uses it (issue 31; the Python executor for now):
+`ws://host/rpc/{chainId}/{apiKey}` refused with spec section 7's statuses at the upgrade; calls
+over the socket routed and billed as over HTTP; newHeads and logs subscriptions fed by the
+provider's WebSocket node; each notification billed at the route's price for its kind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import validate_document
+from chainrouter.stores.sql import migrate
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.engine import create_database_engine
+from tests.anvil import CHAIN_A, AnvilNodes, start_anvil_nodes
+from tests.router.conftest import api_key, provider, world_config
+from tests.router.test_server import Served, launch_router
+
+pytestmark = pytest.mark.anyio
+
+HEAD_PRICE, LOGS_PRICE, CALL_PRICE = "0.000002", "0.000003", "0.0000001"
+LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
+DEPLOY = (
+    "0x602a600052" + "7f" + LOG_TOPIC[2:] + "60206000a1" + "600a6037600039" + "600a6000f3"
+    "602a60005260206000f3"
+)
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[AnvilNodes]:
+    yield from start_anvil_nodes((("ws", CHAIN_A),))
+
+
+@pytest.fixture(scope="module")
+def served(node: AnvilNodes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("ws-endpoint")
+    database_url = f"sqlite:///{tmp / 'ws.db'}"
+    engine = create_database_engine(database_url)
+    migrate.upgrade(engine)
+    http = node.urls["ws"]
+    priced = provider("p", {"eth_blockNumber": CALL_PRICE, "eth_chainId": "0"}, [(http, CHAIN_A)])
+    plan = priced["plans"][0]
+    plan["methods"] += [
+        {"method": "newHeads", "node_target_type": "ws", "cost": HEAD_PRICE},
+        {"method": "logs", "node_target_type": "ws", "cost": LOGS_PRICE},
+    ]
+    plan["ws_nodes"] = [{"url": http.replace("http://", "ws://"), "chain_id": CHAIN_A}]
+    key, restricted = api_key("main"), api_key("web", allowed_domains=["app.example.com"])
+    apply_config(engine, validate_document(world_config([priced], [key, restricted])))
+    engine.dispose()
+    settings = {"CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5"}
+    router = launch_router(
+        Path(tmp),
+        "python",
+        "127.0.0.1",
+        database_url,
+        key["secret"],
+        restricted["secret"],
+        settings,
+    )
+    yield router
+    router.process.terminate()
+    router.process.wait(30)
+
+
+def _ws(served: Served, key: str | None = None) -> str:
+    return served.base.replace("http://", "ws://") + f"/rpc/{CHAIN_A}/{key or served.key}"
+
+
+def _rpc(node: AnvilNodes, method: str, params: list[Any]) -> Any:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    return httpx.post(node.urls["ws"], json=body).json()["result"]
+
+
+def _balance(served: Served) -> int:
+    engine = create_database_engine(served.database_url)
+    with engine.connect() as connection:
+        value: int = connection.execute(select(t.customers.c.balance_nano)).scalar_one()
+    engine.dispose()
+    return value
+
+
+async def _call(ws: Any, method: str, params: list[Any], call_id: int) -> Any:
+    await ws.send(json.dumps({"jsonrpc": "2.0", "id": call_id, "method": method, "params": params}))
+    while True:
+        message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        if message.get("id") == call_id:
+            return message
+
+
+async def _notifications(ws: Any, count: int) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    while len(found) < count:
+        message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        if message.get("method") == "eth_subscription":
+            found.append(message["params"])
+    return found
+
+
+async def test_a_bad_key_or_a_foreign_origin_is_refused_at_the_upgrade(served: Served) -> None:
+    with pytest.raises(InvalidStatus) as refused:
+        async with connect(_ws(served, "crk_" + "x" * 40)):
+            pass
+    assert refused.value.response.status_code == 401
+    restricted = _ws(served, served.restricted_key)
+    with pytest.raises(InvalidStatus) as foreign:
+        async with connect(restricted, origin="https://evil.example"):  # type: ignore[arg-type]
+            pass
+    assert foreign.value.response.status_code == 403
+    free = served.base.replace("http://", "ws://") + f"/rpc/evm/{CHAIN_A}"
+    with pytest.raises(InvalidStatus) as public:
+        async with connect(free):
+            pass
+    assert public.value.response.status_code == 404
+
+
+async def test_calls_and_subscriptions_over_one_socket_billed_exactly(
+    served: Served, node: AnvilNodes
+) -> None:
+    before = _balance(served)
+    async with connect(_ws(served)) as ws:
+        answer = await _call(ws, "eth_blockNumber", [], 1)
+        assert answer["result"].startswith("0x")
+        heads = (await _call(ws, "eth_subscribe", ["newHeads"], 2))["result"]
+        logs = (await _call(ws, "eth_subscribe", ["logs", {"topics": [LOG_TOPIC]}], 3))["result"]
+        await asyncio.sleep(0.5)  # the feed subscribes upstream
+        _rpc(node, "anvil_mine", ["0x2"])
+        account = _rpc(node, "eth_accounts", [])[0]
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        got = await _notifications(ws, 4)  # three heads and the deployment's log
+        by_kind = {heads: [], logs: []}  # type: dict[str, list[Any]]
+        for params in got:
+            by_kind[params["subscription"]].append(params["result"])
+        numbers = [int(h["number"], 16) for h in by_kind[heads]]
+        assert numbers == list(range(numbers[0], numbers[0] + 3))
+        assert [log["topics"] for log in by_kind[logs]] == [[LOG_TOPIC]]
+        assert (await _call(ws, "eth_unsubscribe", [heads], 4))["result"] is True
+        assert (await _call(ws, "eth_unsubscribe", [heads], 5))["result"] is False
+        bad = await _call(ws, "eth_subscribe", ["newBlocks"], 6)
+        assert bad["error"]["code"] == -32602
+    await asyncio.sleep(1.5)  # the router flushes usage every half second
+    nano = 1_000_000_000
+    expected = 3 * int(float(HEAD_PRICE) * nano) + int(float(LOGS_PRICE) * nano)
+    expected += int(float(CALL_PRICE) * nano)
+    assert before - _balance(served) == expected
