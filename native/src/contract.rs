@@ -8,12 +8,21 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `HttpRequest`'s fields, in the order the server passes them.
-pub const REQUEST: [&str; 8] =
-    ["method", "path", "origin", "referer", "forwarded_for", "content_type", "peer", "body"];
+pub const REQUEST: [&str; 9] = [
+    "method",
+    "path",
+    "origin",
+    "referer",
+    "forwarded_for",
+    "content_type",
+    "peer",
+    "body",
+    "websocket_key",
+];
 /// `HttpAnswer`: a tuple the server reads in this order.
 pub const ANSWER: [&str; 3] = ["status", "headers", "body"];
 /// `Failure`'s fields, in the order the driver passes them.

@@ -6,17 +6,19 @@
 //! handler takes the contract's `HttpRequest` and its program ends with an `HttpAnswer`.
 
 use std::convert::Infallible;
-use std::os::unix::io::FromRawFd;
+use std::os::unix::io::{FromRawFd, IntoRawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::{Bytes, HttpBody};
 use hyper::header::{
     HeaderName, HeaderValue, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS,
-    CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, VARY,
+    CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION, UPGRADE,
+    VARY,
 };
 use hyper::server::conn::AddrIncoming;
 use hyper::service::{make_service_fn, service_fn};
+use hyper::upgrade::OnUpgrade;
 use hyper::{Body, Method, Request, Response, Server, StatusCode};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::intern;
@@ -43,10 +45,13 @@ pub struct NativeServer {
     max_connections: usize,
 }
 
-/// What each request needs: the driver's part, the Python handler, the body's bounds.
+/// What each request needs: the driver's part, the Python handlers, the body's bounds.
 struct State {
     shared: Arc<Shared>,
     handler: PyObject,
+    /// Takes an accepted WebSocket connection: `(request, fd)`, the fd one end of a socket
+    /// pair whose other end this server relays to the client. None: upgrades are refused.
+    websocket_handler: Option<PyObject>,
     max_body_bytes: usize,
     /// The whole body must arrive within this of the head: a client dripping it holds no
     /// connection for long.
@@ -73,6 +78,7 @@ impl NativeServer {
             state: Arc::new(State {
                 shared,
                 handler,
+                websocket_handler: None,
                 max_body_bytes,
                 body_timeout: seconds(body_timeout_s)?,
             }),
@@ -102,6 +108,15 @@ impl NativeServer {
             driver.runtime.block_on(run(listener, state, stopping, bounds))
         })
         .map_err(PyRuntimeError::new_err)
+    }
+
+    /// Accept WebSocket upgrades from now on: `handler(request, fd)` takes each accepted one
+    /// (router/executors/native.py). Before `serve`.
+    fn accept_websockets(&mut self, handler: PyObject) -> PyResult<()> {
+        let state = Arc::get_mut(&mut self.state)
+            .ok_or_else(|| PyRuntimeError::new_err("accept_websockets comes before serve"))?;
+        state.websocket_handler = Some(handler);
+        Ok(())
     }
 
     /// Stop accepting, finish the requests in flight, then let `serve` return. Any thread.
@@ -164,8 +179,13 @@ async fn run(
 async fn answer(
     state: Arc<State>,
     peer: Arc<str>,
-    request: Request<Body>,
+    mut request: Request<Body>,
 ) -> Result<Response<Body>, Infallible> {
+    let websocket_key = match state.websocket_handler {
+        Some(_) => websocket_key(&request),
+        None => None,
+    };
+    let upgrading = websocket_key.as_ref().map(|_| hyper::upgrade::on(&mut request));
     let (head, body) = request.into_parts();
     let reading = read_within(body, declared_length(&head.headers), state.max_body_bytes);
     let Ok(body) = tokio::time::timeout(state.body_timeout, reading).await else {
@@ -174,6 +194,7 @@ async fn answer(
     let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
     // One GIL acquisition starts the handler and runs it up to its first wait; one more per
     // wait resumes it, and the last one also turns its answer into the response.
+    let mut kept: Option<PyObject> = None; // the request, for the WebSocket handler
     let started = Python::with_gil(|py| {
         // The fields of `contract::REQUEST`, in its order.
         let request = state.shared.types.request.as_ref(py).call1((
@@ -185,7 +206,11 @@ async fn answer(
             header("content-type"),
             &*peer,
             body.as_ref().map(|b| PyBytes::new(py, b)),
+            websocket_key.as_deref(),
         ));
+        if let (Ok(request), Some(_)) = (&request, &upgrading) {
+            kept = Some(request.into_py(py));
+        }
         let coroutine = request.and_then(|request| state.handler.call1(py, (request,)));
         let first = coroutine.and_then(|c| Ok((start(py, &state.shared, c.as_ref(py))?, c)));
         match first {
@@ -204,7 +229,56 @@ async fn answer(
         // The rest of an over-size body was never read: the connection cannot carry another.
         response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
     }
+    if let (Some(upgrade), Some(request)) = (upgrading, kept) {
+        if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+            tokio::spawn(relay_websocket(state, upgrade, request));
+        }
+    }
     Ok(response)
+}
+
+/// The `Sec-WebSocket-Key` of a well-formed WebSocket upgrade request (RFC 6455, 4.2.1).
+fn websocket_key(request: &Request<Body>) -> Option<String> {
+    let headers = request.headers();
+    let value = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    let upgrades = value(UPGRADE).is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    let connection = value(CONNECTION)
+        .is_some_and(|v| v.split(',').any(|token| token.trim().eq_ignore_ascii_case("upgrade")));
+    let version = value(SEC_WEBSOCKET_VERSION) == Some("13");
+    let key = value(SEC_WEBSOCKET_KEY).filter(|key| !key.is_empty() && key.len() <= 64)?;
+    (request.method() == Method::GET && upgrades && connection && version).then(|| key.to_owned())
+}
+
+/// After the 101: relay the client's connection, byte for byte, to one end of a socket pair,
+/// and give the other end's descriptor to the Python WebSocket handler (which runs the session
+/// on the worker's event loop).
+async fn relay_websocket(state: Arc<State>, upgrade: OnUpgrade, request: PyObject) {
+    let Ok(mut client) = upgrade.await else {
+        return;
+    };
+    let Ok((mut ours, theirs)) = tokio::net::UnixStream::pair() else {
+        return;
+    };
+    let handed = theirs.into_std().and_then(|theirs| {
+        theirs.set_nonblocking(false)?;
+        Ok(theirs.into_raw_fd())
+    });
+    let Ok(fd) = handed else {
+        return;
+    };
+    let taken = Python::with_gil(|py| match &state.websocket_handler {
+        Some(handler) => handler.call1(py, (request, fd)).map(|_| true).unwrap_or_else(|error| {
+            log_failure(py, error);
+            false
+        }),
+        None => false,
+    });
+    if !taken {
+        // SAFETY: the descriptor is ours alone: nothing took it.
+        unsafe { libc::close(fd) };
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut ours).await;
 }
 
 /// HTTP 408 for a body that did not arrive in time; the connection is not kept.

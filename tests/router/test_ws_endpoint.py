@@ -1,4 +1,4 @@
-"""The WebSocket endpoint as a client uses it (issue 31; the Python executor for now):
+"""The WebSocket endpoint as a client uses it (issue 31), on both executors:
 `ws://host/rpc/{chainId}/{apiKey}` refused with spec section 7's statuses at the upgrade; calls
 over the socket routed and billed as over HTTP; newHeads and logs subscriptions fed by the
 provider's WebSocket node; each notification billed at the route's price for its kind."""
@@ -41,8 +41,10 @@ def node() -> Iterator[AnvilNodes]:
     yield from start_anvil_nodes((("ws", CHAIN_A),))
 
 
-@pytest.fixture(scope="module")
-def served(node: AnvilNodes, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+@pytest.fixture(scope="module", params=["python", "native"])
+def served(
+    request: pytest.FixtureRequest, node: AnvilNodes, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("ws-endpoint")
     database_url = f"sqlite:///{tmp / 'ws.db'}"
     engine = create_database_engine(database_url)
@@ -61,7 +63,7 @@ def served(node: AnvilNodes, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     settings = {"CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5"}
     router = launch_router(
         Path(tmp),
-        "python",
+        request.param,
         "127.0.0.1",
         database_url,
         key["secret"],

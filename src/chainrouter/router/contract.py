@@ -29,7 +29,9 @@ from typing import Any, NamedTuple
 
 from chainrouter.ratelimit.window import Bucket
 
-VERSION = 3  # 2: `Race`; 3: `Acquire` resumed with the seconds to wait (0.0: taken), not a bool
+# 2: `Race`; 3: `Acquire` resumed with the seconds to wait (0.0: taken), not a bool;
+# 4: `HttpRequest.websocket_key` (a WebSocket upgrade)
+VERSION = 4
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -47,6 +49,9 @@ class HttpRequest:
     content_type: str | None
     peer: str  # the socket peer's IP address
     body: bytes | None  # None: larger than the server's body limit, and not read
+    # A WebSocket upgrade's Sec-WebSocket-Key: the answer is 101 to accept it (the server then
+    # hands the connection to the session; docs/websocket.md), else a refusal. None: not one.
+    websocket_key: str | None = None
 
 
 class HttpAnswer(NamedTuple):

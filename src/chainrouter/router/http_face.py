@@ -9,6 +9,8 @@ the request (the body within the size limit), runs `respond` as a program, and w
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -26,6 +28,7 @@ from chainrouter.router.readiness import Readiness
 from chainrouter.router.request_log import RequestLog
 from chainrouter.router.service import RpcService
 from chainrouter.router.sync import StorageSync
+from chainrouter.router.ws.hub import Hub
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +62,7 @@ class RouterFace:
         readiness: Callable[[], Readiness],
         metrics: MetricsAccess | None = None,
         request_log: RequestLog | None = None,  # None or not enabled: no line per request
+        hub: Hub | None = None,  # WebSocket clients' feeds; None: upgrades are refused (404)
     ) -> None:
         self._service = service
         self._sync = sync
@@ -68,6 +72,7 @@ class RouterFace:
         self._metrics = metrics or MetricsAccess(RouterMetrics())
         self._count = self._metrics.counts.request
         self._request_log = request_log
+        self._hub = hub
 
     async def respond(self, request: HttpRequest) -> HttpAnswer:
         """The answer to one request (a program: the executor runs it). One coroutine for the
@@ -80,6 +85,10 @@ class RouterFace:
         route = "free" if path.startswith("/rpc/evm/") else "keyed"
         service = self._service
         origin = request.origin
+        if request.websocket_key is not None:
+            answer = self._upgrade(request)
+            self._count(route, answer.status)
+            return answer
         if method == "OPTIONS":
             batch_id = ("x-batch-id", service.new_batch_id())
             self._count(route, 204)
@@ -138,6 +147,39 @@ class RouterFace:
         not_found = {"error": {"code": "not_found", "message": f"no route {path}"}}
         return HttpAnswer(404, self._plain_headers(), orjson.dumps(not_found))
 
+    def _upgrade(self, request: HttpRequest) -> HttpAnswer:
+        """A WebSocket upgrade (the native server's; uvicorn carries the Python executor's): 101
+        when the keyed route's checks pass and the key has room for one more connection, the
+        server then handing the connection to the session (docs/websocket.md); else the
+        refusal's status and error."""
+        service, hub = self._service, self._hub
+        parts = request.path[5:].split("/")
+        if hub is None or len(parts) != 2 or not all(parts) or parts[0] == "evm":
+            message = "WebSocket is served at /rpc/{chainId}/{apiKey}, with a key"
+            return _answer(service.refuse(RpcError(404, RpcCode.INVALID_REQUEST, message)), None)
+        checked = service.check_upgrade(
+            parts[0], parts[1], origin=request.origin, referer=request.referer
+        )
+        refusal = checked.refusal
+        if (
+            refusal is None
+            and checked.access is not None
+            and not hub.has_room(checked.access.key_id)
+        ):
+            refusal = RpcError(
+                429, RpcCode.SERVER_ERROR, "too many WebSocket connections for this key"
+            )
+        if refusal is not None:
+            return _answer(service.refuse(refusal), request.origin)
+        key = request.websocket_key or ""
+        headers = [
+            ("upgrade", "websocket"),
+            ("connection", "Upgrade"),
+            ("sec-websocket-accept", websocket_accept(key)),
+            ("x-batch-id", checked.batch_id),
+        ]
+        return HttpAnswer(101, headers, b"")
+
     def _may_scrape(self, peer: str) -> bool:
         access = self._metrics
         return access.exposition is not None and in_networks(peer, access.networks)
@@ -184,3 +226,12 @@ def _cors(origin: str | None) -> Headers:
         ("access-control-expose-headers", f"x-batch-id, {SPLIT_HEADER}, retry-after"),
         ("vary", "origin"),
     ]
+
+
+_WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455, 1.3
+
+
+def websocket_accept(key: str) -> str:
+    """The `Sec-WebSocket-Accept` answering a client's `Sec-WebSocket-Key` (RFC 6455, 4.2.2)."""
+    digest = hashlib.sha1((key + _WEBSOCKET_GUID).encode(), usedforsecurity=False).digest()
+    return base64.b64encode(digest).decode()

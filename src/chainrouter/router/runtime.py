@@ -99,6 +99,7 @@ class RouterRuntime:
             self.readiness,
             access,
             self.request_log,
+            self.hub,
         )
 
     def readiness(self) -> Readiness:

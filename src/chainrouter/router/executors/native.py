@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 from chainrouter.net.outbound import DialRule
 from chainrouter.ratelimit.window import Limiter, MemoryLimiter
 from chainrouter.router.contract import Acquire, Program
+from chainrouter.router.executors.native_websocket import websocket_handler
 from chainrouter.router.executors.process import (
     assemble_worker,
     settings_dial_rule,
@@ -147,6 +148,9 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         settings.request_head_timeout_s,
         settings.request_body_timeout_s,
         settings.max_connections,
+    )
+    server.accept_websockets(
+        websocket_handler(runtime, executor.driver, loop, settings.ws_max_message_bytes)
     )
     settle_heap()
     stopping = asyncio.Event()

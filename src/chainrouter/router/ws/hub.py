@@ -45,6 +45,10 @@ class Hub:
         self._connections[key_id] = held + 1
         return True
 
+    def has_room(self, key_id: int) -> bool:
+        """Whether the key may open one more connection (counted by `open` once it is made)."""
+        return self._connections.get(key_id, 0) < self._max_per_key
+
     def close(self, key_id: int) -> None:
         held = self._connections.get(key_id, 0) - 1
         if held > 0:

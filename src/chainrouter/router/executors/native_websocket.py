@@ -1,0 +1,157 @@
+"""The native executor's WebSocket connections, once accepted: the Rust server answers the
+upgrade with the router's 101 (http_face.py), then relays the client's bytes to one end of a
+socket pair and hands the other end here, on the worker's event loop. There wsproto (sans-I/O
+frames) reads and writes the messages, and a `WsSession` serves them (router/ws/session.py);
+its calls run on the native driver like any request."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from wsproto.connection import Connection, ConnectionState, ConnectionType
+from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
+
+from chainrouter.router.contract import HttpRequest
+from chainrouter.router.pipeline import Reply
+from chainrouter.router.runtime import RouterRuntime
+from chainrouter.router.ws.session import WsSession
+
+log = logging.getLogger(__name__)
+
+_TOO_BIG = 1009  # RFC 6455: a message too big to take
+_POLICY = 1008
+
+
+class SocketLink:
+    """A `ClientLink` over a stream carrying WebSocket frames (the handshake already done)."""
+
+    def __init__(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_bytes: int
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._max = max_bytes
+        self._frames = Connection(ConnectionType.SERVER)
+        self._parts: list[str | bytes] = []
+        self._size = 0
+
+    async def receive(self) -> str | bytes | None:
+        frames = self._frames
+        while True:
+            for event in frames.events():
+                if isinstance(event, TextMessage | BytesMessage):
+                    data = event.data
+                    self._parts.append(data if isinstance(data, str) else bytes(data))
+                    self._size += len(data)
+                    if self._size > self._max:
+                        await self.close(_TOO_BIG, "message too big")
+                        return None
+                    if event.message_finished:
+                        return self._message()
+                elif isinstance(event, Ping):
+                    self._writer.write(frames.send(event.response()))
+                elif isinstance(event, CloseConnection):
+                    if frames.state is ConnectionState.REMOTE_CLOSING:
+                        self._writer.write(frames.send(event.response()))
+                    return None
+            data = await self._reader.read(65536)
+            if not data:
+                return None
+            frames.receive_data(data)
+
+    def _message(self) -> str | bytes:
+        parts, self._parts, self._size = self._parts, [], 0
+        if isinstance(parts[0], str):
+            return "".join(part for part in parts if isinstance(part, str))
+        return b"".join(part for part in parts if isinstance(part, bytes))
+
+    async def send(self, message: bytes) -> None:
+        if self._frames.state is not ConnectionState.OPEN:
+            return
+        self._writer.write(self._frames.send(TextMessage(data=message.decode())))
+        await self._writer.drain()
+
+    async def close(self, code: int, reason: str) -> None:
+        if self._frames.state is ConnectionState.OPEN:
+            with contextlib.suppress(Exception):
+                self._writer.write(self._frames.send(CloseConnection(code=code, reason=reason)))
+                await self._writer.drain()
+        self._writer.close()
+
+
+def websocket_handler(
+    runtime: RouterRuntime, driver: Any, loop: asyncio.AbstractEventLoop, max_bytes: int
+) -> Callable[[HttpRequest, int], None]:
+    """What the native server calls, on its thread, with each accepted connection's request
+    and descriptor: the session starts on the event loop."""
+    tasks: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references
+
+    def start(request: HttpRequest, fd: int) -> None:
+        task = loop.create_task(_serve(runtime, driver, loop, request, fd, max_bytes))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    def taken(request: HttpRequest, fd: int) -> None:
+        loop.call_soon_threadsafe(start, request, fd)
+
+    return taken
+
+
+async def _serve(
+    runtime: RouterRuntime,
+    driver: Any,
+    loop: asyncio.AbstractEventLoop,
+    request: HttpRequest,
+    fd: int,
+    max_bytes: int,
+) -> None:
+    service, hub = runtime.service, runtime.hub
+    assert hub is not None
+    reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
+    link = SocketLink(reader, writer, max_bytes)
+    chain_segment, api_key = request.path[5:].split("/")
+    origin, referer = request.origin, request.referer
+    checked = service.check_upgrade(chain_segment, api_key, origin=origin, referer=referer)
+    access = checked.access
+    if checked.refusal is not None or access is None or not hub.open(access.key_id):
+        await link.close(_POLICY, "refused")  # the configuration changed since the 101
+        return
+
+    async def handle(body: bytes) -> Reply:
+        answered: asyncio.Future[Reply] = loop.create_future()
+
+        def settle(reply: Reply | None, error: BaseException | None) -> None:
+            if answered.done():
+                return
+            if error is not None:
+                answered.set_exception(error)
+            else:
+                answered.set_result(reply)  # type: ignore[arg-type]
+
+        async def program() -> None:  # on the native driver, as any request runs
+            try:
+                reply = await service.handle_keyed(
+                    chain_segment, api_key, body, origin=origin, referer=referer
+                )
+            except BaseException as exc:
+                loop.call_soon_threadsafe(settle, None, exc)
+                raise
+            loop.call_soon_threadsafe(settle, reply, None)
+
+        driver.spawn(program())
+        return await answered
+
+    deps = service.deps
+    session = WsSession(link, checked, hub, handle, deps.credits, deps.meter, runtime.ws_limits)
+    try:
+        await session.run()
+    except Exception:
+        log.exception("a WebSocket session failed")
+    finally:
+        hub.close(access.key_id)
+        writer.close()
