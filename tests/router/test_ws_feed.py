@@ -158,3 +158,16 @@ async def test_a_node_dying_mid_stream_leaves_no_gap_and_no_repeat(
         upstream.down.discard(first)
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_pending_transactions_are_subscribed_to_once_someone_wants_them(
+    feed: ChainFeed, node: AnvilNodes
+) -> None:
+    url = node.urls["w"]
+    pending = Queue()
+    feed.fanout.add(Subscription("0x9", SubscriptionKind.NEW_PENDING_TRANSACTIONS, pending))
+    feed.wake()
+    await asyncio.sleep(0.5)  # the feed subscribes upstream
+    account = _rpc(url, "eth_accounts", [])[0]
+    sent = _rpc(url, "eth_sendTransaction", [{"from": account, "to": account, "value": "0x1"}])
+    await _until(lambda: pending.got == [sent])

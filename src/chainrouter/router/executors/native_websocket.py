@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 _TOO_BIG = 1009  # RFC 6455: a message too big to take
 _POLICY = 1008
+_ABORT_S = 5.0  # a client that reads nothing is dropped this long after its close
 
 
 class SocketLink:
@@ -75,6 +76,16 @@ class SocketLink:
             return
         self._writer.write(self._frames.send(TextMessage(data=message.decode())))
         await self._writer.drain()
+
+    def abort(self, code: int, reason: str) -> None:
+        """The close frame goes after what is queued, then the connection is dropped: at once
+        if the client reads, after `_ABORT_S` if it does not."""
+        if self._frames.state is ConnectionState.OPEN:
+            with contextlib.suppress(Exception):
+                self._writer.write(self._frames.send(CloseConnection(code=code, reason=reason)))
+        transport = self._writer.transport
+        transport.close()
+        asyncio.get_running_loop().call_later(_ABORT_S, transport.abort)
 
     async def close(self, code: int, reason: str) -> None:
         if self._frames.state is ConnectionState.OPEN:

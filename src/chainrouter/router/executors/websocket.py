@@ -6,6 +6,7 @@ WebSocket (docs/websocket.md)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
@@ -40,6 +41,10 @@ class AsgiLink:
 
     async def close(self, code: int, reason: str) -> None:
         await self._send({"type": "websocket.close", "code": code, "reason": reason})
+
+    def abort(self, code: int, reason: str) -> None:
+        # uvicorn sends the close frame and drops a client that does not answer it in time.
+        self._aborting = asyncio.ensure_future(self.close(code, reason))
 
 
 async def serve_websocket(

@@ -65,6 +65,7 @@ class ChainFeed:
         self._policy = policy
         self._cooling: dict[int, float] = {}  # node -> monotonic time its pause ends
         self._logs: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # by block hash
+        self._wanted = asyncio.Event()  # a subscription was added (`wake`)
         self.last_head_at: float | None = None
 
     async def run(self) -> None:
@@ -100,25 +101,49 @@ class ChainFeed:
         )
         self._cooling[route.node_id] = time.monotonic() + 5.0
 
+    def wake(self) -> None:
+        """A subscription was added: the feed may need another upstream subscription (pending
+        transactions are subscribed to only while someone wants them)."""
+        self._wanted.set()
+
     async def _follow(self, upstream: UpstreamSocket) -> None:
         timeout_s = self._policy.call_timeout_s
         headers = await upstream.subscribe(["newHeads"], timeout_s)
         watch = asyncio.create_task(self._watch_lag(upstream))
+        closed = asyncio.create_task(upstream.closed.wait())
+        getting: asyncio.Task[bytes] | None = None
+        pending: asyncio.Task[None] | None = None
         try:
             while True:
-                getting = asyncio.ensure_future(headers.get())
+                if pending is None and self.fanout.wants(SubscriptionKind.NEW_PENDING_TRANSACTIONS):
+                    queue = await upstream.subscribe(["newPendingTransactions"], timeout_s)
+                    pending = asyncio.create_task(self._pass_pending(queue))
+                if getting is None:
+                    getting = asyncio.create_task(headers.get())
+                wanted = asyncio.create_task(self._wanted.wait())
                 done, _ = await asyncio.wait(
-                    {getting, watch, asyncio.ensure_future(upstream.closed.wait())},
-                    return_when=asyncio.FIRST_COMPLETED,
+                    {getting, watch, closed, wanted}, return_when=asyncio.FIRST_COMPLETED
                 )
-                if getting not in done:
-                    getting.cancel()
-                    if watch in done:
-                        watch.result()  # raises why the node was left
+                wanted.cancel()
+                self._wanted.clear()
+                if getting in done:
+                    header, getting = getting.result(), None
+                    await self._offer(upstream, _head(header))
+                elif watch in done:
+                    watch.result()  # raises why the node was left
+                elif closed in done:
                     raise UpstreamClosedError("the node closed the connection")
-                await self._offer(upstream, _head(getting.result()))
         finally:
-            watch.cancel()
+            for task in (watch, closed, getting, pending):
+                if task is not None:
+                    task.cancel()
+
+    async def _pass_pending(self, queue: asyncio.Queue[bytes]) -> None:
+        """Pending transactions as the node announces them (no gap filling: not history)."""
+        while True:
+            refused = self.fanout.pending(await queue.get())
+            if refused:
+                self._on_refused(refused)
 
     async def _watch_lag(self, upstream: UpstreamSocket) -> None:
         while True:

@@ -54,6 +54,11 @@ class ClientLink(Protocol):
 
     async def close(self, code: int, reason: str) -> None: ...
 
+    def abort(self, code: int, reason: str) -> None:
+        """Drop the connection now, telling the client `code` if it still reads: it does not
+        read what it is sent, so nothing may wait for it."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class WsLimits:
@@ -101,6 +106,7 @@ class WsSession:
         self._feed: ChainFeed | None = None
         self._subscriptions: set[str] = set()
         self._closing: tuple[int, str] | None = None
+        self._writer: asyncio.Task[None] | None = None
 
     # -- the feed's side: notifications --------------------------------------------------
 
@@ -116,13 +122,20 @@ class WsSession:
         return True
 
     def too_slow(self) -> None:
-        """Its queue overflowed: the client is closed, the others go on."""
-        self._close_soon(SLOW_CLIENT, "too slow to read its messages")
+        """Its queue overflowed: the client is dropped at once (its writer is stuck sending to
+        it), the others go on."""
+        if self._closing is not None:
+            return
+        self._closing = (SLOW_CLIENT, "too slow to read its messages")
+        self._leave()
+        if self._writer is not None:
+            self._writer.cancel()
+        self._link.abort(*self._closing)
 
     # -- running ---------------------------------------------------------------------------
 
     async def run(self) -> None:
-        writer = asyncio.create_task(self._write(), name="ws-session-writer")
+        self._writer = writer = asyncio.create_task(self._write(), name="ws-session-writer")
         try:
             while self._closing is None:
                 message = await self._link.receive()
@@ -131,8 +144,9 @@ class WsSession:
                 await self._answer(message)
         finally:
             self._close_soon(NORMAL, "")
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer, 5)
+            # The writer sends what is left and closes; a cancelled one (a dropped client) is
+            # waited for all the same, without its cancellation becoming this task's.
+            await asyncio.wait({writer}, timeout=5)
             writer.cancel()
 
     def _close_soon(self, code: int, reason: str, last: bytes | None = None) -> None:
@@ -250,6 +264,7 @@ class WsSession:
             self._feed = self._hub.feed(self._chain_id, access)
         subscription_id = new_subscription_id()
         self._feed.fanout.add(Subscription(subscription_id, wanted.kind, self, wanted.log_filter))
+        self._feed.wake()
         self._subscriptions.add(subscription_id)
         return subscription_id
 

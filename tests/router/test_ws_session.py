@@ -1,0 +1,157 @@
+"""One client's WebSocket session (router/ws/session.py), told with a scripted connection and a
+feed fed by hand: notifications billed one by one at the feed's route price, the subscriptions
+ended with an error and close 4002 when the credits run out, a client that does not read
+dropped with 4008 without holding up the feed's other subscribers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.enums import RoutingStrategy, Scenario
+from chainrouter.domain.routing import RouteTable
+from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.router.context import RequestContext
+from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.pipeline import Reply
+from chainrouter.router.ws.feed import ChainFeed
+from chainrouter.router.ws.heads import Head
+from chainrouter.router.ws.protocol import SubscriptionKind
+from chainrouter.router.ws.session import OUT_OF_CREDITS, SLOW_CLIENT, WsLimits, WsSession
+
+pytestmark = pytest.mark.anyio
+
+CHAIN, CUSTOMER, KEY_ID = 7, 1, 11
+ROUTE = WsRoute(3, 5, CHAIN, "ws://node", {"newHeads": 100})
+
+
+class Link:
+    """A client: `said` is what it sends the router; `stuck` makes it stop reading."""
+
+    def __init__(self, *, stuck: bool = False) -> None:
+        self.said: asyncio.Queue[str | None] = asyncio.Queue()
+        self.got: list[dict[str, Any]] = []
+        self.closed: tuple[int, str] | None = None
+        self.stuck = stuck
+
+    async def receive(self) -> str | bytes | None:
+        return await self.said.get()
+
+    async def send(self, message: bytes) -> None:
+        if self.stuck:
+            await asyncio.Event().wait()  # never read
+        self.got.append(json.loads(message))
+
+    async def close(self, code: int, reason: str) -> None:
+        self.closed = (code, reason)
+        self.said.put_nowait(None)
+
+    def abort(self, code: int, reason: str) -> None:
+        self.closed = (code, reason)
+        self.said.put_nowait(None)
+
+
+class Hub:
+    def __init__(self) -> None:
+        self.the_feed = ChainFeed(CHAIN, lambda: [ROUTE], _never)
+        self.the_feed.route = ROUTE
+        self.left = 0
+
+    def feed(self, chain_id: int, access: KeyAccess) -> ChainFeed:
+        return self.the_feed
+
+    def served(self, chain_id: int, kind: SubscriptionKind) -> bool:
+        return kind is SubscriptionKind.NEW_HEADS
+
+    def leave(self, feed: ChainFeed) -> None:
+        self.left += 1
+
+
+async def _never(url: str) -> Any:
+    raise AssertionError("the feed is fed by hand here")
+
+
+async def _no_calls(body: bytes) -> Reply:
+    raise AssertionError("no calls in these stories")
+
+
+def _session(link: Link, hub: Hub, balance: int, queue: int = 1000) -> tuple[WsSession, UsageMeter]:
+    snapshot = RouterSnapshot(0, {}, RouteTable.build([], [], []), {})
+    request = RequestContext(snapshot, "b1", b"", str(CHAIN), "crk_x", None, None, None)
+    request.access = KeyAccess(KEY_ID, CUSTOMER, ("*",), RoutingStrategy.ECONOMY, False)
+    request.chain_id = CHAIN
+    credits = CreditView()
+    credits.replace_stored({CUSTOMER: balance})
+    meter = UsageMeter()
+    session = WsSession(link, request, hub, _no_calls, credits, meter, WsLimits(100, queue))
+    return session, meter
+
+
+def _heads(hub: Hub, first: int, count: int) -> None:
+    heads = [
+        Head(n, hex(n), hex(n - 1), json.dumps({"number": hex(n)}).encode())
+        for n in range(first, first + count)
+    ]
+    refused = hub.the_feed.fanout.heads(heads)
+    for sink in refused:
+        sink.too_slow()
+
+
+async def _subscribe(link: Link) -> str:
+    link.said.put_nowait(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]})
+    )
+    for _ in range(100):
+        if link.got:
+            return str(link.got[0]["result"])
+        await asyncio.sleep(0.01)
+    raise AssertionError("no answer")
+
+
+async def test_each_notification_is_billed_at_the_route_price_until_the_credits_run_out() -> None:
+    link, hub = Link(), Hub()
+    session, meter = _session(link, hub, balance=250)  # two notifications' worth
+    running = asyncio.create_task(session.run())
+    await _subscribe(link)
+    _heads(hub, 1, 4)
+    await asyncio.wait_for(running, 5)
+    notifications = [m for m in link.got if m.get("method") == "eth_subscription"]
+    assert [n["params"]["result"]["number"] for n in notifications] == ["0x1", "0x2"]
+    assert link.got[-1]["error"] == {
+        "code": -32601,
+        "message": "insufficient credits: subscriptions ended",
+    }
+    assert link.closed == (OUT_OF_CREDITS, "insufficient credits")
+    rows = meter.take().rows
+    assert [(k[3], k[4], k[6], v) for k, v in rows.items()] == [
+        ("newHeads", Scenario.SUBSCRIPTION, ROUTE.plan_id, [2, 200])
+    ]
+    assert len(hub.the_feed.fanout) == 0  # its subscriptions ended
+    assert hub.left == 1
+
+
+async def test_a_client_that_does_not_read_is_dropped_and_the_others_go_on() -> None:
+    hub = Hub()
+    slow, fine = Link(), Link()
+    slow_session, _ = _session(slow, hub, balance=10**9, queue=3)
+    fine_session, _ = _session(fine, hub, balance=10**9)
+    tasks = [asyncio.create_task(s.run()) for s in (slow_session, fine_session)]
+    await _subscribe(slow)
+    await _subscribe(fine)
+    slow.stuck = True
+    _heads(hub, 1, 10)
+    await asyncio.wait_for(tasks[0], 5)
+    assert slow.closed == (SLOW_CLIENT, "too slow to read its messages")
+    for _ in range(100):
+        if len(fine.got) == 11:
+            break
+        await asyncio.sleep(0.01)
+    assert [m["params"]["result"]["number"] for m in fine.got[1:]] == [hex(n) for n in range(1, 11)]
+    assert len(hub.the_feed.fanout) == 1  # the fine client's subscription alone
+    fine.said.put_nowait(None)
+    await asyncio.wait_for(tasks[1], 5)
