@@ -217,6 +217,7 @@ chainrouter demo is running
   backup router   http://127.0.0.1:{BACKUP_RPC_PORT}   (the same program again, same database)
   spare node      http://127.0.0.1:18548   (chain 31337, not registered: see "Provider token")
   management API  http://127.0.0.1:{API_PORT}   (interactive docs: http://127.0.0.1:{API_PORT}/docs)
+  WebSocket       ws://127.0.0.1:{RPC_PORT}/rpc/{{chainId}}/{{key}}   (newHeads, logs, pending transactions)
   dashboard       http://127.0.0.1:{API_PORT}/dashboard   (sign in with the customer or provider
                   token below, or create an account there with 1 free credit)
   providers       thrifty (cheap: 18545, 18546) and swift (dearer: 18547)
@@ -238,6 +239,11 @@ Try:
   curl -s -X POST {url_a} -H 'content-type: application/json' -d \\
     '[{{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}},
       {{"jsonrpc":"2.0","id":2,"method":"debug_traceCall","params":[]}}]'
+
+  # WebSocket: heads as they are mined (every 2 s), each notification billed; any client works
+  # with ws://127.0.0.1:{RPC_PORT}/rpc/31337/{{key}} (ethers WebSocketProvider, viem webSocket)
+  {ROOT / ".venv" / "bin" / "python"} -m websockets ws://127.0.0.1:{RPC_PORT}/rpc/31337/{key}
+  # then type: {{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}}
 
   # the free tier, no key (60 calls a minute per IP):
   curl -s -X POST http://127.0.0.1:{RPC_PORT}/rpc/evm/31337 \\

@@ -4,6 +4,8 @@ launchers included), with the usage of the calls written on the way out."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import queue
 import re
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
 
 ROOT = Path(__file__).resolve().parents[1]
 PORTS = (18545, 18546, 18547, 18548, 8545, 8546, 8080)
@@ -139,6 +142,8 @@ def test_the_demo_key_works_on_both_routers_and_ctrl_c_stops_everything_it_start
         assert answer.status_code == 200
         assert answer.json()["result"] == hex(31337)
         assert answer.headers["x-batch-id"]
+    # WebSocket at the same URL: heads as anvil mines them (every 2 s), on the native server.
+    asyncio.run(_one_head(f"ws://127.0.0.1:8545/rpc/31337/{demo.key}"))
     # The dashboard it prints is served, and offers sign-up with a free credit.
     assert httpx.get("http://127.0.0.1:8080/dashboard", timeout=10).status_code == 200
     made = httpx.post(
@@ -182,3 +187,15 @@ def test_when_one_of_its_processes_dies_the_demo_stops_all_the_others(demo: Runn
     os.kill(launcher, signal.SIGKILL)  # the launcher alone, as a crash would: its binary lives on
     assert demo.process.wait(60) != 0  # the demo says a process stopped unexpectedly
     assert _wait_until_gone(demo.started, 5) == {}
+
+
+async def _one_head(url: str) -> None:
+    async with connect(url) as ws:
+        await ws.send('{"jsonrpc":"2.0","id":1,"method":"eth_subscribe","params":["newHeads"]}')
+        subscription = json.loads(await asyncio.wait_for(ws.recv(), 10))["result"]
+        while True:
+            message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            if message.get("method") == "eth_subscription":
+                assert message["params"]["subscription"] == subscription
+                assert message["params"]["result"]["number"].startswith("0x")
+                return
