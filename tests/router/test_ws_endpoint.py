@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import select
+from web3 import AsyncWeb3, WebSocketProvider
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -22,7 +24,7 @@ from chainrouter.operator_config.load import validate_document
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
-from tests.anvil import CHAIN_A, AnvilNodes, start_anvil_nodes
+from tests.anvil import CHAIN_A, REPO_ROOT, AnvilNodes, start_anvil_nodes
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.test_server import Served, launch_router
 
@@ -50,7 +52,8 @@ def served(
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
     http = node.urls["ws"]
-    priced = provider("p", {"eth_blockNumber": CALL_PRICE, "eth_chainId": "0"}, [(http, CHAIN_A)])
+    prices = {"eth_blockNumber": CALL_PRICE, "eth_chainId": "0", "eth_getBlockByNumber": CALL_PRICE}
+    priced = provider("p", prices, [(http, CHAIN_A)])
     plan = priced["plans"][0]
     plan["methods"] += [
         {"method": "newHeads", "node_target_type": "ws", "cost": HEAD_PRICE},
@@ -155,3 +158,51 @@ async def test_calls_and_subscriptions_over_one_socket_billed_exactly(
     expected = 3 * int(float(HEAD_PRICE) * nano) + int(float(LOGS_PRICE) * nano)
     expected += int(float(CALL_PRICE) * nano)
     assert before - _balance(served) == expected
+
+
+def test_ethers_and_viem_watch_blocks_and_events_unmodified(
+    served: Served, node: AnvilNodes
+) -> None:
+    """ethers' WebSocketProvider ("block" events) and viem's webSocket transport (watchBlocks,
+    watchEvent) against the router, as a dApp uses them."""
+    script = REPO_ROOT / "tests" / "clients" / "js_ws_clients.mjs"
+    process = subprocess.Popen(
+        ["node", str(script), _ws(served), LOG_TOPIC, "3"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+    )
+    try:
+        assert process.stdout is not None
+        assert json.loads(process.stdout.readline()) == {"ready": True}
+        _rpc(node, "anvil_mine", ["0x3"])
+        account = _rpc(node, "eth_accounts", [])[0]
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen["viemChain"] == CHAIN_A
+    for client in ("ethers", "viem"):
+        numbers = seen[client]
+        assert len(numbers) >= 3, (client, numbers)
+        assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), client
+    assert LOG_TOPIC in seen["viemLogs"]
+
+
+async def test_web3_py_subscribes_to_new_heads_unmodified(served: Served, node: AnvilNodes) -> None:
+    async with AsyncWeb3(WebSocketProvider(_ws(served))) as w3:
+        assert await w3.eth.chain_id == CHAIN_A
+        subscription = await w3.eth.subscribe("newHeads")
+        await asyncio.sleep(0.3)
+        _rpc(node, "anvil_mine", ["0x2"])
+        numbers = []
+        async for message in w3.socket.process_subscriptions():
+            assert message["subscription"] == subscription
+            numbers.append(message["result"]["number"])
+            if len(numbers) == 2:
+                break
+        assert numbers[1] == numbers[0] + 1
+        assert await w3.eth.unsubscribe(subscription)
