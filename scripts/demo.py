@@ -217,7 +217,7 @@ chainrouter demo is running
   backup router   http://127.0.0.1:{BACKUP_RPC_PORT}   (the same program again, same database)
   spare node      http://127.0.0.1:18548   (chain 31337, not registered: see "Provider token")
   management API  http://127.0.0.1:{API_PORT}   (interactive docs: http://127.0.0.1:{API_PORT}/docs)
-  WebSocket       ws://127.0.0.1:{RPC_PORT}/rpc/{{chainId}}/{{key}}   (newHeads, logs, pending transactions)
+  WebSocket       ws://127.0.0.1:{RPC_PORT}/rpc/{{chainId}}/{{key}}   (newHeads, logs, pending txs)
   dashboard       http://127.0.0.1:{API_PORT}/dashboard   (sign in with the customer or provider
                   token below, or create an account there with 1 free credit)
   providers       thrifty (cheap: 18545, 18546) and swift (dearer: 18547)
