@@ -63,7 +63,10 @@ def served(
     key, restricted = api_key("main"), api_key("web", allowed_domains=["app.example.com"])
     apply_config(engine, validate_document(world_config([priced], [key, restricted])))
     engine.dispose()
-    settings = {"CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5"}
+    settings = {
+        "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5",
+        "CHAINROUTER_WS_MAX_CONNECTIONS_PER_KEY": "250",  # the many-clients test holds 200
+    }
     router = launch_router(
         Path(tmp),
         request.param,
@@ -206,3 +209,21 @@ async def test_web3_py_subscribes_to_new_heads_unmodified(served: Served, node: 
                 break
         assert numbers[1] == numbers[0] + 1
         assert await w3.eth.unsubscribe(subscription)
+
+
+async def test_hundreds_of_clients_share_one_feed_and_each_gets_every_head_once(
+    served: Served, node: AnvilNodes
+) -> None:
+    clients = [await connect(_ws(served)) for _ in range(200)]
+    try:
+        for number, ws in enumerate(clients):
+            assert "result" in await _call(ws, "eth_subscribe", ["newHeads"], number)
+        await asyncio.sleep(0.3)
+        _rpc(node, "anvil_mine", ["0x3"])
+        got = await asyncio.gather(*(_notifications(ws, 3) for ws in clients))
+        for heads in got:
+            numbers = [int(params["result"]["number"], 16) for params in heads]
+            assert numbers == list(range(numbers[0], numbers[0] + 3))
+        assert len({heads[0]["result"]["hash"] for heads in got}) == 1  # one feed, one view
+    finally:
+        await asyncio.gather(*(ws.close() for ws in clients))

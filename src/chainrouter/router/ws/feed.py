@@ -113,6 +113,7 @@ class ChainFeed:
         closed = asyncio.create_task(upstream.closed.wait())
         getting: asyncio.Task[bytes] | None = None
         pending: asyncio.Task[None] | None = None
+        wanted: asyncio.Task[bool] | None = None
         try:
             while True:
                 if pending is None and self.fanout.wants(SubscriptionKind.NEW_PENDING_TRANSACTIONS):
@@ -134,9 +135,10 @@ class ChainFeed:
                 elif closed in done:
                     raise UpstreamClosedError("the node closed the connection")
         finally:
-            for task in (watch, closed, getting, pending):
-                if task is not None:
-                    task.cancel()
+            helpers = [t for t in (watch, closed, getting, pending, wanted) if t is not None]
+            for task in helpers:
+                task.cancel()
+            await asyncio.gather(*helpers, return_exceptions=True)  # none is left pending
 
     async def _pass_pending(self, queue: asyncio.Queue[bytes]) -> None:
         """Pending transactions as the node announces them (no gap filling: not history)."""
