@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 _TOO_BIG = 1009  # RFC 6455: a message too big to take
 _POLICY = 1008
 _ABORT_S = 5.0  # a client that reads nothing is dropped this long after its close
+_GONE = 1001  # RFC 6455: going away
+PING_EVERY_S = 20.0
 
 
 class SocketLink:
@@ -40,6 +43,18 @@ class SocketLink:
         self._frames = Connection(ConnectionType.SERVER)
         self._parts: list[str | bytes] = []
         self._size = 0
+        self.heard = time.monotonic()  # the client's last frame of any kind
+
+    async def keep_alive(self, every_s: float = PING_EVERY_S) -> None:
+        """Ping the client every `every_s`; one silent for two pings running is dropped (as
+        uvicorn does for the Python executor's clients)."""
+        while self._frames.state is ConnectionState.OPEN:
+            await asyncio.sleep(every_s)
+            if time.monotonic() - self.heard > 2 * every_s:
+                self.abort(_GONE, "no answer to pings")
+                return
+            with contextlib.suppress(Exception):
+                self._writer.write(self._frames.send(Ping()))
 
     async def receive(self) -> str | bytes | None:
         frames = self._frames
@@ -63,6 +78,7 @@ class SocketLink:
             data = await self._reader.read(65536)
             if not data:
                 return None
+            self.heard = time.monotonic()
             frames.receive_data(data)
 
     def _message(self) -> str | bytes:
@@ -159,10 +175,12 @@ async def _serve(
 
     deps = service.deps
     session = WsSession(link, checked, hub, handle, deps.credits, deps.meter, runtime.ws_limits)
+    pinging = asyncio.create_task(link.keep_alive())
     try:
         await session.run()
     except Exception:
         log.exception("a WebSocket session failed")
     finally:
+        pinging.cancel()
         hub.close(access.key_id)
         writer.close()
