@@ -188,6 +188,14 @@ class Settings(BaseSettings):
         description="Messages that may wait for one WebSocket client; a client that lets more "
         "pile up is closed (code 4008), never slowing the others.",
     )
+    ws_health_check_interval_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Target time between two health checks of one WebSocket node (each dials "
+        "the node and asks its chain ID, a newHeads subscription and its head over one "
+        "connection). Each router process checks every WebSocket node.",
+    )
     ws_max_message_bytes: int = Field(
         default=1024 * 1024,
         ge=1024,

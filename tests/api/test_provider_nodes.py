@@ -347,12 +347,25 @@ def test_a_websocket_node_must_deliver_new_heads(
     assert status.json() == {
         "node_id": node_id,
         "in_sync": True,
-        "status": "healthy",
+        "status": "pending check",  # no router has checked it yet
         "capabilities": None,  # WebSocket nodes: not probed
     }
+    now = datetime.now(UTC)
+    for report, expected in (
+        (HealthReport(node_id, True, 10, 2.0, 0, now), (True, "healthy")),
+        (HealthReport(node_id, False, 1, 2.0, 0, now), (False, "out of sync")),
+        (HealthReport(node_id, True, 10, 2.0, 2, now), (True, "failing")),
+        (HealthReport(node_id, True, 12, 2.0, 0, now), (True, "healthy")),
+    ):
+        write_node_health(api.engine, [report], ws=True)
+        body = api.client.get(
+            f"/provider/nodes/{node_id}/status", params={"kind": "ws"}, headers=mine.headers
+        ).json()
+        assert (body["in_sync"], body["status"]) == expected
+    write_node_health(api.engine, [HealthReport(node_id, False, 1, 2.0, 0, now)])  # HTTP's id
     listed = api.client.get("/provider/nodes", headers=mine.headers).json()
     assert [(n["kind"], n["node"]["id"], n["status"]["status"]) for n in listed] == [
-        ("ws", node_id, "healthy")
+        ("ws", node_id, "healthy")  # the WebSocket node's own report, not an HTTP node's
     ]
     assert api.client.get("/provider/nodes", headers=theirs.headers).json() == []
     _set(api, mine, node_id, "disabled by provider", kind="ws")

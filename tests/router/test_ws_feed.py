@@ -120,6 +120,27 @@ async def test_heads_in_order_logs_of_each_block_and_a_reorg_sent_back_removed(
     assert [int(h["number"], 16) for h in heads.got[-2:]] == [2, 3]  # the new branch, in order
 
 
+async def test_a_node_that_refuses_the_upgrade_is_passed_over(
+    node: AnvilNodes, upstream: FaultyUpstream
+) -> None:
+    port = node.urls["w"].rsplit(":", 1)[1]
+    refusing = f"/ws-relay/{port}/refusing"
+    upstream.down.add(refusing)  # answers the upgrade 503
+    routes = [
+        WsRoute(1, 1, CHAIN_A, upstream.ws_url(refusing), {"newHeads": 1}),
+        WsRoute(2, 1, CHAIN_A, node.urls["w"].replace("http://", "ws://"), {"newHeads": 2}),
+    ]
+    feed = ChainFeed(CHAIN_A, lambda: routes, _connect)
+    task = asyncio.create_task(feed.run())
+    try:
+        await _until(lambda: feed.route is not None and feed.route.node_id == 2)
+        assert not task.done()  # the refusal did not end the feed
+    finally:
+        upstream.down.discard(refusing)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_node_dying_mid_stream_leaves_no_gap_and_no_repeat(
     node: AnvilNodes, upstream: FaultyUpstream
 ) -> None:

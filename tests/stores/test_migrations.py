@@ -31,6 +31,7 @@ EXPECTED_TABLES = {
     "usage_hourly_totals",
     "plan_cycle_usage",
     "ws_nodes",
+    "ws_node_health",
 }
 
 

@@ -288,11 +288,9 @@ def node_status(engine: Engine, provider_id: int, node_id: int, kind: NodeKind) 
 
 
 def _report(connection: Connection, node: Node) -> NodeStatusReport:
-    if node.ws:
-        return NodeStatusReport(node.id, True, node.status)
-    health = store.node_health(connection, node.id)
+    health = store.node_health(connection, node.id, ws=node.ws)
     known = health.capabilities if health is not None else None
-    if known is None:
+    if known is None and not node.ws:
         known = node.capabilities.overridden_by(node.verified_capabilities or Capabilities())
     if node.status != NodeStatus.HEALTHY.value:
         in_sync = health.in_sync if health else False

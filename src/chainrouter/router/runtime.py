@@ -42,6 +42,7 @@ from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
 from chainrouter.router.ws.feed import Connect
 from chainrouter.router.ws.hub import Hub
+from chainrouter.router.ws.node_health import WsHealthPolicy, WsNodeHealth
 from chainrouter.router.ws.session import WsLimits
 from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
 from chainrouter.settings import Settings, TailOverrides
@@ -123,6 +124,11 @@ class RouterRuntime:
             self._tasks.append(shared)
         if health_checks:
             executor.spawn(self.health.run(self.current_nodes))
+            if self.hub is not None:  # on this loop, the hub's
+                hub = self.hub
+                checks = asyncio.create_task(hub.health.run(hub.all_routes), name="ws-health")
+                checks.add_done_callback(_report_end)
+                self._tasks.append(checks)
             if self.prober is not None:
                 executor.spawn(self.prober.run(self.current_nodes))
 
@@ -236,6 +242,16 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
     )
     request_log = RequestLog(logging.getLevelNamesMapping()[settings.request_log_level.name])
     service = RpcService(snapshot, deps, keep_requests=request_log.enabled)
+    connect = _ws_connector(settings)
+    ws_health = WsNodeHealth(
+        connect,
+        health.chain_head,
+        WsHealthPolicy(
+            interval_s=settings.ws_health_check_interval_s,
+            timeout_s=settings.health_check_timeout_s,
+            max_block_lag=settings.max_block_lag,
+        ),
+    )
     sync = StorageSync(
         engine,
         meter,
@@ -246,6 +262,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         sync_interval_s=settings.sync_interval_s,
         flush_interval_s=settings.usage_flush_interval_s,
         health_reports=lambda: with_capabilities(health.take_reports(), service, capabilities),
+        ws_health_reports=ws_health.take_reports,
         instance=instance,
         journal=journal,
     )
@@ -265,9 +282,10 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         request_log=request_log,
         hub=Hub(
             lambda: service.snapshot,
-            _ws_connector(settings),
+            connect,
             health.chain_head,
             max_connections_per_key=settings.ws_max_connections_per_key,
+            health=ws_health,
         ),
         ws_limits=WsLimits(settings.ws_max_subscriptions, settings.ws_send_queue),
     )

@@ -70,6 +70,7 @@ class StorageSync:
         sync_interval_s: float,
         flush_interval_s: float,
         health_reports: Callable[[], list[HealthReport]] | None = None,
+        ws_health_reports: Callable[[], list[HealthReport]] | None = None,
         instance: str | None = None,
         journal: UsageJournal | None = None,
     ) -> None:
@@ -82,6 +83,7 @@ class StorageSync:
         self._sync_interval_s = sync_interval_s
         self._flush_interval_s = flush_interval_s
         self._health_reports = health_reports
+        self._ws_health_reports = ws_health_reports
         # Names this process's flushes in storage (idempotent retries; see write_usage), and its
         # usage journal, which is told when a flush is in storage.
         self._instance = instance or secrets.token_hex(8)
@@ -111,13 +113,14 @@ class StorageSync:
 
     async def report_health(self) -> None:
         """Store what this router's health checker saw since the last report."""
-        if self._health_reports is None:
-            return
-        reports = self._health_reports()
-        try:
-            await asyncio.to_thread(write_node_health, self.engine, reports)
-        except SQLAlchemyError as exc:  # each node is reported again after its next check
-            log.warning("cannot store node health: %s", _first_line(exc))
+        for ws, source in ((False, self._health_reports), (True, self._ws_health_reports)):
+            if source is None:
+                continue
+            reports = source()
+            try:
+                await asyncio.to_thread(write_node_health, self.engine, reports, ws=ws)
+            except SQLAlchemyError as exc:  # each node is reported again after its next check
+                log.warning("cannot store node health: %s", _first_line(exc))
 
     async def refresh(self) -> bool:
         """Load and install a new snapshot if the configuration changed; True if it did."""

@@ -33,6 +33,7 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/relay/PORT/no-trace` | like `full`, but a `trace_*` or `debug_*` call gets geth's -32601 |
 | `/relay/PORT/logs-range/N` | like `full`, but `eth_getLogs` over more than N blocks gets -32005 |
 | `/ws-relay/PORT/...` | a WebSocket upgrade relayed byte for byte to the node at 127.0.0.1:PORT |
+| `/ws-relay/PORT/slow/MS/...` | the same, each chunk from the node held MS milliseconds |
 
 `/ws-relay` plays a WebSocket node of a real one (anvil serves WebSocket on its HTTP port), so
 two relays are two nodes of one chain; `cut(path)` drops the connections relayed through one and
@@ -377,7 +378,9 @@ class FaultyUpstream:
             writer.write(_head(503, 0))
             await writer.drain()
             return
-        port = int(path.split("/")[2])
+        segments = path.split("/")
+        port = int(segments[2])
+        hold_s = int(segments[4]) / 1000 if segments[3:4] == ["slow"] else 0.0
         try:
             node_reader, node_writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
@@ -389,9 +392,13 @@ class FaultyUpstream:
         relayed = self._relayed.setdefault(path, set())
         relayed.update((writer, node_writer))
 
-        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        async def pipe(
+            source: asyncio.StreamReader, sink: asyncio.StreamWriter, hold_s: float = 0.0
+        ) -> None:
             with contextlib.suppress(ConnectionError, asyncio.CancelledError):
                 while chunk := await source.read(65536):
+                    if hold_s:
+                        await asyncio.sleep(hold_s)
                     sink.write(chunk)
                     await sink.drain()
 
@@ -399,7 +406,7 @@ class FaultyUpstream:
             await asyncio.wait(
                 [
                     asyncio.ensure_future(pipe(reader, node_writer)),
-                    asyncio.ensure_future(pipe(node_reader, writer)),
+                    asyncio.ensure_future(pipe(node_reader, writer, hold_s)),
                 ],
                 return_when=asyncio.FIRST_COMPLETED,
             )

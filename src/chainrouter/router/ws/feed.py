@@ -14,7 +14,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -43,6 +43,14 @@ DEFAULT_POLICY = FeedPolicy()
 Connect = Callable[[str], Awaitable[UpstreamSocket]]
 
 
+class FeedWatch(Protocol):
+    """Who hears how the feed's nodes do (router/ws/node_health.py)."""
+
+    def feed_left(self, route: WsRoute, why: str) -> None: ...
+
+    def feed_heard(self, route: WsRoute, head: int) -> None: ...
+
+
 class ChainFeed:
     def __init__(
         self,
@@ -53,6 +61,7 @@ class ChainFeed:
         chain_head: Callable[[], int | None] = lambda: None,
         on_refused: Callable[[list[Sink]], None] = lambda sinks: None,
         policy: FeedPolicy = DEFAULT_POLICY,
+        watch: FeedWatch | None = None,
     ) -> None:
         self.chain_id = chain_id
         self.fanout = Fanout()
@@ -63,6 +72,7 @@ class ChainFeed:
         self._chain_head = chain_head
         self._on_refused = on_refused
         self._policy = policy
+        self._watch = watch
         self._cooling: dict[int, float] = {}  # node -> monotonic time its pause ends
         self._logs: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # by block hash
         self._wanted = asyncio.Event()  # a subscription was added (`wake`)
@@ -100,6 +110,8 @@ class ChainFeed:
             "WebSocket node %d (chain %d): %s; failing over", route.node_id, self.chain_id, why
         )
         self._cooling[route.node_id] = time.monotonic() + 5.0
+        if self._watch is not None:
+            self._watch.feed_left(route, why)
 
     def wake(self) -> None:
         """A subscription was added: the feed may need another upstream subscription (pending
@@ -196,6 +208,8 @@ class ChainFeed:
                 while len(self._logs) > self.chain.depth:
                     self._logs.popitem(last=False)
                 refused += fanout.logs(block_logs)
+        if advance.added and self._watch is not None and self.route is not None:
+            self._watch.feed_heard(self.route, advance.added[-1].number)
         if refused:
             self._on_refused(list(dict.fromkeys(refused)))
 

@@ -1,12 +1,14 @@
 """A worker's chain feeds (`feed.py`): one per chain and routing strategy, made when its first
 client subscribes and stopped when its last one leaves, so that every client of a chain shares
-one upstream subscription. It also counts each key's open connections (a bound per key)."""
+one upstream subscription. Feeds try nodes in the order the WebSocket nodes' health gives for
+their strategy (`node_health.py`). The hub also counts each key's open connections (a bound per
+key)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import RoutingStrategy
@@ -14,6 +16,7 @@ from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.ws_routes import WsRoute
 from chainrouter.router.ws.fanout import Sink
 from chainrouter.router.ws.feed import DEFAULT_POLICY, ChainFeed, Connect, FeedPolicy
+from chainrouter.router.ws.node_health import WsNodeHealth
 from chainrouter.router.ws.protocol import SubscriptionKind
 
 
@@ -26,11 +29,13 @@ class Hub:
         *,
         max_connections_per_key: int = 100,
         policy: FeedPolicy = DEFAULT_POLICY,
+        health: WsNodeHealth | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._connect = connect
         self._chain_head = chain_head
         self._policy = policy
+        self.health = health if health is not None else WsNodeHealth(connect, chain_head)
         self._max_per_key = max_connections_per_key
         self._feeds: dict[tuple[int, RoutingStrategy], tuple[ChainFeed, asyncio.Task[None]]] = {}
         self._connections: dict[int, int] = {}  # key id -> open connections
@@ -66,13 +71,15 @@ class Hub:
         found = self._feeds.get(key)
         if found is not None:
             return found[0]
+        strategy = access.strategy
         made = ChainFeed(
             chain_id,
-            lambda: self._routes(chain_id),
+            lambda: self.health.order(self._snapshot().ws_routes.routes(chain_id), strategy),
             self._connect,
             chain_head=lambda: self._chain_head(chain_id),
             on_refused=_close_slow,
             policy=self._policy,
+            watch=self.health,
         )
         task = asyncio.create_task(made.run(), name=f"ws-feed-{chain_id}-{access.strategy}")
         self._feeds[key] = (made, task)
@@ -99,9 +106,9 @@ class Hub:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
-    def _routes(self, chain_id: int) -> Sequence[WsRoute]:
-        # Economy order for every strategy until WebSocket nodes' latency is measured.
-        return self._snapshot().ws_routes.routes(chain_id)
+    def all_routes(self) -> list[WsRoute]:
+        """Every WebSocket route of the snapshot (what the health checker checks)."""
+        return [r for routes in self._snapshot().ws_routes.by_chain.values() for r in routes]
 
 
 def _close_slow(sinks: list[Sink]) -> None:

@@ -165,6 +165,9 @@ async def open_upstream(
             session.ws_connect(url, max_msg_size=max_message_bytes, heartbeat=15.0),
             connect_timeout_s,
         )
+    except aiohttp.ClientError as exc:  # refused upgrade (an HTTP status), TLS, DNS, reset
+        await session.close()
+        raise UpstreamClosedError(f"cannot open a WebSocket to the node: {exc}") from exc
     except BaseException:
         await session.close()
         raise

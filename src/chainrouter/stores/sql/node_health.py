@@ -1,4 +1,5 @@
-"""Node health as routers report it, for other processes to read."""
+"""Node health as routers report it, for other processes to read: HTTP nodes' in `node_health`,
+WebSocket nodes' in `ws_node_health` (their ids are another sequence)."""
 
 from __future__ import annotations
 
@@ -12,47 +13,38 @@ from chainrouter.domain.routing import HealthReport
 from chainrouter.stores.sql import schema as t
 
 
-def write_node_health(engine: Engine, reports: Sequence[HealthReport]) -> None:
-    """Upsert the reports (the latest report of any router wins); skips nodes deleted since."""
+def write_node_health(engine: Engine, reports: Sequence[HealthReport], *, ws: bool = False) -> None:
+    """Upsert the reports (the latest report of any router wins); skips nodes deleted since.
+    `ws`: the reports are of WebSocket nodes (they know no capabilities)."""
     if not reports:
         return
+    nodes, health = (t.ws_nodes, t.ws_node_health) if ws else (t.nodes, t.node_health)
+    key = "ws_node_id" if ws else "node_id"
     with engine.begin() as connection:
         wanted = {report.node_id for report in reports}
-        live = set(
-            connection.execute(select(t.nodes.c.id).where(t.nodes.c.id.in_(wanted))).scalars()
-        )
+        live = set(connection.execute(select(nodes.c.id).where(nodes.c.id.in_(wanted))).scalars())
         rows = [
             {
-                "node_id": r.node_id,
+                key: r.node_id,
                 "in_sync": r.in_sync,
                 "head_block": r.head_block,
                 "latency_ms": None if r.latency_ms is None else Decimal(f"{r.latency_ms:.3f}"),
                 "consecutive_failures": r.consecutive_failures,
                 "checked_at": r.checked_at,
-                "capabilities": r.capabilities,
             }
+            | ({} if ws else {"capabilities": r.capabilities})
             for r in reports
             if r.node_id in live
         ]
         if not rows:
             return
         insert = (
-            postgresql.insert(t.node_health)
+            postgresql.insert(health)
             if connection.dialect.name == "postgresql"
-            else sqlite.insert(t.node_health)
+            else sqlite.insert(health)
         )
         statement = insert.on_conflict_do_update(
-            index_elements=["node_id"],
-            set_={
-                name: insert.excluded[name]
-                for name in (
-                    "in_sync",
-                    "head_block",
-                    "latency_ms",
-                    "consecutive_failures",
-                    "checked_at",
-                    "capabilities",
-                )
-            },
+            index_elements=[key],
+            set_={name: insert.excluded[name] for name in rows[0] if name != key},
         )
         connection.execute(statement, rows)

@@ -141,19 +141,25 @@ def provider_nodes(
     return [_node(row, ws=table is t.ws_nodes) for row in connection.execute(query)]
 
 
-def node_health(connection: Connection, node_id: int) -> NodeHealthRecord | None:
-    row = connection.execute(
-        select(t.node_health).where(t.node_health.c.node_id == node_id)
-    ).first()
+def node_health(
+    connection: Connection, node_id: int, *, ws: bool = False
+) -> NodeHealthRecord | None:
+    """What routers last reported of the node (`ws`: a WebSocket node's id)."""
+    if ws:
+        query = select(t.ws_node_health).where(t.ws_node_health.c.ws_node_id == node_id)
+    else:
+        query = select(t.node_health).where(t.node_health.c.node_id == node_id)
+    row = connection.execute(query).first()
     if row is None:
         return None
+    known = None if ws or row.capabilities is None else Capabilities.from_json(row.capabilities)
     return NodeHealthRecord(
         in_sync=row.in_sync,
         head_block=row.head_block,
         latency_ms=row.latency_ms,
         consecutive_failures=row.consecutive_failures,
         checked_at=row.checked_at,
-        capabilities=None if row.capabilities is None else Capabilities.from_json(row.capabilities),
+        capabilities=known,
     )
 
 

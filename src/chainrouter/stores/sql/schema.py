@@ -399,6 +399,23 @@ node_health = Table(
     Column("capabilities", JSON),  # what the reporting router knows the node can answer
 )
 
+# The same for WebSocket nodes (router/ws/node_health.py): another id space, another table.
+ws_node_health = Table(
+    "ws_node_health",
+    metadata,
+    Column(
+        "ws_node_id",
+        ForeignKey("ws_nodes.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("in_sync", Boolean, nullable=False),
+    Column("head_block", BigInteger),
+    Column("latency_ms", Numeric(12, 3)),
+    Column("consecutive_failures", Integer, nullable=False),
+    Column("checked_at", UtcDateTime(), nullable=False),
+)
+
 chain_requests = Table(
     "chain_requests",
     metadata,
