@@ -41,6 +41,10 @@ ACCOUNT = "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
 # The provider tests register a node of this chain and price methods on it only, so that what
 # they add never changes how the other tests' calls on chains A and B are routed.
 SPARE_CHAIN = 31340  # anvil's first unlocked account
+# The watch tests mine this chain's node (blocks, logs) and subscribe through its WebSocket:
+# what they do never moves the blocks the other tests read on chains A and B.
+WATCH_CHAIN = 31341
+HEAD_PRICE, LOG_PRICE = "0.000002", "0.000003"
 LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
 # Init code (55 bytes): store 42, emit LOG1(LOG_TOPIC) over it, copy the 10-byte runtime that
 # follows (at offset 0x37) and return it. The runtime answers every call with 42.
@@ -133,6 +137,16 @@ def _world(secrets: dict[str, str], nodes: dict[int, str]) -> dict[str, Any]:
     ]
     trace = {"method": "trace_transaction", "cost": Decimal("0.000002"), "chain_id": CHAIN_B}
     methods.append(trace)
+    for kind, price in (("newHeads", HEAD_PRICE), ("logs", LOG_PRICE)):
+        methods.append(
+            {
+                "method": kind,
+                "node_target_type": "ws",
+                "cost": Decimal(price),
+                "chain_id": WATCH_CHAIN,
+            }
+        )
+    watch_node = nodes[WATCH_CHAIN].replace("http://", "ws://")
     return {
         "version": 1,
         "chains": [
@@ -147,6 +161,7 @@ def _world(secrets: dict[str, str], nodes: dict[int, str]) -> dict[str, Any]:
                 (CHAIN_B, "Companion Beta", "beta"),
                 (MINING_CHAIN, "Companion Mining", "mining"),
                 (SPARE_CHAIN, "Companion Spare", "spare"),
+                (WATCH_CHAIN, "Companion Watch", "watch"),
             )
         ],
         "providers": [
@@ -158,6 +173,7 @@ def _world(secrets: dict[str, str], nodes: dict[int, str]) -> dict[str, Any]:
                         "name": "standard",
                         "methods": methods,
                         "nodes": [{"url": url, "chain_id": c} for c, url in nodes.items()],
+                        "ws_nodes": [{"url": watch_node, "chain_id": WATCH_CHAIN}],
                     },
                     {"name": "spare", "methods": []},
                 ],
@@ -209,7 +225,9 @@ def service(
     anvils: list[subprocess.Popen[bytes]] = []
     servers: list[subprocess.Popen[bytes]] = []
     try:
-        nodes = {CHAIN_A: _start_anvil(CHAIN_A, anvils), CHAIN_B: _start_anvil(CHAIN_B, anvils)}
+        nodes = {
+            chain_id: _start_anvil(chain_id, anvils) for chain_id in (CHAIN_A, CHAIN_B, WATCH_CHAIN)
+        }
         spare = _start_anvil(SPARE_CHAIN, anvils)
         chains = {chain_id: _deploy(url, chain_id) for chain_id, url in nodes.items()}
         secrets = {

@@ -1,4 +1,4 @@
-"""Which tools exist, and how they describe themselves: the eleven RPC tools always, the four
+"""Which tools exist, and how they describe themselves: the thirteen RPC tools always, the four
 customer tools with a management token, the seven provider tools when that token's customer is
 linked to a provider. Schemas carry descriptions, ranges and enums; read-only tools say so."""
 
@@ -29,6 +29,8 @@ RPC_TOOLS = [
     "rpc_estimate_gas",
     "rpc_get_fee_data",
     "rpc_trace_transaction",
+    "rpc_watch_heads",
+    "rpc_watch_logs",
 ]
 CUSTOMER_TOOLS = ["get_usage", "list_api_keys", "create_api_key", "update_api_key"]
 PROVIDER_TOOLS = [
@@ -92,6 +94,7 @@ async def test_tools_describe_themselves(service: Service) -> None:
     assert tools["update_api_key"].annotations.destructive_hint  # type: ignore[union-attr]
     assert tools["provider_set_node_status"].annotations.destructive_hint  # type: ignore[union-attr]
     assert not tools["create_api_key"].annotations.idempotent_hint  # type: ignore[union-attr]
+    assert not tools["rpc_watch_heads"].annotations.idempotent_hint  # type: ignore[union-attr]
 
     def prop(tool: str, name: str) -> dict[str, Any]:
         schema: dict[str, Any] = tools[tool].input_schema["properties"][name]
@@ -111,6 +114,11 @@ async def test_tools_describe_themselves(service: Service) -> None:
     assert prop("rpc_trace_transaction", "allowFallback")["default"] is True
     assert prop("rpc_get_block", "includeTransactions")["default"] is False
     assert prop("rpc_call", "params")["type"] == "array"
+    assert (
+        prop("rpc_watch_logs", "limit")["maximum"],
+        prop("rpc_watch_logs", "maxSeconds")["maximum"],
+    ) == (1000, 120)
+    assert tools["rpc_watch_heads"].input_schema["required"] == ["chainId"]
     assert (prop("get_usage", "limit")["default"], prop("get_usage", "limit")["maximum"]) == (
         20,
         100,

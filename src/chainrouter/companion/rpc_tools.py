@@ -1,6 +1,7 @@
-"""The eleven RPC tools. All are read-only on chain; every result carries the `batchId` of the
-answer it came from (the `X-Batch-Id` header), and a router's JSON-RPC error is passed through
-unchanged, flagged as a tool error."""
+"""The eleven call-and-answer RPC tools (the two watch tools are in watch_tools.py). All are
+read-only on chain; every result carries the `batchId` of the answer it came from (the
+`X-Batch-Id` header), and a router's JSON-RPC error is passed through unchanged, flagged as a
+tool error."""
 
 from __future__ import annotations
 

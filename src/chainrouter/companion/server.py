@@ -31,6 +31,7 @@ from chainrouter.companion.remote import (
 )
 from chainrouter.companion.rpc_tools import rpc_tools
 from chainrouter.companion.toolkit import ToolSpec, error_result
+from chainrouter.companion.watch_tools import watch_tools
 
 log = logging.getLogger("chainrouter.companion")
 
@@ -38,7 +39,8 @@ EXIT_CONFIG = 2
 
 INSTRUCTIONS = (
     "Tools of the chainrouter JSON-RPC service. rpc_* tools read EVM chains through the "
-    "service's routers (read-only; every result carries the batchId to quote to support). "
+    "service's routers (read-only; every result carries the batchId to quote to support); "
+    "rpc_watch_* hold a WebSocket for a bounded time to collect new heads or logs. "
     "Customer tools (usage, API keys) and provider tools appear when the configured management "
     "token allows them. Credits are exact decimal strings; 1 credit = 1 USD."
 )
@@ -99,7 +101,7 @@ async def _serve(config: CompanionConfig) -> None:
     async with build_http_client(config) as http:
         router = RouterClient(config, http)
         management = ManagementClient(config, http)
-        tools = rpc_tools(router, management)
+        tools = rpc_tools(router, management) + watch_tools(config)
         if config.management_token is not None:
             tools += account_tools(management)
             if await provider_linked(management):
