@@ -1,0 +1,195 @@
+"""Subscriptions through a served router (issue 31, "done when"), on both executors: the chain has
+two WebSocket nodes (relays to one anvil, so one can be killed while the chain goes on); the
+followed one dies mid-stream and subscribers get every head and log once, in order; a reorg
+sends the orphaned logs again with `removed: true`; the bill is exactly what was delivered."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+from websockets.asyncio.client import connect
+
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import validate_document
+from chainrouter.stores.sql import migrate
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.engine import create_database_engine
+from chainrouter.testing.faulty_upstream import FaultyUpstream
+from tests.anvil import CHAIN_A, AnvilNodes, start_anvil_nodes
+from tests.router.conftest import api_key, provider, world_config
+from tests.router.test_server import Served, launch_router
+
+pytestmark = pytest.mark.anyio
+
+HEAD_PRICE, LOGS_PRICE = Decimal("0.000002"), Decimal("0.000003")
+NANO = 1_000_000_000
+LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
+DEPLOY = (  # init code that emits LOG1(LOG_TOPIC), then deploys a 10-byte contract
+    "0x602a600052" + "7f" + LOG_TOPIC[2:] + "60206000a1" + "600a6037600039" + "600a6000f3"
+    "602a60005260206000f3"
+)
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[AnvilNodes]:
+    yield from start_anvil_nodes((("ws", CHAIN_A),))
+
+
+@pytest.fixture(scope="module", params=["python", "native"])
+def served(
+    request: pytest.FixtureRequest,
+    node: AnvilNodes,
+    upstream_server: FaultyUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Served, list[str]]]:
+    """The router, and the relay paths of its two WebSocket nodes (the first is followed)."""
+    tmp = tmp_path_factory.mktemp("ws-served")
+    database_url = f"sqlite:///{tmp / 'ws.db'}"
+    engine = create_database_engine(database_url)
+    migrate.upgrade(engine)
+    http = node.urls["ws"]
+    port = http.rsplit(":", 1)[1]
+    relays = [f"/ws-relay/{port}/{request.param}/first", f"/ws-relay/{port}/{request.param}/second"]
+    priced = provider("p", {"eth_blockNumber": "0.0000001", "eth_chainId": "0"}, [(http, CHAIN_A)])
+    plan = priced["plans"][0]
+    plan["methods"] += [
+        {"method": "newHeads", "node_target_type": "ws", "cost": str(HEAD_PRICE)},
+        {"method": "logs", "node_target_type": "ws", "cost": str(LOGS_PRICE)},
+    ]
+    plan["ws_nodes"] = [
+        {"url": upstream_server.ws_url(path), "chain_id": CHAIN_A} for path in relays
+    ]
+    key = api_key("main")
+    apply_config(engine, validate_document(world_config([priced], [key])))
+    engine.dispose()
+    settings = {"CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5", "CHAINROUTER_LOG_LEVEL": "debug"}
+    router = launch_router(
+        Path(tmp), request.param, "127.0.0.1", database_url, key["secret"], key["secret"], settings
+    )
+    yield router, relays
+    router.process.terminate()
+    router.process.wait(30)
+    for path in relays:
+        upstream_server.down.discard(path)
+
+
+def _rpc(node: AnvilNodes, method: str, params: list[Any]) -> Any:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    return httpx.post(node.urls["ws"], json=body).json()["result"]
+
+
+def _balance(served: Served) -> int:
+    engine = create_database_engine(served.database_url)
+    with engine.connect() as connection:
+        value: int = connection.execute(select(t.customers.c.balance_nano)).scalar_one()
+    engine.dispose()
+    return value
+
+
+async def _subscribe(ws: Any, params: list[Any], call_id: int) -> str:
+    await ws.send(
+        json.dumps({"jsonrpc": "2.0", "id": call_id, "method": "eth_subscribe", "params": params})
+    )
+    while True:
+        message = json.loads(await asyncio.wait_for(ws.recv(), 10))
+        if message.get("id") == call_id:
+            subscription: str = message["result"]
+            return subscription
+
+
+class Received:
+    """What one client got, by subscription, in arrival order."""
+
+    def __init__(self) -> None:
+        self.by_subscription: dict[str, list[dict[str, Any]]] = {}
+
+    async def read(self, ws: Any, until: Any, seconds: float = 20) -> None:
+        try:
+            await self._read(ws, until, seconds)
+        except TimeoutError:
+            raise AssertionError(f"not in time; got {self.by_subscription}") from None
+
+    async def _read(self, ws: Any, until: Any, seconds: float) -> None:
+        async with asyncio.timeout(seconds):
+            while not until(self):
+                message = json.loads(await ws.recv())
+                if message.get("method") == "eth_subscription":
+                    params = message["params"]
+                    self.by_subscription.setdefault(params["subscription"], []).append(
+                        params["result"]
+                    )
+
+    def of(self, subscription: str) -> list[dict[str, Any]]:
+        return self.by_subscription.get(subscription, [])
+
+    def billed_nano(self, heads: str, logs: str) -> int:
+        return int(len(self.of(heads)) * HEAD_PRICE * NANO + len(self.of(logs)) * LOGS_PRICE * NANO)
+
+
+async def test_a_node_killed_mid_stream_leaves_no_gap_no_repeat_and_the_bill_exact(
+    served: tuple[Served, list[str]], node: AnvilNodes, upstream_server: FaultyUpstream
+) -> None:
+    router, (first, _) = served
+    url = router.base.replace("http://", "ws://") + f"/rpc/{CHAIN_A}/{router.key}"
+    account = _rpc(node, "eth_accounts", [])[0]
+    before = _balance(router)
+    got = Received()
+    async with connect(url) as ws:
+        heads = await _subscribe(ws, ["newHeads"], 1)
+        logs = await _subscribe(ws, ["logs", {"topics": [LOG_TOPIC]}], 2)
+        await asyncio.sleep(0.5)  # the feed subscribes upstream
+        start = int(_rpc(node, "eth_blockNumber", []), 16)
+        _rpc(node, "anvil_mine", ["0x2"])
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        await got.read(ws, lambda g: len(g.of(heads)) == 3 and len(g.of(logs)) == 1)
+        upstream_server.cut(first)  # the followed node dies
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])  # missed
+        _rpc(node, "anvil_mine", ["0x3"])  # missed too
+        await asyncio.sleep(1.0)
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        await got.read(ws, lambda g: len(g.of(heads)) == 8 and len(g.of(logs)) == 3)
+        await asyncio.sleep(0.5)  # nothing more comes: no repeat
+    numbers = [int(h["number"], 16) for h in got.of(heads)]
+    assert numbers == list(range(start + 1, start + 9))
+    assert [h["hash"] for h in got.of(heads)] == [
+        _rpc(node, "eth_getBlockByNumber", [hex(n), False])["hash"] for n in numbers
+    ]
+    log_blocks = [int(log["blockNumber"], 16) for log in got.of(logs)]
+    assert log_blocks == [start + 3, start + 4, start + 8]
+    assert all(log["removed"] is False for log in got.of(logs))
+    await asyncio.sleep(1.5)  # the router flushes usage every half second
+    assert before - _balance(router) == got.billed_nano(heads, logs)
+
+
+async def test_a_reorg_sends_the_orphaned_logs_again_removed(
+    served: tuple[Served, list[str]], node: AnvilNodes
+) -> None:
+    router, _ = served
+    url = router.base.replace("http://", "ws://") + f"/rpc/{CHAIN_A}/{router.key}"
+    account = _rpc(node, "eth_accounts", [])[0]
+    before = _balance(router)
+    got = Received()
+    async with connect(url) as ws:
+        heads = await _subscribe(ws, ["newHeads"], 1)
+        logs = await _subscribe(ws, ["logs", {"topics": [LOG_TOPIC]}], 2)
+        await asyncio.sleep(0.5)
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        _rpc(node, "anvil_mine", ["0x1"])
+        await got.read(ws, lambda g: len(g.of(heads)) == 2 and len(g.of(logs)) == 1)
+        orphaned = got.of(heads)[-1]["hash"]
+        _rpc(node, "anvil_reorg", [2, []])  # both blocks replaced, the deployment with them
+        await got.read(ws, lambda g: len(g.of(logs)) == 2 and g.of(heads)[-1]["hash"] != orphaned)
+    [emitted, removed] = got.of(logs)
+    assert removed == {**emitted, "removed": True}
+    tip = got.of(heads)[-1]
+    assert tip["hash"] == _rpc(node, "eth_getBlockByNumber", [tip["number"], False])["hash"]
+    await asyncio.sleep(1.5)
+    assert before - _balance(router) == got.billed_nano(heads, logs)
