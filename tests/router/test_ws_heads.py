@@ -98,6 +98,23 @@ def test_a_reorg_is_walked_back_to_the_common_ancestor_and_the_orphans_given_new
     assert chain.tip == fork[6]
 
 
+def test_a_reorg_of_every_block_a_young_chain_holds_ends_its_walk_at_the_oldest() -> None:
+    """A feed that started at block 9 sees blocks 9 and 10 replaced: the walk stops at 9' (what
+    lies below was never announced) instead of asking for ever older blocks down to genesis."""
+    tree = Blocks()
+    chain = HeadChain()
+    for head in tree.chain(9, 10):
+        chain.offer(head)
+    fork = {h.number: h for h in tree.chain(9, 10, branch="b", fork_from="a")}
+    assert chain.offer(fork[9]) is None  # below the tip: a lagging node's view, for now
+    assert chain.offer(fork[10]) == FetchByHash("0xb9")
+    step = chain.offer(fork[9])
+    assert isinstance(step, Advance)
+    assert _numbers(step.removed) == ["0xa10", "0xa9"]
+    assert _numbers(step.added) == ["0xb9", "0xb10"]
+    assert not step.restarted
+
+
 def test_a_competing_head_at_the_same_height_replaces_the_tip() -> None:
     tree = Blocks()
     chain = HeadChain()
@@ -144,13 +161,15 @@ def test_a_gap_wider_than_the_bound_or_a_reorg_deeper_than_the_memory_restarts()
         max_size=6,
     ),
     st.randoms(use_true_random=False),
+    st.integers(min_value=0, max_value=9),
 )
 def test_whatever_the_forks_the_announced_minus_the_removed_is_the_final_branch(
-    forks: list[tuple[int, int]], random: object
+    forks: list[tuple[int, int]], random: object, joined: int
 ) -> None:
     """Each fork rewinds `back` blocks of the current branch and grows `grow` new ones (a
     strictly longer branch: the node's choice). Its headers arrive shuffled, some twice, as a
-    node that reconnects repeats them; the hub serves each in turn."""
+    node that reconnects repeats them; the hub serves each in turn. The chain hears of the first
+    branch from block `joined + 1` on (a feed started late), so forks may reach below it."""
     import random as random_module
 
     assert isinstance(random, random_module.Random)
@@ -170,7 +189,7 @@ def test_whatever_the_forks_the_announced_minus_the_removed_is_the_final_branch(
                     announced.clear()
                 announced.extend(h.hash for h in advance.added)
 
-    deliver(current)
+    deliver(current[joined:])
     for index, (back, grow) in enumerate(forks, start=1):
         keep = current[: max(1, len(current) - back)]
         start = keep[-1].number + 1

@@ -1,9 +1,10 @@
 """One chain's feed: follows its head from one WebSocket node's `newHeads` (the routes' first
 that is not cooling down), and gives its subscribers what they asked for (`fanout.py`). When the
 node closes, fails, stops answering pings or falls behind the chain's head, the feed moves to
-the next node and fills the gap from the new one's history (`heads.py`): every head once, in
-order; after a reorg the orphaned blocks' logs again, removed. Blocks and logs are read over the
-same connection, so what the feed sends is one node's view at a time.
+the next node and fills the gap from the new one's history as soon as it is subscribed
+(`heads.py`): every head once, in order; after a reorg the orphaned blocks' logs again,
+removed. Blocks and logs are read over the same connection, so what the feed sends is one
+node's view at a time.
 """
 
 from __future__ import annotations
@@ -121,6 +122,11 @@ class ChainFeed:
     async def _follow(self, upstream: UpstreamSocket) -> None:
         timeout_s = self._policy.call_timeout_s
         headers = await upstream.subscribe(["newHeads"], timeout_s)
+        if self.chain.tip is not None:
+            # Followed another node before: catch up with this one's head now, not at its next
+            # block (on a slow chain, minutes), filling the gap or walking a reorg back.
+            latest = await upstream.call("eth_getBlockByNumber", ["latest", False], timeout_s)
+            await self._offer(upstream, _head_of_block(latest))
         watch = asyncio.create_task(self._watch_lag(upstream))
         closed = asyncio.create_task(upstream.closed.wait())
         getting: asyncio.Task[bytes] | None = None

@@ -106,14 +106,18 @@ class HeadChain:
             newest = self._pending[0]
             self._pending.clear()
             return self._restart(newest)
+        if oldest.number <= min(self._by_number):
+            # The branch replaces every block the chain holds (a chain younger than `depth`,
+            # such as a feed just started): the common ancestor is older than anything a
+            # subscriber was told of, so the walk ends here rather than at the genesis block.
+            return self._switch(oldest.number)
         return FetchByHash(oldest.parent_hash)
 
     def _switch(self, fork: int) -> Advance:
         """Make the walked-back branch canonical from block `fork` on."""
         assert self._tip is not None
-        removed = tuple(
-            self._by_number.pop(number) for number in range(self._tip.number, fork - 1, -1)
-        )
+        popped = (self._by_number.pop(n, None) for n in range(self._tip.number, fork - 1, -1))
+        removed = tuple(head for head in popped if head is not None)
         added = tuple(reversed(self._pending))
         self._pending.clear()
         for head in added:
