@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import select
 from websockets.asyncio.client import connect
 
+from chainrouter.management.usage import Granularity, Section, build_report, make_query
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.stores.sql import migrate
@@ -85,6 +86,30 @@ def served(
 def _rpc(node: AnvilNodes, method: str, params: list[Any]) -> Any:
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
     return httpx.post(node.urls["ws"], json=body).json()["result"]
+
+
+def _usage_report(served: Served) -> tuple[dict[str, int], dict[str, int]]:
+    """The customer's usage report (GET /usage's): calls per method and per scenario."""
+    engine = create_database_engine(served.database_url)
+    with engine.connect() as connection:
+        customer = connection.execute(select(t.customers.c.id)).scalar_one()
+    sections = frozenset({Section.TOP_METHODS, Section.BY_SCENARIO})
+    query = make_query(
+        customer,
+        start=None,
+        end=None,
+        sections=sections,
+        group_by=None,
+        granularity=Granularity.DAY,
+        chain_id=None,
+        api_key_id=None,
+        limit=100,
+    )
+    report = build_report(engine, query)
+    engine.dispose()
+    methods = {r.method or "": r.request_count for r in report.sections[Section.TOP_METHODS]}
+    scenarios = {r.scenario or "": r.request_count for r in report.sections[Section.BY_SCENARIO]}
+    return methods, scenarios
 
 
 def _balance(served: Served) -> int:
@@ -173,6 +198,9 @@ async def test_a_node_killed_mid_stream_leaves_no_gap_no_repeat_and_the_bill_exa
     assert all(log["removed"] is False for log in got.of(logs))
     await asyncio.sleep(1.5)  # the router flushes usage every half second
     assert before - _balance(router) == got.billed_nano(heads, logs)
+    methods, scenarios = _usage_report(router)  # this module's router: this test runs first
+    assert (methods["newHeads"], methods["logs"]) == (8, 3)
+    assert scenarios["subscription"] == 11
 
 
 async def test_a_reorg_sends_the_orphaned_logs_again_removed(
