@@ -5,7 +5,8 @@
 //! - a request's head must arrive within `head_timeout` of the connection's opening or of the
 //!   previous answer: a connection that sends nothing, or drips its head, is closed. (hyper
 //!   0.14.19, Debian's, has a header read timeout that never fires, and none for a silent
-//!   connection.) The server disarms the deadline while it serves a request (`HeadDeadline`).
+//!   connection.) The server disarms the deadline while it serves a request (`HeadDeadline`),
+//!   and leaves it disarmed after a 101: a WebSocket's liveness is its session's pings.
 
 use std::future::Future;
 use std::io;

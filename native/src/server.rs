@@ -151,7 +151,15 @@ async fn run(
                 let deadline = deadline.clone();
                 async move {
                     let answered = answering.await;
-                    deadline.arm();
+                    // After a 101 the connection carries WebSocket frames, not request heads:
+                    // the session keeps it alive or drops it (pings), not the head deadline.
+                    let upgraded = matches!(
+                        &answered,
+                        Ok(response) if response.status() == StatusCode::SWITCHING_PROTOCOLS
+                    );
+                    if !upgraded {
+                        deadline.arm();
+                    }
                     answered
                 }
             }))

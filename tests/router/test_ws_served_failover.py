@@ -72,7 +72,11 @@ def served(
     key = api_key("main")
     apply_config(engine, validate_document(world_config([priced], [key])))
     engine.dispose()
-    settings = {"CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5"}
+    settings = {
+        "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5",
+        # Short, so that a test sees a WebSocket outlive it: it bounds request heads only.
+        "CHAINROUTER_REQUEST_HEAD_TIMEOUT_S": "1",
+    }
     router = launch_router(
         Path(tmp), request.param, "127.0.0.1", database_url, key["secret"], key["secret"], settings
     )
@@ -228,3 +232,18 @@ async def test_a_reorg_sends_the_orphaned_logs_again_removed(
     assert tip["hash"] == _rpc(node, "eth_getBlockByNumber", [tip["number"], False])["hash"]
     await asyncio.sleep(1.5)
     assert before - _balance(router) == got.billed_nano(heads, logs)
+
+
+async def test_a_websocket_outlives_the_request_head_deadline(
+    served: tuple[Served, list[str]],
+) -> None:
+    """The head deadline (1 s here) bounds how long a client takes to send a request's head; a
+    WebSocket connection carries no more heads after its 101 and lives on (the demo's clients
+    were cut at 30 s on the native executor)."""
+    router, _ = served
+    url = router.base.replace("http://", "ws://") + f"/rpc/{CHAIN_A}/{router.key}"
+    async with connect(url, ping_interval=None) as ws:
+        await asyncio.sleep(2.5)  # silent, well past the deadline
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "eth_chainId"}))
+        answer = json.loads(await asyncio.wait_for(ws.recv(), 10))
+    assert answer == {"jsonrpc": "2.0", "id": 7, "result": hex(CHAIN_A)}
