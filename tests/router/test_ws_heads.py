@@ -115,6 +115,32 @@ def test_a_reorg_of_every_block_a_young_chain_holds_ends_its_walk_at_the_oldest(
     assert not step.restarted
 
 
+def test_a_seeded_chain_announces_a_reorg_below_its_first_head_from_the_real_fork() -> None:
+    """A feed that started at block 10 read blocks 9 to 6 unannounced: when 9 and 10 are
+    replaced, subscribers get 9' and 10' (as the node announces them) and only 10 as removed."""
+    tree = Blocks()
+    old = {h.number: h for h in tree.chain(5, 10)}
+    chain = HeadChain()
+    chain.offer(old[10])
+    assert chain.seed([old[9], old[8], old[7], old[6]]) == 4
+    fork = {h.number: h for h in tree.chain(9, 10, branch="b", fork_from="a")}
+    assert chain.offer(fork[9]) is None
+    assert chain.offer(fork[10]) == FetchByHash("0xb9")
+    step = chain.offer(fork[9])
+    assert isinstance(step, Advance)
+    assert _numbers(step.removed) == ["0xa10"]  # 9 was never announced
+    assert _numbers(step.added) == ["0xb9", "0xb10"]
+
+
+def test_seeding_stops_at_a_block_that_is_not_the_parent_of_the_one_above() -> None:
+    tree = Blocks()
+    chain = HeadChain()
+    assert chain.seed([tree.block(4)]) == 0  # nothing held yet
+    chain.offer(tree.block(5))
+    stranger = tree.block(3, "x")
+    assert chain.seed([tree.block(4), stranger, tree.block(2)]) == 1
+
+
 def test_a_competing_head_at_the_same_height_replaces_the_tip() -> None:
     tree = Blocks()
     chain = HeadChain()
@@ -162,14 +188,16 @@ def test_a_gap_wider_than_the_bound_or_a_reorg_deeper_than_the_memory_restarts()
     ),
     st.randoms(use_true_random=False),
     st.integers(min_value=0, max_value=9),
+    st.booleans(),
 )
 def test_whatever_the_forks_the_announced_minus_the_removed_is_the_final_branch(
-    forks: list[tuple[int, int]], random: object, joined: int
+    forks: list[tuple[int, int]], random: object, joined: int, seeded: bool
 ) -> None:
     """Each fork rewinds `back` blocks of the current branch and grows `grow` new ones (a
     strictly longer branch: the node's choice). Its headers arrive shuffled, some twice, as a
     node that reconnects repeats them; the hub serves each in turn. The chain hears of the first
-    branch from block `joined + 1` on (a feed started late), so forks may reach below it."""
+    branch from block `joined + 1` on (a feed started late), so forks may reach below it; it may
+    be `seeded` with the blocks below, which are then never announced nor removed."""
     import random as random_module
 
     assert isinstance(random, random_module.Random)
@@ -190,6 +218,8 @@ def test_whatever_the_forks_the_announced_minus_the_removed_is_the_final_branch(
                 announced.extend(h.hash for h in advance.added)
 
     deliver(current[joined:])
+    if seeded:  # the feed read the blocks below its first head, announcing none
+        chain.seed(list(reversed(current[:joined])))
     for index, (back, grow) in enumerate(forks, start=1):
         keep = current[: max(1, len(current) - back)]
         start = keep[-1].number + 1

@@ -215,6 +215,7 @@ async def test_a_reorg_sends_the_orphaned_logs_again_removed(
     account = _rpc(node, "eth_accounts", [])[0]
     before = _balance(router)
     got = Received()
+    _rpc(node, "anvil_mine", ["0x3"])  # history below what the reorg replaces
     async with connect(url) as ws:
         heads = await _subscribe(ws, ["newHeads"], 1)
         logs = await _subscribe(ws, ["logs", {"topics": [LOG_TOPIC]}], 2)
@@ -223,12 +224,22 @@ async def test_a_reorg_sends_the_orphaned_logs_again_removed(
         _rpc(node, "anvil_mine", ["0x1"])
         await got.read(ws, lambda g: len(g.of(heads)) == 2 and len(g.of(logs)) == 1)
         orphaned = got.of(heads)[-1]["hash"]
-        _rpc(node, "anvil_reorg", [2, []])  # both blocks replaced, the deployment with them
+        # Three blocks replaced: the deployment's, the next, and the one before the feed's first
+        # head (the feed starts with this test's first subscriber).
+        _rpc(node, "anvil_reorg", [3, []])
         await got.read(ws, lambda g: len(g.of(logs)) == 2 and g.of(heads)[-1]["hash"] != orphaned)
         await got.drain(ws)
     [emitted, removed] = got.of(logs)
     assert removed == {**emitted, "removed": True}
-    tip = got.of(heads)[-1]
+    # The new branch from the fork, as the node announces it, though the fork is below the
+    # feed's first head: the feed read the blocks below it, unannounced, when it started.
+    first, _, *branch = got.of(heads)
+    numbers = [int(head["number"], 16) for head in branch]
+    start = int(first["number"], 16)
+    assert numbers == [start - 1, start, start + 1]
+    ancestor = _rpc(node, "eth_getBlockByNumber", [hex(start - 2), False])["hash"]
+    assert [head["parentHash"] for head in branch] == [ancestor] + [h["hash"] for h in branch[:-1]]
+    tip = branch[-1]
     assert tip["hash"] == _rpc(node, "eth_getBlockByNumber", [tip["number"], False])["hash"]
     await asyncio.sleep(1.5)
     assert before - _balance(router) == got.billed_nano(heads, logs)

@@ -38,6 +38,9 @@ class FeedPolicy:
     max_lag_blocks: int = 10  # behind the chain's head (HTTP health checks) by more: fail over
     lag_check_s: float = 5.0
     retry_pause_s: float = 1.0  # when no node can be dialled
+    # Blocks below its first head a feed reads (unannounced) when it starts, so that a reorg
+    # reaching below that head is announced from the real fork, as a node announces it.
+    seed_blocks: int = 16
 
 
 DEFAULT_POLICY = FeedPolicy()
@@ -214,10 +217,25 @@ class ChainFeed:
                 while len(self._logs) > self.chain.depth:
                     self._logs.popitem(last=False)
                 refused += fanout.logs(block_logs)
+        if advance.restarted:
+            await self._seed(upstream, advance.added[0])
         if advance.added and self._watch is not None and self.route is not None:
             self._watch.feed_heard(self.route, advance.added[-1].number)
         if refused:
             self._on_refused(list(dict.fromkeys(refused)))
+
+    async def _seed(self, upstream: UpstreamSocket, first: Head) -> None:
+        """Read the blocks below the chain's first head into its memory (`HeadChain.seed`); a
+        node that cannot give them costs the feed nothing but that memory."""
+        wanted = range(first.number - 1, max(first.number - 1 - self._policy.seed_blocks, -1), -1)
+        timeout_s = self._policy.call_timeout_s
+        try:
+            blocks = await asyncio.gather(
+                *(upstream.call("eth_getBlockByNumber", [hex(n), False], timeout_s) for n in wanted)
+            )
+            self.chain.seed([_head_of_block(block) for block in blocks])
+        except (NodeError, TimeoutError) as exc:
+            log.debug("chain %d: no history below block %d: %s", self.chain_id, first.number, exc)
 
 
 class _FellBehindError(Exception):

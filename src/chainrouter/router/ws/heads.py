@@ -16,7 +16,9 @@ The hub offers one header at a time and answers each fetch before it offers the 
 
 The chain remembers the last `depth` blocks: a reorg deeper than that, or a gap wider than
 `max_gap`, restarts it from the new header (`Advance(restarted=True)`), since what the
-subscribers were told can no longer be corrected block by block.
+subscribers were told can no longer be corrected block by block. After a (re)start the hub may
+`seed` it with the blocks below its first head, announced to nobody, so that a reorg reaching
+below that head is walked back to the real fork.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class HeadChain:
     _tip: Head | None = None
     # A reorg being walked back: the headers fetched by hash so far, newest first.
     _pending: list[Head] = field(default_factory=list)
+    _seeded: set[str] = field(default_factory=set)  # held but never announced (`seed`)
 
     @property
     def tip(self) -> Head | None:
@@ -116,20 +119,46 @@ class HeadChain:
     def _switch(self, fork: int) -> Advance:
         """Make the walked-back branch canonical from block `fork` on."""
         assert self._tip is not None
-        popped = (self._by_number.pop(n, None) for n in range(self._tip.number, fork - 1, -1))
-        removed = tuple(head for head in popped if head is not None)
+        popped = [self._by_number.pop(n, None) for n in range(self._tip.number, fork - 1, -1)]
+        # Seeded blocks were never announced: nobody is to be told they are gone.
+        removed = tuple(h for h in popped if h is not None and h.hash not in self._seeded)
+        self._seeded.difference_update(h.hash for h in popped if h is not None)
         added = tuple(reversed(self._pending))
         self._pending.clear()
         for head in added:
             self._append(head)
         return Advance(added, removed)
 
+    def seed(self, ancestors: list[Head]) -> int:
+        """Remember blocks below the oldest the chain holds, newest first, as far as each is the
+        parent of the one above: history announced to nobody (a feed just started), so that a
+        reorg reaching below its first head is walked back to the real common ancestor and the
+        new branch announced from there, as a node does. How many were taken."""
+        if not self._by_number:
+            return 0
+        above = self._by_number[min(self._by_number)]
+        taken = 0
+        for head in ancestors:
+            floor = self._tip.number - self.depth if self._tip else 0
+            if head.number != above.number - 1 or head.hash != above.parent_hash:
+                break
+            if head.number <= floor:
+                break
+            self._by_number[head.number] = head
+            self._seeded.add(head.hash)
+            above = head
+            taken += 1
+        return taken
+
     def _append(self, head: Head) -> None:
         self._by_number[head.number] = head
         self._tip = head
-        self._by_number.pop(head.number - self.depth, None)
+        dropped = self._by_number.pop(head.number - self.depth, None)
+        if dropped is not None:
+            self._seeded.discard(dropped.hash)
 
     def _restart(self, head: Head) -> Advance:
+        self._seeded.clear()
         self._by_number = {head.number: head}
         self._tip = head
         self._pending.clear()
