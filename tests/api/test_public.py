@@ -37,7 +37,8 @@ def _chain(chain_id: int) -> dict[str, Any]:
 
 def _world(api: ApiHarness, upstream: FaultyUpstream) -> dict[str, int]:
     """Two providers on chain 31337 (cheap vs dear), one on chain 10, a disabled node on
-    chain 1, a WebSocket node on chain 10; returns node ids by URL suffix."""
+    chain 1, a WebSocket node of each on chain 10 (the dear one prices logs too); returns node
+    ids by URL suffix."""
     config = {
         "chains": [_chain(1), _chain(10), _chain(31337)],
         "providers": [
@@ -71,8 +72,13 @@ def _world(api: ApiHarness, upstream: FaultyUpstream) -> dict[str, int]:
                 "plans": [
                     {
                         "name": "d",
-                        "methods": [{"method": "eth_call", "cost": "0.000001"}],
+                        "methods": [
+                            {"method": "eth_call", "cost": "0.000001"},
+                            {"method": "newHeads", "node_target_type": "ws", "cost": "0.00000005"},
+                            {"method": "logs", "node_target_type": "ws", "cost": "0.00000007"},
+                        ],
                         "nodes": [{"url": upstream.url("/ok/pub-dear"), "chain_id": 31337}],
+                        "ws_nodes": [{"url": "wss://ws.example.com/ten-dear", "chain_id": 10}],
                     }
                 ],
             },
@@ -172,9 +178,40 @@ def test_prices_show_each_strategys_first_choice(api: ApiHarness, upstream: Faul
         for p in api.client.get("/prices").json()
     }
     assert after[("31337", "performance")] == Decimal("0.0000002")
-    assert api.client.get("/prices/ws").json() == [
-        {"chain_id": "10", "subscription_type": "newHeads", "cost": 0.00000001}
+
+
+def test_websocket_prices_show_each_strategys_first_choice(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    _world(api, upstream)
+    with api.engine.connect() as connection:
+        ws_ids = dict(connection.execute(select(t.ws_nodes.c.url, t.ws_nodes.c.id)).all())
+    cheap, dear = ws_ids["wss://ws.example.com/ten"], ws_ids["wss://ws.example.com/ten-dear"]
+
+    def listed() -> dict[tuple[str, str], Decimal]:
+        answer = api.client.get("/prices/ws").json()
+        assert all(p["chain_id"] == "10" for p in answer)
+        return {(p["subscription_type"], p["strategy"]): Decimal(str(p["cost"])) for p in answer}
+
+    # Nothing measured: both strategies take the cheapest newHeads; its plan has no logs price,
+    # so logs cost the next node's (what a feed on the cheap node charges for them).
+    assert listed() == {
+        ("logs", "economy"): Decimal("0.00000007"),
+        ("logs", "performance"): Decimal("0.00000007"),
+        ("newHeads", "economy"): Decimal("0.00000001"),
+        ("newHeads", "performance"): Decimal("0.00000001"),
+    }
+    now = datetime.now(UTC)
+    reports = [
+        HealthReport(cheap, True, 100, 80.0, 0, now),
+        HealthReport(dear, True, 100, 5.0, 0, now),
     ]
+    write_node_health(api.engine, reports, ws=True)  # the dear node answers faster
+    assert listed()[("newHeads", "performance")] == Decimal("0.00000005")
+    assert listed()[("newHeads", "economy")] == Decimal("0.00000001")
+    later = now + timedelta(seconds=1)
+    write_node_health(api.engine, [HealthReport(cheap, True, 100, 80.0, 3, later)], ws=True)
+    assert listed()[("newHeads", "economy")] == Decimal("0.00000005")  # failing: not first
 
 
 def test_prices_show_what_old_state_and_traces_cost_where_it_differs(

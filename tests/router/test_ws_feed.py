@@ -120,6 +120,22 @@ async def test_heads_in_order_logs_of_each_block_and_a_reorg_sent_back_removed(
     assert [int(h["number"], 16) for h in heads.got[-2:]] == [2, 3]  # the new branch, in order
 
 
+async def test_a_kind_the_followed_nodes_plan_does_not_price_costs_the_next_routes_price(
+    node: AnvilNodes,
+) -> None:
+    url = node.urls["w"].replace("http://", "ws://")
+    heads_only = WsRoute(1, 1, CHAIN_A, url, {"newHeads": 1})
+    both = WsRoute(2, 2, CHAIN_A, f"ws://127.0.0.1:{free_port()}", {"newHeads": 2, "logs": 5})
+    feed = ChainFeed(CHAIN_A, lambda: [heads_only, both], _connect)
+    task = asyncio.create_task(feed.run())
+    try:
+        await _until(lambda: feed.route == heads_only)
+        assert feed.prices == {"newHeads": 1, "logs": 5}  # never free
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
 async def test_a_node_that_refuses_the_upgrade_is_passed_over(
     node: AnvilNodes, upstream: FaultyUpstream
 ) -> None:

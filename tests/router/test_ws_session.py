@@ -60,6 +60,7 @@ class Hub:
     def __init__(self) -> None:
         self.the_feed = ChainFeed(CHAIN, lambda: [ROUTE], _never)
         self.the_feed.route = ROUTE
+        self.the_feed.prices = dict(ROUTE.prices)
         self.left = 0
 
     def feed(self, chain_id: int, access: KeyAccess) -> ChainFeed:

@@ -102,7 +102,10 @@ class RoutePriceOut(OutModel):
 class NotificationPriceOut(OutModel):
     chain_id: ChainIdOut
     subscription_type: str = Field(description="eth_subscribe type, e.g. newHeads or logs.")
-    cost: CreditsOut = Field(description="Credits per notification, lowest offered.")
+    strategy: RoutingStrategy
+    cost: CreditsOut = Field(
+        description="Credits per notification on the strategy's first-choice WebSocket node."
+    )
 
 
 @router.get(
@@ -175,6 +178,7 @@ async def list_ws_prices(ctx: Context, ip: ClientIp) -> Response:
             NotificationPriceOut(
                 chain_id=str(p.chain_id),
                 subscription_type=p.subscription_type,
+                strategy=p.strategy,
                 cost=credits_out(p.cost_nano),
             )
             for p in lists.ws_prices

@@ -6,8 +6,10 @@ billed for what it sends."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
+
+from chainrouter.domain.enums import RoutingStrategy
 
 WS_TARGET_TYPE = "ws"
 
@@ -67,3 +69,32 @@ def priced_kinds(
         elif row_chain is None:
             general[kind] = cost
     return general | own
+
+
+def order_ws_routes(
+    routes: Sequence[WsRoute],
+    strategy: RoutingStrategy,
+    out: Set[int],
+    latency_ms: Mapping[int, float],
+) -> list[WsRoute]:
+    """The order a feed of `strategy` tries `routes` (given in cost order) in: economy keeps the
+    cost order, performance puts the lowest latency first (unmeasured after, ties by cost);
+    nodes in `out` (failing or out of sync) come last, tried only when no other is left."""
+    ranked = list(routes)
+    if strategy is RoutingStrategy.PERFORMANCE:
+        position = {route.node_id: index for index, route in enumerate(routes)}
+
+        def speed(route: WsRoute) -> tuple[bool, float, int]:
+            measured = latency_ms.get(route.node_id)
+            return (measured is None, measured or 0.0, position[route.node_id])
+
+        ranked.sort(key=speed)
+    if not out:
+        return ranked
+    return [r for r in ranked if r.node_id not in out] + [r for r in ranked if r.node_id in out]
+
+
+def notification_price(ordered: Sequence[WsRoute], kind: str) -> int | None:
+    """What a notification of `kind` costs on a feed that tries `ordered`: the price of the first
+    route that offers the kind."""
+    return next((price for r in ordered if (price := r.price(kind)) is not None), None)

@@ -17,13 +17,14 @@ import threading
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.requirements import METHODS, Reads, needs_of
 from chainrouter.domain.routing import Route, order_routes
+from chainrouter.domain.ws_routes import notification_price, order_ws_routes
 from chainrouter.stores.sql import public_lists
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.snapshot import load_route_table
@@ -45,6 +46,7 @@ class RoutePrice:
 class NotificationPrice:
     chain_id: int
     subscription_type: str
+    strategy: RoutingStrategy
     cost_nano: int
 
 
@@ -114,11 +116,24 @@ class CatalogLists:
                     connection, public_lists.ws_chain_ids(connection)
                 ),
                 route_prices=prices,
-                ws_prices=[
-                    NotificationPrice(chain_id, kind, cost)
-                    for chain_id, kind, cost in public_lists.ws_notification_prices(connection)
-                ],
+                ws_prices=_notification_prices(connection),
             )
+
+
+def _notification_prices(connection: Connection) -> list[NotificationPrice]:
+    """Per chain, subscription type and strategy: what the feed of that strategy charges now,
+    ordering the WebSocket nodes as routers do with the health they report."""
+    out, latency_ms = public_lists.ws_node_health(connection)
+    prices = []
+    for chain_id, routes in sorted(public_lists.ws_routes(connection).by_chain.items()):
+        kinds = sorted({kind for route in routes for kind in route.prices})
+        for kind in kinds:
+            for strategy in RoutingStrategy:
+                ordered = order_ws_routes(routes, strategy, out, latency_ms)
+                cost = notification_price(ordered, kind)
+                if cost is not None:
+                    prices.append(NotificationPrice(chain_id, kind, strategy, cost))
+    return prices
 
 
 def _capable_routes(

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.domain.ws_routes import WsRoute, notification_price
 from chainrouter.router.ws.fanout import Fanout, Sink
 from chainrouter.router.ws.heads import Advance, FetchByHash, FetchByNumber, Head, HeadChain
 from chainrouter.router.ws.protocol import SubscriptionKind
@@ -71,6 +71,9 @@ class ChainFeed:
         self.fanout = Fanout()
         self.chain = HeadChain()
         self.route: WsRoute | None = None  # the node followed now
+        # What a notification of each kind costs while `route` is followed: its plan's price,
+        # or for a kind its plan does not price, the next route's in the order that does.
+        self.prices: dict[str, int] = {}
         self._routes = routes
         self._connect = connect
         self._chain_head = chain_head
@@ -104,8 +107,16 @@ class ChainFeed:
 
     def _pick(self) -> WsRoute | None:
         now = time.monotonic()
-        for route in self._routes():
+        routes = list(self._routes())
+        for index, route in enumerate(routes):
             if self._cooling.get(route.node_id, 0.0) <= now:
+                rest = routes[index:]
+                kinds = {kind for r in routes for kind in r.prices}
+                self.prices = {
+                    kind: price
+                    for kind in kinds
+                    if (price := notification_price(rest, kind)) is not None
+                }
                 return route
         return None
 

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.routing import HealthReport
-from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.domain.ws_routes import WsRoute, order_ws_routes
 from chainrouter.router.ws.feed import Connect
 from chainrouter.router.ws.upstream import NodeError, UpstreamClosedError
 
@@ -90,20 +90,7 @@ class WsNodeHealth:
 
     def order(self, routes: Sequence[WsRoute], strategy: RoutingStrategy) -> list[WsRoute]:
         """`routes` (in cost order) in the order a feed of `strategy` should try them."""
-        ranked = list(routes)
-        if strategy is RoutingStrategy.PERFORMANCE:
-            position = {route.node_id: index for index, route in enumerate(routes)}
-            latency = self._latency_ms
-
-            def speed(route: WsRoute) -> tuple[bool, float, int]:
-                measured = latency.get(route.node_id)
-                return (measured is None, measured or 0.0, position[route.node_id])
-
-            ranked.sort(key=speed)
-        out = self._out
-        if not out:
-            return ranked
-        return [r for r in ranked if r.node_id not in out] + [r for r in ranked if r.node_id in out]
+        return order_ws_routes(routes, strategy, self._out, self._latency_ms)
 
     # -- told by the feeds -------------------------------------------------------------------
 

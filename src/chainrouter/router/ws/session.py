@@ -66,6 +66,9 @@ class WsLimits:
     send_queue: int = 1000  # messages waiting for a client: beyond, it is closed (4008)
 
 
+Outgoing = tuple[bytes, SubscriptionKind | None, WsRoute | None, int]
+
+
 class SessionHub(Protocol):
     """What a session needs of the worker's feeds (router/ws/hub.py)."""
 
@@ -100,9 +103,8 @@ class WsSession:
         self._credits = credits
         self._meter = meter
         self._limits = limits
-        self._outbox: asyncio.Queue[tuple[bytes, SubscriptionKind | None, WsRoute | None]] = (
-            asyncio.Queue(maxsize=limits.send_queue)
-        )
+        # (message, its kind if a notification, the route it came from, its price in nano)
+        self._outbox: asyncio.Queue[Outgoing] = asyncio.Queue(maxsize=limits.send_queue)
         self._feed: ChainFeed | None = None
         self._subscriptions: set[str] = set()
         self._closing: tuple[int, str] | None = None
@@ -115,8 +117,9 @@ class WsSession:
         if self._closing is not None:
             return True  # going away: nothing more is sent or billed
         feed = self._feed
+        route, price = (None, 0) if feed is None else (feed.route, feed.prices.get(kind, 0))
         try:
-            self._outbox.put_nowait((message, kind, None if feed is None else feed.route))
+            self._outbox.put_nowait((message, kind, route, price))
         except asyncio.QueueFull:
             return False
         return True
@@ -159,8 +162,8 @@ class WsSession:
         while not self._outbox.empty():
             self._outbox.get_nowait()
         if last is not None:
-            self._outbox.put_nowait((last, None, None))
-        self._outbox.put_nowait((b"", None, None))  # the writer's cue to close
+            self._outbox.put_nowait((last, None, None, 0))
+        self._outbox.put_nowait((b"", None, None, 0))  # the writer's cue to close
 
     def _leave(self) -> None:
         feed = self._feed
@@ -172,21 +175,22 @@ class WsSession:
 
     async def _write(self) -> None:
         while True:
-            message, kind, route = await self._outbox.get()
+            message, kind, route, price = await self._outbox.get()
             if not message:
                 code, reason = self._closing or (NORMAL, "")
                 with contextlib.suppress(Exception):
                     await self._link.close(code, reason)
                 return
-            if kind is not None and (self._closing is not None or not self._bill(kind, route)):
+            if kind is not None and (
+                self._closing is not None or not self._bill(kind, route, price)
+            ):
                 continue
             await self._link.send(message)
 
-    def _bill(self, kind: SubscriptionKind, route: WsRoute | None) -> bool:
-        """Charge one notification at the route's price for its kind; out of credits: the
-        subscriptions end with an error and the connection closes (4002)."""
+    def _bill(self, kind: SubscriptionKind, route: WsRoute | None, price: int) -> bool:
+        """Charge one notification at the feed's price for its kind (its route's, `feed.py`);
+        out of credits: the subscriptions end with an error and the connection closes (4002)."""
         access = self._access
-        price = 0 if route is None else route.price(kind) or 0
         short = self._credits.available(access.customer_id) < price
         if price and short and not access.bypass_credit_check:
             failure = RpcError(
@@ -277,7 +281,7 @@ class WsSession:
 
     def _reply(self, answer: bytes) -> None:
         try:
-            self._outbox.put_nowait((answer, None, None))
+            self._outbox.put_nowait((answer, None, None, 0))
         except asyncio.QueueFull:
             self.too_slow()
 

@@ -10,6 +10,7 @@ from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import NodeStatus
 from chainrouter.domain.routing import NodeHealth
+from chainrouter.domain.ws_routes import WsRouteTable
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.chains import row_to_chain
 from chainrouter.stores.sql.snapshot import load_ws_routes
@@ -27,15 +28,26 @@ def ws_chain_ids(connection: Connection) -> set[int]:
     return set(connection.execute(query.distinct()).scalars())
 
 
-def ws_notification_prices(connection: Connection) -> list[tuple[int, str, int]]:
-    """(chain, subscription type, lowest cost) over the WebSocket routes routers would use: an
-    enabled WebSocket node whose plan prices the type on its chain (domain/ws_routes.py)."""
-    found = []
-    for chain_id, routes in sorted(load_ws_routes(connection).by_chain.items()):
-        for kind in sorted({kind for route in routes for kind in route.prices}):
-            costs = [cost for route in routes if (cost := route.price(kind)) is not None]
-            found.append((chain_id, kind, min(costs)))
-    return found
+def ws_routes(connection: Connection) -> WsRouteTable:
+    """The WebSocket routes routers would use (domain/ws_routes.py)."""
+    return load_ws_routes(connection)
+
+
+def ws_node_health(connection: Connection) -> tuple[set[int], dict[int, float]]:
+    """What routers last reported of WebSocket nodes: those failing or out of sync, and the
+    measured latency of each; nodes never reported count as usable and unmeasured."""
+    health = t.ws_node_health
+    query = select(
+        health.c.ws_node_id, health.c.in_sync, health.c.consecutive_failures, health.c.latency_ms
+    )
+    out: set[int] = set()
+    latency: dict[int, float] = {}
+    for row in connection.execute(query):
+        if row.consecutive_failures or not row.in_sync:
+            out.add(row.ws_node_id)
+        if row.latency_ms is not None:
+            latency[row.ws_node_id] = float(Decimal(row.latency_ms))
+    return out, latency
 
 
 def node_health(connection: Connection) -> dict[int, NodeHealth]:
@@ -62,4 +74,7 @@ def reported_capabilities(connection: Connection) -> dict[int, Capabilities]:
 
 def health_version(connection: Connection) -> object:
     """Changes whenever a router reports health; part of the price list's cache key."""
-    return connection.execute(select(func.max(t.node_health.c.checked_at))).scalar_one()
+    return (
+        connection.execute(select(func.max(t.node_health.c.checked_at))).scalar_one(),
+        connection.execute(select(func.max(t.ws_node_health.c.checked_at))).scalar_one(),
+    )
