@@ -16,6 +16,13 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[1]
 CHAIN_A = 31337
 CHAIN_B = 31338
+# A topic, and init code that emits LOG1(LOG_TOPIC) over the word 42 then deploys a 10-byte
+# contract: each deployment (eth_sendTransaction with it as data) logs once.
+LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
+DEPLOY_LOGGING = (
+    "0x602a600052" + "7f" + LOG_TOPIC[2:] + "60206000a1" + "600a6037600039" + "600a6000f3"
+    "602a60005260206000f3"
+)
 
 
 def free_port() -> int:

@@ -24,18 +24,13 @@ from chainrouter.operator_config.load import validate_document
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
-from tests.anvil import CHAIN_A, REPO_ROOT, AnvilNodes, start_anvil_nodes
+from tests.anvil import CHAIN_A, DEPLOY_LOGGING, LOG_TOPIC, REPO_ROOT, AnvilNodes, start_anvil_nodes
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.test_server import Served, launch_router
 
 pytestmark = pytest.mark.anyio
 
 HEAD_PRICE, LOGS_PRICE, CALL_PRICE = "0.000002", "0.000003", "0.0000001"
-LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
-DEPLOY = (
-    "0x602a600052" + "7f" + LOG_TOPIC[2:] + "60206000a1" + "600a6037600039" + "600a6000f3"
-    "602a60005260206000f3"
-)
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +139,7 @@ async def test_calls_and_subscriptions_over_one_socket_billed_exactly(
         await asyncio.sleep(0.5)  # the feed subscribes upstream
         _rpc(node, "anvil_mine", ["0x2"])
         account = _rpc(node, "eth_accounts", [])[0]
-        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])
         got = await _notifications(ws, 4)  # three heads and the deployment's log
         by_kind = {heads: [], logs: []}  # type: dict[str, list[Any]]
         for params in got:
@@ -181,7 +176,7 @@ def test_ethers_and_viem_watch_blocks_and_events_unmodified(
         assert json.loads(process.stdout.readline()) == {"ready": True}
         _rpc(node, "anvil_mine", ["0x3"])
         account = _rpc(node, "eth_accounts", [])[0]
-        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])
         out, err = process.communicate(timeout=60)
     finally:
         process.kill()

@@ -21,16 +21,9 @@ from chainrouter.router.ws.feed import ChainFeed
 from chainrouter.router.ws.protocol import LogFilter, SubscriptionKind
 from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.anvil import CHAIN_A, AnvilNodes, free_port, start_anvil_nodes
+from tests.anvil import CHAIN_A, DEPLOY_LOGGING, LOG_TOPIC, AnvilNodes, free_port, start_anvil_nodes
 
 pytestmark = pytest.mark.anyio
-
-LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
-# Init code that emits LOG1(LOG_TOPIC) over the word 42, then deploys a 10-byte contract.
-DEPLOY = (
-    "0x602a600052" + "7f" + LOG_TOPIC[2:] + "60206000a1" + "600a6037600039" + "600a6000f3"
-    "602a60005260206000f3"
-)
 
 
 @dataclass(eq=False)
@@ -103,7 +96,7 @@ async def test_heads_in_order_logs_of_each_block_and_a_reorg_sent_back_removed(
     assert feed.route.node_id == 2
     _rpc(url, "anvil_mine", ["0x2"])
     account = _rpc(url, "eth_accounts", [])[0]
-    _rpc(url, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+    _rpc(url, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])
     await _until(lambda: len(logs.got) == 1)
     numbers = [int(h["number"], 16) for h in heads.got]
     assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # in order, no gap

@@ -25,7 +25,7 @@ from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.anvil import CHAIN_A, AnvilNodes, start_anvil_nodes
+from tests.anvil import CHAIN_A, DEPLOY_LOGGING, LOG_TOPIC, AnvilNodes, start_anvil_nodes
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.test_server import Served, launch_router
 
@@ -33,11 +33,6 @@ pytestmark = pytest.mark.anyio
 
 HEAD_PRICE, LOGS_PRICE = Decimal("0.000002"), Decimal("0.000003")
 NANO = 1_000_000_000
-LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
-DEPLOY = (  # init code that emits LOG1(LOG_TOPIC), then deploys a 10-byte contract
-    "0x602a600052" + "7f" + LOG_TOPIC[2:] + "60206000a1" + "600a6037600039" + "600a6000f3"
-    "602a60005260206000f3"
-)
 
 
 @pytest.fixture(scope="module")
@@ -183,13 +178,13 @@ async def test_a_node_killed_mid_stream_leaves_no_gap_no_repeat_and_the_bill_exa
         await asyncio.sleep(0.5)  # the feed subscribes upstream
         start = int(_rpc(node, "eth_blockNumber", []), 16)
         _rpc(node, "anvil_mine", ["0x2"])
-        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])
         await got.read(ws, lambda g: len(g.of(heads)) == 3 and len(g.of(logs)) == 1)
         upstream_server.cut(first)  # the followed node dies
-        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])  # missed
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])  # missed
         _rpc(node, "anvil_mine", ["0x3"])  # missed too
         await asyncio.sleep(1.0)
-        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])
         await got.read(ws, lambda g: len(g.of(heads)) == 8 and len(g.of(logs)) == 3)
         await got.drain(ws)  # nothing more comes: no repeat
     numbers = [int(h["number"], 16) for h in got.of(heads)]
@@ -220,7 +215,7 @@ async def test_a_reorg_sends_the_orphaned_logs_again_removed(
         heads = await _subscribe(ws, ["newHeads"], 1)
         logs = await _subscribe(ws, ["logs", {"topics": [LOG_TOPIC]}], 2)
         await asyncio.sleep(0.5)
-        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY}])
+        _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])
         _rpc(node, "anvil_mine", ["0x1"])
         await got.read(ws, lambda g: len(g.of(heads)) == 2 and len(g.of(logs)) == 1)
         orphaned = got.of(heads)[-1]["hash"]

@@ -8,9 +8,13 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, WithJsonSchema
 
+from chainrouter.operator_config.model import ChainId
+
 _QUANTITY = re.compile(r"^0x[0-9a-f]{1,64}$")
 _MAX_QUANTITY = 2**256 - 1
 BLOCK_TAGS = ("latest", "earliest", "pending", "safe", "finalized")
+
+Chain = Annotated[ChainId, Field(description='EIP-155 chain ID, e.g. 1 or "0x1".')]
 
 Address = Annotated[
     str,
@@ -21,6 +25,9 @@ Address = Annotated[
 Hash32 = Annotated[
     str, Field(pattern=r"^0x[0-9a-fA-F]{64}$", description="32-byte hash, 0x + 64 hex digits.")
 ]
+# A log filter's parts, as eth_getLogs and eth_subscribe("logs") take them.
+Addresses = Address | Annotated[list[Address], Field(min_length=1, max_length=100)]
+Topic = Hash32 | None | Annotated[list[Hash32], Field(min_length=1, max_length=100)]
 HexData = Annotated[
     str,
     Field(

@@ -5,16 +5,19 @@ tool error."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictStr, model_validator
 
 from chainrouter.companion.evm_values import (
     Address,
+    Addresses,
     BlockTag,
+    Chain,
     Hash32,
     HexData,
     Quantity,
+    Topic,
     quantity_value,
     wei_to_ether,
     wei_to_gwei,
@@ -67,8 +70,6 @@ _REFUSED_PREFIXES = (
 # retried with the other trace method. -32601 is also the router's insufficient-credits code;
 # that one is not a reason to try another method.
 _METHOD_UNAVAILABLE = frozenset({-32002, -32004, -32011, -32601})
-
-Chain = Annotated[ChainId, Field(description='EIP-155 chain ID, e.g. 1 or "0x1".')]
 
 
 def refusal_reason(method: str) -> str | None:
@@ -182,14 +183,11 @@ class TxArgs(CamelArguments):
     tx_hash: Hash32
 
 
-Topic = Hash32 | None | Annotated[list[Hash32], Field(min_length=1, max_length=100)]
-
-
 class GetLogsArgs(CamelArguments):
     chain_id: Chain
     from_block: BlockTag
     to_block: BlockTag = "latest"
-    address: Address | Annotated[list[Address], Field(min_length=1, max_length=100)] | None = Field(
+    address: Addresses | None = Field(
         default=None, description="One contract address or a list of them."
     )
     topics: list[Topic] | None = Field(

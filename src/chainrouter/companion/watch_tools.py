@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import Field
@@ -23,11 +23,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 
 from chainrouter.companion.config import CompanionConfig
-from chainrouter.companion.evm_values import Address, Hash32
+from chainrouter.companion.evm_values import Addresses, Chain, Topic
 from chainrouter.companion.remote import backoff_s
 from chainrouter.companion.toolkit import CamelArguments, Result, ToolError, ToolSpec
 from chainrouter.net.correlation import BATCH_ID_HEADER
-from chainrouter.operator_config.model import ChainId
 
 HEADS_DEFAULT, HEADS_MAX = 5, 100
 LOGS_DEFAULT, LOGS_MAX = 100, 1000
@@ -36,8 +35,6 @@ _MAX_MESSAGE_BYTES = 1 << 20
 # Nothing an agent reads in a header: 512 hex digits of bloom filter.
 _HEADER_NOISE = ("logsBloom",)
 
-Chain = Annotated[ChainId, Field(description='EIP-155 chain ID, e.g. 1 or "0x1".')]
-Topic = Hash32 | None | Annotated[list[Hash32], Field(min_length=1, max_length=100)]
 StoppedBy = Literal["limit", "time", "closed", "credits"]
 
 
@@ -53,7 +50,7 @@ class WatchHeadsArgs(CamelArguments):
 
 class WatchLogsArgs(CamelArguments):
     chain_id: Chain
-    address: Address | Annotated[list[Address], Field(min_length=1, max_length=100)] | None = Field(
+    address: Addresses | None = Field(
         default=None, description="One contract address or a list of them; none: any."
     )
     topics: list[Topic] | None = Field(

@@ -380,41 +380,35 @@ usage_flushes = Table(
     Index("ix_usage_flushes_written_at", "written_at"),
 )
 
+
+def _health(key: str, nodes: str) -> list[Column[Any]]:
+    """A node's last reported health, keyed by the node (`key` refers to `nodes.id`)."""
+    return [
+        Column(
+            key,
+            ForeignKey(f"{nodes}.id", ondelete="CASCADE"),
+            primary_key=True,
+            autoincrement=False,
+        ),
+        Column("in_sync", Boolean, nullable=False),
+        Column("head_block", BigInteger),
+        Column("latency_ms", Numeric(12, 3)),
+        Column("consecutive_failures", Integer, nullable=False),
+        Column("checked_at", UtcDateTime(), nullable=False),
+    ]
+
+
 # What routers' health checkers last saw of each node, written by every router every few
 # seconds (the latest report wins); the API reads it for node status and the price list.
 node_health = Table(
     "node_health",
     metadata,
-    Column(
-        "node_id",
-        ForeignKey("nodes.id", ondelete="CASCADE"),
-        primary_key=True,
-        autoincrement=False,
-    ),
-    Column("in_sync", Boolean, nullable=False),
-    Column("head_block", BigInteger),
-    Column("latency_ms", Numeric(12, 3)),
-    Column("consecutive_failures", Integer, nullable=False),
-    Column("checked_at", UtcDateTime(), nullable=False),
+    *_health("node_id", "nodes"),
     Column("capabilities", JSON),  # what the reporting router knows the node can answer
 )
 
 # The same for WebSocket nodes (router/ws/node_health.py): another id space, another table.
-ws_node_health = Table(
-    "ws_node_health",
-    metadata,
-    Column(
-        "ws_node_id",
-        ForeignKey("ws_nodes.id", ondelete="CASCADE"),
-        primary_key=True,
-        autoincrement=False,
-    ),
-    Column("in_sync", Boolean, nullable=False),
-    Column("head_block", BigInteger),
-    Column("latency_ms", Numeric(12, 3)),
-    Column("consecutive_failures", Integer, nullable=False),
-    Column("checked_at", UtcDateTime(), nullable=False),
-)
+ws_node_health = Table("ws_node_health", metadata, *_health("ws_node_id", "ws_nodes"))
 
 chain_requests = Table(
     "chain_requests",
