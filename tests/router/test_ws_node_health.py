@@ -231,3 +231,28 @@ async def test_a_routers_checks_reach_the_providers_node_status(
         stored = node_health(connection, down.node_id, ws=True)
     assert stored is not None
     assert stored.consecutive_failures == 1
+
+
+async def test_a_surprise_from_one_node_does_not_end_the_other_nodes_checks(
+    anvil: AnvilNodes,
+) -> None:
+    async def connect(url: str) -> UpstreamSocket:
+        if url == "ws://surprise":
+            raise RuntimeError("not an error a check expects")
+        return await _connect(url)
+
+    health = WsNodeHealth(connect, lambda chain: None, WsHealthPolicy(interval_s=0.1))
+    routes = [_route(1, "ws://surprise"), _route(2, _ws(anvil, "a1"))]
+    checking = asyncio.create_task(health.run(lambda: routes))
+    try:
+        for _ in range(100):
+            state = health.state(2)
+            if state is not None and state.checked_at is not None:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # more rounds: the task lives on
+        assert not checking.done()
+        assert health.usable(2)
+    finally:
+        checking.cancel()
+        await asyncio.gather(checking, return_exceptions=True)

@@ -194,7 +194,10 @@ class WsNodeHealth:
 
         async def one(route: WsRoute) -> None:
             async with gate:
-                await self.check(route)
+                try:
+                    await self.check(route)
+                except Exception:  # a surprise from one node must not end every node's checks
+                    log.exception("WebSocket node %d: the health check failed", route.node_id)
 
         while True:
             current = routes()
