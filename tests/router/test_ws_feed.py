@@ -10,7 +10,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -124,6 +124,35 @@ async def test_a_kind_the_followed_nodes_plan_does_not_price_costs_the_next_rout
     try:
         await _until(lambda: feed.route == heads_only)
         assert feed.prices == {"newHeads": 1, "logs": 5}  # never free
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_surprise_from_a_node_moves_the_feed_on_without_ending_it(node: AnvilNodes) -> None:
+    class Surprising:
+        closed = asyncio.Event()
+
+        async def subscribe(self, params: list[Any], timeout_s: float) -> asyncio.Queue[bytes]:
+            raise RuntimeError("not an error the feed expects")
+
+        async def close(self) -> None:
+            pass
+
+    async def connect(url: str) -> UpstreamSocket:
+        if url == "ws://surprising":
+            return cast(UpstreamSocket, Surprising())
+        return await _connect(url)
+
+    routes = [
+        WsRoute(1, 1, CHAIN_A, "ws://surprising", {"newHeads": 1}),
+        WsRoute(2, 1, CHAIN_A, node.urls["w"].replace("http://", "ws://"), {"newHeads": 2}),
+    ]
+    feed = ChainFeed(CHAIN_A, lambda: routes, connect)
+    task = asyncio.create_task(feed.run())
+    try:
+        await _until(lambda: feed.route is not None and feed.route.node_id == 2)
+        assert not task.done()
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

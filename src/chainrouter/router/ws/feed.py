@@ -102,6 +102,9 @@ class ChainFeed:
                 await self._follow(upstream)
             except (UpstreamClosedError, NodeError, TimeoutError, _FellBehindError) as exc:
                 self._failed(route, str(exc))
+            except Exception as exc:  # a node's surprise must not end the chain's feed
+                log.exception("WebSocket node %d (chain %d) failed", route.node_id, self.chain_id)
+                self._failed(route, f"unexpected {type(exc).__name__}")
             finally:
                 await upstream.close()
 
