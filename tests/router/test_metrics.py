@@ -149,6 +149,8 @@ def test_any_worker_answers_for_all_and_a_gone_worker_is_dropped(tmp_path: Path)
     mine.call(1, "keyed", "quick", "first_choice", 5)
     other.call(1, "keyed", "quick", "first_choice", 7)
     other.attempt(3, True, 0.002)
+    other.notifications[(1, "newHeads")] = 4
+    mine.websocket, other.websocket = {"connections": 2, "feeds": 1}, {"connections": 3, "feeds": 1}
     MetricsShare(tmp_path, pid=os.getpid() + 0).export(mine)  # its own file: not read twice
     # Another live worker (a real process) and a worker that is gone.
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -161,6 +163,9 @@ def test_any_worker_answers_for_all_and_a_gone_worker_is_dropped(tmp_path: Path)
         assert merged.calls[(1, "keyed", "quick", "first_choice")] == 2
         assert merged.credits_nano[1] == 12
         assert merged.attempts()[(3, "answered")] == 1
+        assert merged.notifications == {(1, "newHeads"): 4}
+        # Each worker holds its own sockets: the WebSocket gauges add up.
+        assert merged.websocket == {"connections": 5, "feeds": 2}
         assert not (tmp_path / f"{dead.pid}.metrics.json").exists()
         assert json.loads((tmp_path / f"{sleeper.pid}.metrics.json").read_text())["calls"]
     finally:
@@ -180,10 +185,14 @@ async def test_the_example_grafana_dashboard_asks_only_for_series_that_exist(
         await world.check_health(node)
     assert await _post(world, f"/rpc/{CHAIN_A}/{world.secrets['main']}", rpc("eth_blockNumber"))
     assert await world.runtime.sync.flush()
-    served = {sample.name for sample in _samples((await _scrape(world))[1])}
+    text = (await _scrape(world))[1]
+    # A family declared with no sample yet (no WebSocket client here) is a series that exists.
+    declared = set(re.findall(r"^# TYPE (chainrouter_[a-z_]+) ", text, re.MULTILINE))
+    served = {sample.name for sample in _samples(text)}
     families = ApiMetrics(_no_app, networks=[]).registry.collect()
     suffixes = ("", "_total", "_bucket", "_count", "_sum")
     served |= {family.name + suffix for family in families for suffix in suffixes}
+    served |= {name + suffix for name in declared for suffix in suffixes}
     dashboard = json.loads((REPO_ROOT / "docs" / "grafana-dashboard.json").read_text())
     asked = {
         name

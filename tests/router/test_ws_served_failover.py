@@ -15,6 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 from sqlalchemy import select
 from websockets.asyncio.client import connect
 
@@ -111,6 +113,16 @@ def _usage_report(served: Served) -> tuple[dict[str, int], dict[str, int]]:
     return methods, scenarios
 
 
+def _scrape(served: Served) -> list[Sample]:
+    """The router's /metrics (loopback may read it by default)."""
+    text = httpx.get(served.base + "/metrics").text
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
+
+
+def _metric(samples: list[Sample], name: str, **labels: str) -> float:
+    return sum(s.value for s in samples if s.name == name and labels.items() <= s.labels.items())
+
+
 def _balance(served: Served) -> int:
     engine = create_database_engine(served.database_url)
     with engine.connect() as connection:
@@ -187,6 +199,7 @@ async def test_a_node_killed_mid_stream_leaves_no_gap_no_repeat_and_the_bill_exa
         _rpc(node, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])
         await got.read(ws, lambda g: len(g.of(heads)) == 8 and len(g.of(logs)) == 3)
         await got.drain(ws)  # nothing more comes: no repeat
+        open_now = _scrape(router)
     numbers = [int(h["number"], 16) for h in got.of(heads)]
     assert numbers == list(range(start + 1, start + 9))
     assert [h["hash"] for h in got.of(heads)] == [
@@ -200,6 +213,14 @@ async def test_a_node_killed_mid_stream_leaves_no_gap_no_repeat_and_the_bill_exa
     methods, scenarios = _usage_report(router)  # this module's router: this test runs first
     assert (methods["newHeads"], methods["logs"]) == (8, 3)
     assert scenarios["subscription"] == 11
+    # Operators see the same in /metrics: the socket and its feed while open, then what it got.
+    assert _metric(open_now, "chainrouter_websocket_connections") == 1
+    assert _metric(open_now, "chainrouter_websocket_feeds") == 1
+    closed = _scrape(router)
+    assert _metric(closed, "chainrouter_websocket_connections") == 0
+    notified = "chainrouter_websocket_notifications_total"
+    assert _metric(closed, notified, chain=str(CHAIN_A), kind="newHeads") == 8
+    assert _metric(closed, notified, chain=str(CHAIN_A), kind="logs") == 3
 
 
 async def test_a_reorg_sends_the_orphaned_logs_again_removed(

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from chainrouter.domain.enums import Scenario
 from chainrouter.domain.requirements import work_of
 from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, UsageMeter
 
@@ -45,7 +46,7 @@ _NODE_SLOTS = _BUCKETS + len(LATENCY_BOUNDS_S) + 2
 class RouterMetrics:
     """What one worker counted since it started."""
 
-    __slots__ = ("calls", "credits_nano", "nodes", "requests")
+    __slots__ = ("calls", "credits_nano", "nodes", "notifications", "requests", "websocket")
 
     def __init__(self) -> None:
         # (route: "keyed" | "free" | "other", HTTP status) -> requests
@@ -54,6 +55,10 @@ class RouterMetrics:
         self.calls: dict[tuple[int, str, str, str], int] = {}
         self.credits_nano: dict[int, int] = {}  # chain -> nano-credits billed
         self.nodes: dict[int, list[float]] = {}  # node -> its counts (_NODE_SLOTS)
+        # (chain, subscription kind) -> WebSocket notifications sent (billed ones: the meter's)
+        self.notifications: dict[tuple[int, str], int] = {}
+        # "connections" | "feeds" -> open now (gauges, set when counts are read or exported)
+        self.websocket: dict[str, int] = {}
 
     def request(self, route: str, status: int) -> None:
         key = (route, status)
@@ -105,6 +110,8 @@ class RouterMetrics:
             "calls": [[*key, n] for key, n in list(self.calls.items())],
             "credits_nano": [[chain, n] for chain, n in list(self.credits_nano.items())],
             "nodes": [[node, list(counts)] for node, counts in list(self.nodes.items())],
+            "notifications": [[*key, n] for key, n in list(self.notifications.items())],
+            "websocket": [[name, n] for name, n in list(self.websocket.items())],
         }
 
     def add(self, data: dict[str, Any]) -> None:
@@ -120,6 +127,10 @@ class RouterMetrics:
             mine = self.nodes.setdefault(node, [0.0] * _NODE_SLOTS)
             for index, value in enumerate(counts[:_NODE_SLOTS]):
                 mine[index] += value
+        for chain, kind, n in data.get("notifications", ()):
+            self.notifications[(chain, kind)] = self.notifications.get((chain, kind), 0) + n
+        for name, n in data.get("websocket", ()):
+            self.websocket[name] = self.websocket.get(name, 0) + n
 
     def copy(self) -> RouterMetrics:
         merged = RouterMetrics()
@@ -127,12 +138,22 @@ class RouterMetrics:
         return merged
 
 
-def with_metered(metrics: RouterMetrics, meter: UsageMeter) -> RouterMetrics:
-    """A copy of `metrics` with the keyed calls and credits the usage meter counted."""
+def with_metered(
+    metrics: RouterMetrics, meter: UsageMeter, websocket: dict[str, int] | None = None
+) -> RouterMetrics:
+    """A copy of `metrics` with the keyed calls, WebSocket notifications and credits the usage
+    meter counted, and the WebSocket gauges as they are now."""
     counts = metrics.copy()
     for (chain_id, method, scenario), (calls, credits) in meter.totals().items():
+        if scenario == Scenario.SUBSCRIPTION:  # the method is the subscription kind
+            key = (chain_id, method)
+            counts.notifications[key] = counts.notifications.get(key, 0) + calls
+            counts.credits_nano[chain_id] = counts.credits_nano.get(chain_id, 0) + credits
+            continue
         work = _UNKNOWN if method == UNSUPPORTED_METHOD_NAME else work_of(method).value
         counts.call(chain_id, "keyed", work, scenario, credits, calls)
+    if websocket is not None:
+        counts.websocket = dict(websocket)
     return counts
 
 

@@ -50,6 +50,7 @@ class _RouterCollector(Collector):
         yield from _traffic(counts)
         yield from _attempts(counts, state.snapshot())
         yield from _nodes(state)
+        yield from _websocket(counts)
         yield from _storage(state.sync)
 
 
@@ -72,7 +73,8 @@ def _traffic(counts: RouterMetrics) -> Iterator[Metric]:
     yield calls
     billed = CounterMetricFamily(
         "chainrouter_credits_billed",
-        "Credits charged to customers for calls, by chain (exact to the nano-credit).",
+        "Credits charged to customers for calls and WebSocket notifications, by chain (exact "
+        "to the nano-credit).",
         labels=["chain"],
     )
     for chain, nano in sorted(counts.credits_nano.items()):
@@ -107,6 +109,24 @@ def _attempts(counts: RouterMetrics, snapshot: RouterSnapshot) -> Iterator[Metri
             cumulative.append(("+Inf" if bound == float("inf") else str(bound), total))
         latency.add_metric([str(chain_of.get(node, 0)), str(node)], cumulative, seconds)
     yield latency
+
+
+def _websocket(counts: RouterMetrics) -> Iterator[Metric]:
+    for name, what in (
+        ("connections", "WebSocket client connections open now."),
+        ("feeds", "Chain feeds open now: one upstream newHeads subscription each."),
+    ):
+        yield GaugeMetricFamily(
+            f"chainrouter_websocket_{name}", what, counts.websocket.get(name, 0)
+        )
+    notifications = CounterMetricFamily(
+        "chainrouter_websocket_notifications",
+        "WebSocket notifications sent to clients (each billed), by chain and subscription kind.",
+        labels=["chain", "kind"],
+    )
+    for (chain, kind), n in sorted(counts.notifications.items()):
+        notifications.add_metric([str(chain), kind], n)
+    yield notifications
 
 
 def _nodes(state: RouterState) -> Iterator[Metric]:

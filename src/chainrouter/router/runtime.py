@@ -77,10 +77,10 @@ class RouterRuntime:
         """The HTTP behaviour over this router, for a server of `executor`'s."""
         exposition = None
         if self.metrics_networks:
-            share, own, meter = self.metrics_share, self.metrics, self.service.deps.meter
+            share = self.metrics_share
 
             def counts() -> RouterMetrics:
-                mine = with_metered(own, meter)
+                mine = self._counts_now()
                 return mine if share is None else share.merged(mine)
 
             state = RouterState(
@@ -137,9 +137,14 @@ class RouterRuntime:
         share = self.metrics_share
         assert share is not None
         while True:
-            mine = with_metered(self.metrics, self.service.deps.meter)
+            mine = self._counts_now()
             await asyncio.to_thread(share.export, mine)
             await asyncio.sleep(_METRICS_SHARE_INTERVAL_S)
+
+    def _counts_now(self) -> RouterMetrics:
+        """This worker's counts: the request path's, the meter's, the WebSocket gauges."""
+        websocket = None if self.hub is None else self.hub.gauges()
+        return with_metered(self.metrics, self.service.deps.meter, websocket)
 
     def current_nodes(self) -> list[NodeInfo]:
         routes = self.service.snapshot.routes

@@ -54,6 +54,11 @@ class Hub:
         """Whether the key may open one more connection (counted by `open` once it is made)."""
         return self._connections.get(key_id, 0) < self._max_per_key
 
+    def gauges(self) -> dict[str, int]:
+        """Client connections and feeds open now (read from any thread: each read of a
+        dictionary here is one step under the interpreter lock)."""
+        return {"connections": sum(list(self._connections.values())), "feeds": len(self._feeds)}
+
     def close(self, key_id: int) -> None:
         held = self._connections.get(key_id, 0) - 1
         if held > 0:
