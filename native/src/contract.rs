@@ -8,7 +8,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `HttpRequest`'s fields, in the order the server passes them.
@@ -33,6 +33,7 @@ pub const FORWARD: (&str, [&str; 3]) = ("Forward", ["url", "body", "timeout_s"])
 pub const GATHER: (&str, [&str; 1]) = ("Gather", ["programs"]);
 pub const RACE: (&str, [&str; 2]) = ("Race", ["programs", "delays_s"]);
 pub const ACQUIRE: (&str, [&str; 1]) = ("Acquire", ["buckets"]);
+pub const JOIN: (&str, [&str; 1]) = ("Join", ["future"]);
 pub const WAIT: (&str, [&str; 1]) = ("Wait", ["seconds"]);
 pub const SPAWN: (&str, [&str; 1]) = ("Spawn", ["program"]);
 
@@ -69,12 +70,14 @@ pub struct Types {
     pub gather: Py<PyType>,
     pub race: Py<PyType>,
     pub acquire: Py<PyType>,
+    pub join: Py<PyType>,
     pub wait: Py<PyType>,
     pub spawn: Py<PyType>,
     /// The field names of each command, interned, in the order declared above.
     pub forward_fields: [Py<PyString>; 3],
     pub gather_fields: [Py<PyString>; 1],
     pub race_fields: [Py<PyString>; 2],
+    pub join_fields: [Py<PyString>; 1],
     pub wait_fields: [Py<PyString>; 1],
     pub spawn_fields: [Py<PyString>; 1],
     /// `FailureKind` members, in `Kind::ALL`'s order.
@@ -111,11 +114,13 @@ impl Types {
             gather: type_of(GATHER.0)?,
             race: type_of(RACE.0)?,
             acquire: type_of(ACQUIRE.0)?,
+            join: type_of(JOIN.0)?,
             wait: type_of(WAIT.0)?,
             spawn: type_of(SPAWN.0)?,
             forward_fields: interned(py, FORWARD.1),
             gather_fields: interned(py, GATHER.1),
             race_fields: interned(py, RACE.1),
+            join_fields: interned(py, JOIN.1),
             wait_fields: interned(py, WAIT.1),
             spawn_fields: interned(py, SPAWN.1),
             kinds,
@@ -143,6 +148,7 @@ pub fn contract(py: Python<'_>) -> PyResult<PyObject> {
     commands.set_item(GATHER.0, GATHER.1.to_vec())?;
     commands.set_item(RACE.0, RACE.1.to_vec())?;
     commands.set_item(ACQUIRE.0, ACQUIRE.1.to_vec())?;
+    commands.set_item(JOIN.0, JOIN.1.to_vec())?;
     commands.set_item(WAIT.0, WAIT.1.to_vec())?;
     commands.set_item(SPAWN.0, SPAWN.1.to_vec())?;
     described.set_item("commands", commands)?;

@@ -10,6 +10,8 @@
 //! - `Acquire`: the rate limiter, which is Python: the host's function answers at once (the
 //!   in-process limiter) or with a `concurrent.futures.Future` (Redis, on the event loop's
 //!   thread), waited for here without the GIL;
+//! - `Join`: a `concurrent.futures.Future` of the host's (the response cache's Redis, a call in
+//!   flight that others joined), waited for the same way;
 //! - `Wait` and `Spawn`: a pause, and a program started on its own (the health checker runs here
 //!   beside the requests).
 //!
@@ -157,7 +159,7 @@ pub enum Step {
     Gather(Vec<(PyObject, PyResult<Step>)>),
     /// The programs of a race: the ones without delay already started, the others with theirs.
     Race(Vec<(PyObject, Racing)>),
-    /// The host's answer to `Acquire`: its result, or a future of it.
+    /// The host's answer to `Acquire`: its result, or a future of it (a `Join`'s future, too).
     Acquired(PyObject),
     AcquireLater(PyObject),
     Wait(Duration),
@@ -417,6 +419,10 @@ fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny)
         } else {
             Step::AcquireLater(answer)
         });
+    }
+    if kind.is(types.join.as_ref(py)) {
+        let [future] = &types.join_fields;
+        return Ok(Step::AcquireLater(yielded.getattr(future.as_ref(py))?.into()));
     }
     if kind.is(types.wait.as_ref(py)) {
         let [seconds] = &types.wait_fields;

@@ -25,6 +25,7 @@ from pydantic_settings import (
 )
 
 from chainrouter.domain.chains import MAX_CHAIN_ID
+from chainrouter.domain.money import MoneyError, parse_credits
 from chainrouter.validation import error_message
 
 ENV_PREFIX = "CHAINROUTER_"
@@ -272,6 +273,49 @@ class Settings(BaseSettings):
         "upstream_timeout_s in place of the settings above. In the environment: a JSON object "
         'by chain ID, e.g. {"1": {"hedge_max": 0}}.',
     )
+    cache_max_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=0,
+        le=64 * 1024**3,
+        description="Bytes the response cache may hold in each router process (answers, keys and "
+        "a fixed overhead per entry; least recently used first out). 0: no response cache "
+        "(docs/cache.md).",
+    )
+    cache_finality_depth: int = Field(
+        default=128,
+        ge=1,
+        le=1_000_000,
+        description="Blocks behind the chain head taken as final where no node of a chain answers "
+        "the `finalized` tag.",
+    )
+    chain_cache_finality_depth: dict[int, int] = Field(
+        default_factory=dict,
+        description="Per chain, cache_finality_depth in its place. In the environment: a JSON "
+        'object by chain ID, e.g. {"137": 256}.',
+    )
+    cache_prices: dict[str, str] = Field(
+        default_factory=dict,
+        description="What an answer from the cache costs, in credits (exact decimal strings), by "
+        '"<chainId>:<method>", "<chainId>:*", "*:<method>" or "*" (the most specific wins; '
+        'none: free). No provider earns it. E.g. {"*": "0.0000001"}.',
+    )
+    cache_redis_timeout_s: float = Field(
+        default=0.05,
+        gt=0,
+        le=5,
+        description="How long a cache look-up in Redis may take before the call goes to a node "
+        "as if nothing were cached, seconds (with redis_url).",
+    )
+    cache_redis_ttl_s: int = Field(
+        default=7 * 24 * 3600,
+        ge=60,
+        le=365 * 24 * 3600,
+        description="How long Redis keeps a cached answer, seconds (with redis_url).",
+    )
+    coalesce: bool = Field(
+        default=True,
+        description="Identical read-only calls in flight at once share one upstream attempt.",
+    )
     upstream_connect_timeout_s: float = Field(
         default=5.0, gt=0, le=60, description="Time to open a connection to an upstream, seconds."
     )
@@ -491,6 +535,39 @@ class Settings(BaseSettings):
         for entry in value:
             if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+", entry) or len(entry) > 300:
                 raise ValueError(f"{entry!r} is not an origin such as https://app.example.com")
+        return value
+
+    @field_validator("cache_prices")
+    @classmethod
+    def _cache_prices(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, price in value.items():
+            chain, _, method = key.partition(":")
+            if key != "*" and not (
+                (chain == "*" or (chain.isdigit() and 1 <= int(chain) <= MAX_CHAIN_ID))
+                and 0 < len(method) <= 100
+            ):
+                raise ValueError(
+                    f'cache price keys are "<chainId>:<method>", "<chainId>:*", "*:<method>" or '
+                    f'"*", got {key[:120]!r}'
+                )
+            try:
+                if parse_credits(price) < 0:
+                    raise ValueError(f"cache price of {key!r} must not be negative")
+            except MoneyError as exc:
+                raise ValueError(f"cache price of {key!r} {exc}") from None
+        return value
+
+    def cache_prices_nano(self) -> dict[str, int]:
+        return {key: parse_credits(price) for key, price in self.cache_prices.items()}
+
+    @field_validator("chain_cache_finality_depth")
+    @classmethod
+    def _depth_chain_ids(cls, value: dict[int, int]) -> dict[int, int]:
+        wrong = [c for c, depth in value.items() if not 1 <= c <= MAX_CHAIN_ID or depth < 1]
+        if wrong:
+            raise ValueError(
+                f"chain IDs must be between 1 and {MAX_CHAIN_ID}, depths >= 1: {wrong}"
+            )
         return value
 
     @field_validator("chain_tail")

@@ -241,6 +241,10 @@ async def _make_world(
     # changes the per-node request counts the routing and failover tests check. The hedging
     # tests, and the billing test that races concurrent calls, turn it on.
     settings.setdefault("hedge_max", 0)
+    # No response cache and no coalescing unless a test asks for them (tests/router/test_cache*):
+    # the routing, failover and billing tests count what each call does at the nodes.
+    settings.setdefault("cache_max_bytes", 0)
+    settings.setdefault("coalesce", False)
     router_settings = Settings(database_url=database_url, **settings)
     runtime = build_runtime(router_settings, engine)
     executor = make_executor(

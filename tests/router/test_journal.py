@@ -227,7 +227,9 @@ def test_two_routers_on_postgresql_and_redis_killed_lose_no_charge_and_charge_no
     """Two routers sharing one PostgreSQL database and one Redis, as routers that share load do,
     both served calls at once and were killed with SIGKILL before their next flush: when they
     start again, each replays its own journal, and every call either served is charged once."""
-    shared = {"CHAINROUTER_REDIS_URL": "redis://127.0.0.1:6379/0"}
+    # Not coalesced: every call is to reach a node, and be charged its price (coalescing and its
+    # bills: tests/router/test_coalescing.py).
+    shared = {"CHAINROUTER_REDIS_URL": "redis://127.0.0.1:6379/0", "CHAINROUTER_COALESCE": "false"}
     first = start_router_on(tmp_path / "one", anvil, "native", postgresql_database_url, **shared)
     second = start_router(tmp_path / "two", anvil, "python", beside=first, **shared)
     engine = create_database_engine(postgresql_database_url)

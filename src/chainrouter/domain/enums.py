@@ -71,6 +71,7 @@ class Scenario(StrEnum):
     REJECTED = "rejected"  # a node answered that the request is invalid (-32600 ...); unbilled
     INCAPABLE = "incapable"  # no node can serve what the call needs (-32007/11/12/13, -32005)
     SPLIT = "split"  # an eth_getLogs range served in parts by nodes with narrower limits
+    CACHE = "cache"  # answered from the response cache, or by an identical call in flight
     SUBSCRIPTION = (
         "subscription"  # a notification sent to a WebSocket subscriber (method: its kind)
     )

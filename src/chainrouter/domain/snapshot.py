@@ -17,3 +17,5 @@ class RouterSnapshot:
     routes: RouteTable
     balances_nano: Mapping[int, int]  # customer id -> balance when loaded
     ws_routes: WsRouteTable = field(default_factory=WsRouteTable)  # WebSocket nodes, priced
+    # chain id -> times an administrator purged its cached answers (part of every cache key)
+    cache_generations: Mapping[int, int] = field(default_factory=dict)

@@ -12,12 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.cacheable import Pinned
 from chainrouter.domain.enums import RoutingStrategy, Scenario
 from chainrouter.domain.requirements import NOTHING, Needs, logs_span
 from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
 from chainrouter.jsonrpc.errors import RpcError
+from chainrouter.router.flights import Flight
 
 
 @dataclass(slots=True)
@@ -39,6 +41,7 @@ class RequestContext:
     is_batch: bool = False
     refusal: RpcError | None = None  # set by the stage that refuses the request as a whole
     split_ranges: int = 0  # eth_getLogs ranges asked of nodes for calls split in parts
+    cache_hits: int = 0  # calls answered from the cache or by joining an identical call
     # Each call once it ended, kept only when requests are logged (router/request_log.py).
     ended: list[CallContext] | None = None
 
@@ -63,6 +66,10 @@ class CallContext:
     charged_nano: int | None = None  # what it costs when not one route's price (split calls)
     retry_after_s: float | None = None  # refused for limits: when the first route frees up
     attempts: int = 0  # nodes the call was sent to (hedges and failovers included)
+    # The response cache's and coalescing's (router/stages/cache.py); None: neither applies.
+    cache_key: str | None = None
+    cache_pin: Pinned | None = None  # None: never kept (coalesced at most)
+    flight: Flight | None = None  # the flight this call leads
 
     @property
     def cost_nano(self) -> int:

@@ -7,7 +7,7 @@ executors: the native one in Rust (`native/`, the default) and the Python one
 
 - the HTTP request a server hands to the router (`HttpRequest`) and the answer it writes back
   (`HttpAnswer`);
-- the commands (`Forward`, `Gather`, `Race`, `Acquire`, `Wait`, `Spawn`) and what each is
+- the commands (`Forward`, `Gather`, `Race`, `Acquire`, `Join`, `Wait`, `Spawn`) and what each is
   resumed with;
 - the ways a node can fail (`FailureKind`, inside a `Failure`).
 
@@ -22,6 +22,7 @@ hands the command itself to whoever steps the coroutine, and returns what it is 
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Coroutine, Generator
 from dataclasses import dataclass, fields
 from enum import StrEnum
@@ -30,8 +31,8 @@ from typing import Any, NamedTuple
 from chainrouter.ratelimit.window import Bucket
 
 # 2: `Race`; 3: `Acquire` resumed with the seconds to wait (0.0: taken), not a bool;
-# 4: `HttpRequest.websocket_key` (a WebSocket upgrade)
-VERSION = 4
+# 4: `HttpRequest.websocket_key` (a WebSocket upgrade); 5: `Join`
+VERSION = 5
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -137,6 +138,18 @@ class Acquire:
 
 
 @dataclass(slots=True)
+class Join:
+    """Resumed with the result of `future` once it is done (its exception raised here, if it
+    ended with one). The host's Python side ends it: the response cache's Redis look-up, or the
+    call in flight that identical calls joined (router/flights.py)."""
+
+    future: concurrent.futures.Future[Any]
+
+    def __await__(self) -> Generator[Join, Any, Any]:
+        return (yield self)
+
+
+@dataclass(slots=True)
 class Wait:
     """Resumed with None, `seconds` later (negative or NaN: at once)."""
 
@@ -157,8 +170,8 @@ class Spawn:
         return (yield self)
 
 
-COMMANDS = (Forward, Gather, Race, Acquire, Wait, Spawn)
-Command = Forward | Gather | Race | Acquire | Wait | Spawn
+COMMANDS = (Forward, Gather, Race, Acquire, Join, Wait, Spawn)
+Command = Forward | Gather | Race | Acquire | Join | Wait | Spawn
 
 
 def describe() -> dict[str, Any]:

@@ -19,6 +19,10 @@ has not been asked for `_CHAIN_RECHECK_EVERY` checks. Screening asked it once at
 but a node can be re-pointed later, and nodes from the operator's file are never screened. A node
 that answers another chain's ID gets no traffic (it joins the out-of-sync set, not merely a
 cooldown that would lapse) until a check finds the right chain again.
+
+When the response cache is on, a passed check also asks the node its `finalized` block, for the
+chain's finality (router/finality.py); a node that does not answer the tag is asked again
+`_CHAIN_RECHECK_EVERY` checks later, and not answering it fails nothing.
 """
 
 from __future__ import annotations
@@ -36,12 +40,16 @@ from chainrouter.domain.requirements import Work
 from chainrouter.domain.routing import HealthReport, NodeHealth, NodeInfo
 from chainrouter.router.contract import Failure, Forward, Spawn, Wait
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.finality import Finality
 from chainrouter.router.latency import RecentLatency
 
 log = logging.getLogger(__name__)
 
 _PROBE = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}'
 _CHAIN_PROBE = b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}'
+_FINALIZED_PROBE = (
+    b'{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["finalized",false]}'
+)
 _CHAIN_RECHECK_EVERY = 20  # checks: about every 5 minutes at the default 15 s interval
 _IMPLAUSIBLE_LEAD = 1000
 _SMOOTHING = 0.2  # weight of a new latency sample
@@ -57,6 +65,7 @@ class NodeState:
     chain_verified_url: str | None = None  # the URL whose chain ID was last found right
     checks_until_chain_check: int = 0
     wrong_chain: bool = False
+    checks_until_finality_check: int = 0  # counts down after a node did not answer the tag
 
 
 class WrongChainError(ValueError):
@@ -86,6 +95,21 @@ def parse_quantity(body: bytes, what: str = "a block number") -> int:
     digits = result[2:] if isinstance(result, str) and result.startswith("0x") else ""
     if not 0 < len(digits) <= 16 or not all(c in _HEX_DIGITS for c in digits):
         raise ValueError(f"not {what}: {str(result)[:40]!r}")
+    return int(digits, 16)
+
+
+def finalized_number(body: bytes) -> int | None:
+    """The block number in an answer to `eth_getBlockByNumber("finalized")`; None when the answer
+    holds no block."""
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    result = answer.get("result") if isinstance(answer, dict) else None
+    number = result.get("number") if isinstance(result, dict) else None
+    digits = number[2:] if isinstance(number, str) and number.startswith("0x") else ""
+    if not 0 < len(digits) <= 16 or not all(c in _HEX_DIGITS for c in digits):
+        return None
     return int(digits, 16)
 
 
@@ -119,6 +143,8 @@ class HealthMonitor:
         self._unreported: set[int] = set()  # checked since the last `take_reports`
         self._in_flight = 0  # checks started by `run` and not ended
         self._stopping = False
+        # Told each node's `finalized` block after each passed check, when set (the cache).
+        self.finality: Finality | None = None
 
     # -- read by the request path ------------------------------------------------------------
 
@@ -207,6 +233,24 @@ class HealthMonitor:
         self.record_head(node, head)
         elapsed = time.monotonic() - started
         self.observe_answer(node.node_id, Work.QUICK, elapsed)
+        if self.finality is not None:
+            await self._check_finality(node, state, self.finality)
+
+    async def _check_finality(self, node: NodeInfo, state: NodeState, finality: Finality) -> None:
+        """Ask the node its `finalized` block; one that does not answer the tag (an error, no
+        block, garbage) is asked again `_CHAIN_RECHECK_EVERY` checks later, and its failure to
+        answer is no failure of the check."""
+        if state.checks_until_finality_check > 0:
+            state.checks_until_finality_check -= 1
+            return
+        try:
+            finalized = finalized_number(await probe(node.url, _FINALIZED_PROBE, self._timeout_s))
+        except ValueError:  # no answer: as good as no tag
+            finalized = None
+        if finalized is None or state.head is None or finalized > state.head:
+            state.checks_until_finality_check = _CHAIN_RECHECK_EVERY
+            finalized = None
+        finality.report(node.chain_id, node.node_id, finalized)
 
     def observe_head(self, node: NodeInfo, head: int) -> None:
         """A node answered the head `head` to a call: it is there at least. Moves its head (and
@@ -315,6 +359,8 @@ class HealthMonitor:
         chain_id = self._chain_of.pop(node_id, None)
         if chain_id is not None:
             self._members.get(chain_id, set()).discard(node_id)
+            if self.finality is not None:
+                self.finality.forget(chain_id, node_id)
 
     async def run(self, current_nodes: Callable[[], Sequence[NodeInfo]]) -> None:
         """Check every node, round after round, until `stop`ped (a program: run it with an

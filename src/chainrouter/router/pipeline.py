@@ -22,6 +22,7 @@ _OK = 200
 
 
 SPLIT_HEADER = "x-logs-split-ranges"  # how many ranges split eth_getLogs calls were asked in
+CACHE_HEADER = "x-cache"  # HIT, MISS or PARTIAL (a batch answered from the cache in part)
 
 
 @dataclass(slots=True)
@@ -53,12 +54,15 @@ class Pipeline:
         closing_stages: Sequence[CallStage],
         *,
         keep_requests: bool = False,
+        cache_header: bool = False,
     ) -> None:
         self.request_stages = tuple(request_stages)
         self.call_stages = tuple(call_stages)
         self.closing_stages = tuple(closing_stages)
         # Hand each request and its ended calls back with the reply, for the request log.
         self.keep_requests = keep_requests
+        # Say in `X-Cache` whether the answers came from the cache (docs/cache.md).
+        self.cache_header = cache_header
 
     async def serve(self, request: RequestContext) -> Reply:
         # One coroutine for the whole request: each more would cost every request its frame.
@@ -81,7 +85,7 @@ class Pipeline:
                 )
         if not request.is_batch:
             status, answer, retry_s = await self._call(request, request.calls[0], request.body)
-            headers = _headers(request, status, retry_s)
+            headers = _headers(request, status, retry_s, self.cache_header)
             return Reply(status, answer, request.batch_id, headers, kept)
         results: list[tuple[int, bytes, float | None]] = await Gather(
             [self._call(request, call, None) for call in request.calls]
@@ -93,7 +97,7 @@ class Pipeline:
             status,
             batch_response([answer for _, answer, _ in results]),
             request.batch_id,
-            _headers(request, status, retry_s),
+            _headers(request, status, retry_s, self.cache_header),
             kept,
         )
 
@@ -140,11 +144,15 @@ def _refused(request: RequestContext, refusal: RpcError) -> bytes:
 
 
 def _headers(
-    request: RequestContext, status: int, retry_s: float | None
+    request: RequestContext, status: int, retry_s: float | None, cache_header: bool
 ) -> tuple[tuple[str, str], ...]:
     headers = _retry_after(status, retry_s)
     if request.split_ranges:
         headers += ((SPLIT_HEADER, str(request.split_ranges)),)
+    if cache_header:
+        hits = request.cache_hits
+        state = "MISS" if not hits else "HIT" if hits == len(request.calls) else "PARTIAL"
+        headers += ((CACHE_HEADER, state),)
     return headers
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from chainrouter.domain.cacheable import CachePrices
 from chainrouter.domain.routing import HealthReport, NodeInfo
 from chainrouter.net.client_ip import IpNetwork, parse_networks
 from chainrouter.net.outbound import dial_rule, ssl_context
@@ -20,6 +21,8 @@ from chainrouter.ratelimit.window import Limiter
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.executors import Executor
+from chainrouter.router.finality import Finality
+from chainrouter.router.flights import Flights
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.http_face import MetricsAccess, RouterFace
 from chainrouter.router.journal import (
@@ -35,6 +38,7 @@ from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.prometheus import RouterExposition, RouterState
 from chainrouter.router.readiness import Readiness, readiness
 from chainrouter.router.request_log import RequestLog
+from chainrouter.router.response_cache import MemoryCache, ResponseCache, redis_tier
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
@@ -115,6 +119,9 @@ class RouterRuntime:
     def start_background(self, executor: Executor, *, health_checks: bool = True) -> None:
         """Start the storage sync on the running event loop, and the health checker on
         `executor` (on the native one, the server's thread, beside the requests)."""
+        cache = self.service.deps.cache
+        if cache is not None and cache.redis is not None:
+            cache.redis.bind(asyncio.get_running_loop())
         task = asyncio.create_task(self.sync.run(), name="storage-sync")
         task.add_done_callback(_report_end)
         self._tasks.append(task)
@@ -172,6 +179,9 @@ class RouterRuntime:
         if self.hub is not None:
             await self.hub.stop()
         await self.limiter.close()
+        cache = self.service.deps.cache
+        if cache is not None and cache.redis is not None:
+            await cache.redis.close()
         self.engine.dispose()
 
 
@@ -207,6 +217,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         max_block_lag=settings.max_block_lag,
     )
     capabilities = CapabilityBook(health)
+    cache, finality = _response_cache(settings, health)
     prober = None
     if settings.capability_probe_interval_s > 0:
         prober = CapabilityProber(
@@ -244,6 +255,10 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         meter=meter,
         tail=tail_policies(settings),
         metrics=RouterMetrics(),
+        cache=cache,
+        finality=finality,
+        flights=Flights() if settings.coalesce else None,
+        cache_prices=CachePrices(settings.cache_prices_nano()),
     )
     request_log = RequestLog(logging.getLevelNamesMapping()[settings.request_log_level.name])
     service = RpcService(snapshot, deps, keep_requests=request_log.enabled)
@@ -294,6 +309,29 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         ),
         ws_limits=WsLimits(settings.ws_max_subscriptions, settings.ws_send_queue),
     )
+
+
+def _response_cache(
+    settings: Settings, health: HealthMonitor
+) -> tuple[ResponseCache | None, Finality | None]:
+    """The response cache and the chains' finality it keeps answers by (docs/cache.md); with
+    it on, health checks ask the nodes' `finalized` block."""
+    if not settings.cache_max_bytes:
+        return None, None
+    tier = redis_tier(
+        settings.redis_url,
+        timeout_s=settings.cache_redis_timeout_s,
+        ttl_s=settings.cache_redis_ttl_s,
+    )
+    cache = ResponseCache(MemoryCache(settings.cache_max_bytes), tier)
+    finality = Finality(
+        health.chain_head,
+        depth=settings.cache_finality_depth,
+        depths=settings.chain_cache_finality_depth,
+        on_regress=cache.purge,
+    )
+    health.finality = finality
+    return cache, finality
 
 
 def _ws_connector(settings: Settings) -> Connect:

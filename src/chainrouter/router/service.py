@@ -29,7 +29,8 @@ class RpcService:
         self.snapshot = snapshot
         self.deps = deps
         calls = stages.calls(deps)
-        kept = {"keep_requests": keep_requests}  # for the request log: router/request_log.py
+        # For the request log (router/request_log.py), and the cache's header.
+        kept = {"keep_requests": keep_requests, "cache_header": deps.caching}
         self.keyed = Pipeline(stages.keyed(deps), calls, stages.closing(deps), **kept)
         self.public = Pipeline(stages.public(deps), calls, stages.free_closing(deps), **kept)
         self.upgrade_stages = tuple(stages.websocket(deps))

@@ -25,6 +25,7 @@ from chainrouter.router.contract import (
     FailureKind,
     Forward,
     Gather,
+    Join,
     Program,
     Race,
     Spawn,
@@ -110,6 +111,8 @@ class PythonExecutor:
             return await self._race(command)
         if isinstance(command, Acquire):
             return await self._limiter.acquire(command.buckets)
+        if isinstance(command, Join):
+            return await asyncio.wrap_future(command.future)
         if isinstance(command, Wait):
             seconds = command.seconds
             await asyncio.sleep(seconds if seconds > 0 else 0)  # NaN and negatives: at once

@@ -21,16 +21,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from chainrouter.domain.cacheable import CachePrices
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.finality import Finality
+from chainrouter.router.flights import Flights
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
 from chainrouter.router.stages.body import BodyWithinLimit
+from chainrouter.router.stages.cache import Coalesce, FromCache, Land
 from chainrouter.router.stages.capable import CapableRoutes
 from chainrouter.router.stages.chain import SupportedChain
 from chainrouter.router.stages.consistent_head import NotBehindSeen, SeeHead
@@ -83,6 +88,15 @@ class StageDeps:
     clock: Callable[[], float] = time.monotonic  # for deadlines; tests pass a fake one
     tail: TailPolicies | None = None  # hedges and time-outs; None: the defaults
     metrics: RouterMetrics = field(default_factory=RouterMetrics)
+    cache: ResponseCache | None = None  # None: no response cache
+    finality: Finality | None = None  # each chain's finalized block, for the cache
+    flights: Flights | None = None  # None: no coalescing
+    cache_prices: CachePrices = field(default_factory=CachePrices)
+
+    @property
+    def caching(self) -> bool:
+        """Whether calls go through the cache's or coalescing's stages at all."""
+        return self.cache is not None or self.flights is not None
 
 
 def keyed(deps: StageDeps) -> list[RequestStage]:
@@ -120,14 +134,22 @@ def public(deps: StageDeps) -> list[RequestStage]:
 def calls(deps: StageDeps) -> list[CallStage]:
     """Each call on its own (the items of a batch concurrently), until one stage ends it."""
     limits = deps.limits
+    cached: list[CallStage] = []
+    if deps.caching:
+        cached.append(FromCache(deps.cache, deps.cache_prices, deps.credits))
+    coalesced: list[CallStage] = []
+    if deps.flights is not None:
+        coalesced.append(Coalesce(deps.flights, deps.seen_heads, deps.cache_prices, deps.credits))
     return [
         MethodPriced(),
         CallNeeds(deps.health),
+        *cached,
         LogsRange(limits.max_logs_block_range),
         PlanRoutes(deps.health),
         CapableRoutes(deps.capabilities, limits.logs_split_max_parts),
         NotBehindSeen(deps.seen_heads, deps.health),
         CreditHold(deps.credits),
+        *coalesced,
         Attempt(
             deps.cooldowns,
             deps.health,
@@ -144,9 +166,21 @@ def calls(deps: StageDeps) -> list[CallStage]:
 
 def closing(deps: StageDeps) -> list[CallStage]:
     """After every keyed call, whatever ended it."""
-    return [SettleCredits(deps.credits), Meter(deps.meter), SeeHead(deps.seen_heads)]
+    return [
+        *_landing(deps),
+        SettleCredits(deps.credits),
+        Meter(deps.meter),
+        SeeHead(deps.seen_heads),
+    ]
 
 
 def free_closing(deps: StageDeps) -> list[CallStage]:
     """After every call of the free tier: no credits, no usage, no key's head; counted."""
-    return [CountFreeCall(deps.metrics)]
+    return [*_landing(deps), CountFreeCall(deps.metrics)]
+
+
+def _landing(deps: StageDeps) -> list[CallStage]:
+    if not deps.caching:
+        return []
+    flights = deps.flights or Flights()  # never joined when there is no coalescing
+    return [Land(flights, deps.cache, deps.finality, deps.health.node_head)]

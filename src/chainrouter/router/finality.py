@@ -1,0 +1,72 @@
+"""Each chain's finalized block, for the response cache: what the nodes answer for the
+`finalized` tag where they do, else a configured depth behind the chain head.
+
+Health checks ask each node for its `finalized` block (router/health.py) and report it here. A
+chain's finalized block is the lowest half's highest report (the median, rounded down), so one
+node that runs ahead, or lies, cannot make the cache keep what is not final yet. Where no node of
+a chain answers the tag, the chain's block `head - depth` is taken as final (`depth` per chain,
+a setting). When a chain's finalized block goes backwards (a chain that broke its own finality,
+or a development chain rewound), `on_regress` is told, and the cache drops what it holds of it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping
+
+
+class Finality:
+    def __init__(
+        self,
+        chain_head: Callable[[int], int | None],
+        *,
+        depth: int,
+        depths: Mapping[int, int] | None = None,
+        on_regress: Callable[[int], object] | None = None,
+    ) -> None:
+        self._chain_head = chain_head
+        self._depth = depth
+        self._depths = dict(depths or {})
+        self._on_regress = on_regress
+        self._reports: dict[int, dict[int, int]] = {}  # chain -> node -> finalized block
+        self._by_tag: dict[int, int] = {}  # chain -> finalized block from the reports
+        self._highest: dict[int, int] = {}  # chain -> the highest it has been
+
+    def report(self, chain_id: int, node_id: int, finalized: int | None) -> None:
+        """A node's `finalized` block (None: it does not answer the tag)."""
+        reports = self._reports.setdefault(chain_id, {})
+        if finalized is None:
+            reports.pop(node_id, None)
+        else:
+            reports[node_id] = finalized
+        if reports:
+            self._by_tag[chain_id] = statistics.median_low(reports.values())
+        else:
+            self._by_tag.pop(chain_id, None)
+        self._note(chain_id)
+
+    def forget(self, chain_id: int, node_id: int) -> None:
+        """A node that left the chain (removed, or moved to another)."""
+        reports = self._reports.get(chain_id)
+        if reports is not None and reports.pop(node_id, None) is not None:
+            self.report(chain_id, node_id, None)
+
+    def finalized(self, chain_id: int) -> int | None:
+        """The chain's newest block known final; None while nothing is known."""
+        by_tag = self._by_tag.get(chain_id)
+        if by_tag is not None:
+            return by_tag
+        head = self._chain_head(chain_id)
+        if head is None:
+            return None
+        final = head - self._depths.get(chain_id, self._depth)
+        return final if final >= 0 else None
+
+    def _note(self, chain_id: int) -> None:
+        now = self.finalized(chain_id)
+        if now is None:
+            return
+        highest = self._highest.get(chain_id)
+        if highest is not None and now < highest and self._on_regress is not None:
+            self._on_regress(chain_id)
+        self._highest[chain_id] = now

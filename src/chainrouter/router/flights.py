@@ -1,0 +1,74 @@
+"""Calls in flight, for coalescing: identical read-only calls at the same moment share one
+attempt (design notes, "Response cache and coalescing").
+
+The first call of a key leads: it is routed and attempted as usual, and when it ends its outcome
+lands here (`land`), for every call that joined it meanwhile. A joined call awaits the flight's
+future (`Join`), and takes the leader's answer under its own id: a result, or the error the
+leader ended with (a failure reaches every waiter and is kept nowhere). A leader cut short (its
+client gone) lands nothing: the calls that joined it are attempted on their own.
+
+A call that reads the head joins only a leader that has seen at least as new a block as it has
+(router/seen_heads.py): a key never gets an older head through another's call.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from dataclasses import dataclass, field
+
+from chainrouter.domain.enums import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Landed:
+    """How a leader's call ended, for the calls that joined it."""
+
+    scenario: Scenario
+    status: int
+    member: bytes  # `"result":...` or `"error":...`, the JSON after the answer's id
+
+
+@dataclass(slots=True)
+class Flight:
+    seen: int | None  # the newest block the leader's key had seen (None: none, or free tier)
+    outcome: concurrent.futures.Future[Landed | None] = field(
+        default_factory=concurrent.futures.Future
+    )
+    followers: int = 0
+
+
+class Flights:
+    def __init__(self) -> None:
+        self._flights: dict[str, Flight] = {}
+        self._lock = threading.Lock()  # only for the counts a scrape reads from another thread
+        self.coalesced: dict[tuple[int, str], int] = {}  # (chain, method) -> calls that joined
+
+    def __len__(self) -> int:
+        return len(self._flights)
+
+    def lead_or_join(self, key: str, seen: int | None, at_head: bool) -> tuple[Flight, bool]:
+        """The flight of `key`, and whether this call leads it (a new flight) or joins it."""
+        flight = self._flights.get(key)
+        if flight is not None and (not at_head or _not_older(flight.seen, seen)):
+            flight.followers += 1
+            return flight, False
+        flight = Flight(seen)
+        if key not in self._flights:
+            self._flights[key] = flight
+        return flight, True
+
+    def land(self, key: str, flight: Flight, outcome: Landed | None) -> None:
+        """The leader's call ended with `outcome` (None: cut short, or nothing to share)."""
+        if self._flights.get(key) is flight:
+            del self._flights[key]
+        flight.outcome.set_result(outcome)
+
+    def count(self, chain_id: int, method: str) -> None:
+        stat = (chain_id, method)
+        with self._lock:
+            self.coalesced[stat] = self.coalesced.get(stat, 0) + 1
+
+
+def _not_older(leader: int | None, follower: int | None) -> bool:
+    return follower is None or (leader is not None and leader >= follower)

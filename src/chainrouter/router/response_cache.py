@@ -1,0 +1,201 @@
+"""The response cache's storage: answers that can no longer change (`domain/cacheable.py` says
+which), by key, in process and, when routers share a Redis, there too.
+
+In process: least recently used first out, bounded in bytes (`max_bytes`: each entry counts its
+answer, its key and a fixed overhead). In Redis: kept for `redis_ttl_s` (Redis's own memory
+policy bounds it as well); looked up only when the process has no copy, within
+`redis_timeout_s`. Redis slow, away or answering garbage is a miss, never an error: the call is
+served by a node as if nothing were cached, and the failure is logged at most once a minute.
+
+The pipeline runs on the executor's thread (the native server's, or the event loop's); Redis is
+reached on the event loop: a look-up there is a `concurrent.futures.Future` the pipeline awaits
+with `Join`, and a write is handed to the loop and not waited for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable
+from typing import Any
+
+from redis.asyncio import Redis
+
+log = logging.getLogger(__name__)
+
+ENTRY_OVERHEAD = 160  # bytes an entry costs beyond its key and answer (dict slot, objects)
+_WARN_EVERY_S = 60.0
+_REDIS_PREFIX = "chainrouter:cache:"
+_MAX_PENDING_WRITES = 1000  # writes to Redis not yet done; beyond it, new ones are skipped
+
+CacheStat = tuple[int, str]  # (chain, method)
+
+
+class MemoryCache:
+    """Answers (the JSON of a `result`) by key, least recently used evicted first."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()  # purges and scrapes come from the event loop's thread
+        self.hits: dict[CacheStat, int] = {}
+        self.misses: dict[CacheStat, int] = {}
+        self.evictions: dict[CacheStat, int] = {}
+        self.bytes_by: dict[CacheStat, int] = {}
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is not None:
+                self._entries.move_to_end(key)
+            return value
+
+    def count(self, stat: CacheStat, hit: bool) -> None:
+        counts = self.hits if hit else self.misses
+        counts[stat] = counts.get(stat, 0) + 1
+
+    def put(self, key: str, value: bytes) -> None:
+        cost = _cost(key, value)
+        if cost > self.max_bytes:
+            return  # larger than the whole cache: kept nowhere
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._account(key, -_cost(key, old))
+            self._entries[key] = value
+            self._account(key, cost)
+            while self._bytes > self.max_bytes:
+                evicted, answer = self._entries.popitem(last=False)
+                self._account(evicted, -_cost(evicted, answer))
+                stat = _stat_of(evicted)
+                self.evictions[stat] = self.evictions.get(stat, 0) + 1
+
+    def purge(self, chain_id: int) -> int:
+        """Drop every answer of the chain; how many there were."""
+        prefix = f"{chain_id}:"
+        with self._lock:
+            doomed = [key for key in self._entries if key.startswith(prefix)]
+            for key in doomed:
+                self._account(key, -_cost(key, self._entries.pop(key)))
+        return len(doomed)
+
+    def _account(self, key: str, delta: int) -> None:
+        self._bytes += delta
+        stat = _stat_of(key)
+        held = self.bytes_by.get(stat, 0) + delta
+        if held:
+            self.bytes_by[stat] = held
+        else:
+            self.bytes_by.pop(stat, None)
+
+
+def _cost(key: str, value: bytes) -> int:
+    return len(key) + len(value) + ENTRY_OVERHEAD
+
+
+def _stat_of(key: str) -> CacheStat:
+    """(chain, method) of a key made by `domain.cacheable.cache_key`."""
+    chain, _, method, _ = key.split(":", 3)
+    return int(chain), method
+
+
+class RedisTier:
+    """The answers shared by routers through Redis."""
+
+    def __init__(self, redis: Redis, *, timeout_s: float, ttl_s: int) -> None:
+        self._redis = redis
+        self._timeout_s = timeout_s
+        self._ttl_s = ttl_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending = 0
+        self._warned_at = -_WARN_EVERY_S
+        self.failures = 0
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The event loop Redis is reached on (the router's)."""
+        self._loop = loop
+
+    def lookup(self, key: str) -> concurrent.futures.Future[bytes | None] | None:
+        """A future of the answer under `key` (None when Redis has none, is slow or away);
+        None when no loop is bound yet."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return None
+        return asyncio.run_coroutine_threadsafe(self._get(key), loop)
+
+    def store(self, key: str, value: bytes) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed() or self._pending >= _MAX_PENDING_WRITES:
+            return
+        self._pending += 1  # a little over the bound under a race is harmless
+        asyncio.run_coroutine_threadsafe(self._set(key, value), loop)
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+    async def _get(self, key: str) -> bytes | None:
+        value = await self._guarded(self._redis.get(_REDIS_PREFIX + key))
+        return value if isinstance(value, bytes) else None
+
+    async def _set(self, key: str, value: bytes) -> None:
+        try:
+            await self._guarded(self._redis.set(_REDIS_PREFIX + key, value, ex=self._ttl_s))
+        finally:
+            self._pending -= 1
+
+    async def _guarded(self, command: Awaitable[Any]) -> Any:
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await command
+        except Exception as exc:  # any Redis trouble is a miss, never an error
+            self.failures += 1
+            now = time.monotonic()
+            if now - self._warned_at >= _WARN_EVERY_S:
+                self._warned_at = now
+                log.warning("response cache: Redis unavailable, serving without it (%s)", exc)
+            return None
+
+
+class ResponseCache:
+    """The two tiers as the pipeline sees them."""
+
+    def __init__(self, memory: MemoryCache, redis: RedisTier | None = None) -> None:
+        self.memory = memory
+        self.redis = redis
+
+    def lookup(self, key: str) -> bytes | concurrent.futures.Future[bytes | None] | None:
+        """The answer in process; else a future of Redis's (None: Redis is not used)."""
+        found = self.memory.get(key)
+        if found is not None or self.redis is None:
+            return found
+        return self.redis.lookup(key)
+
+    def keep(self, key: str, value: bytes, *, shared: bool = True) -> None:
+        """Keep `value` in process and (unless it came from there: `shared` False) in Redis."""
+        self.memory.put(key, value)
+        if shared and self.redis is not None:
+            self.redis.store(key, value)
+
+    def purge(self, chain_id: int) -> int:
+        """Drop the chain's answers held in process. Redis's are left to expire: the chain's
+        purge generation is part of every key, so they are never asked for again."""
+        return self.memory.purge(chain_id)
+
+
+def redis_tier(url: str | None, *, timeout_s: float, ttl_s: int) -> RedisTier | None:
+    if not url:
+        return None
+    client = Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
+    return RedisTier(client, timeout_s=timeout_s, ttl_s=ttl_s)

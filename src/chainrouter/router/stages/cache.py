@@ -1,0 +1,213 @@
+"""Stages of the response cache and of coalescing (design notes, "Response cache and
+coalescing"; docs/cache.md).
+
+- `FromCache`, before routing: a call whose answer is kept (`domain/cacheable.py`) is answered
+  from the cache: no node, the cache price, scenario `cache`.
+- `Coalesce`, just before the attempt: an identical read-only call already in flight is joined
+  instead of sending another; the first one leads.
+- `Land`, closing: the leader's outcome goes to the calls that joined it, and an answer that can
+  no longer change is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import orjson
+
+from chainrouter.domain.cacheable import COALESCED, CachePrices, cache_key, keepable, pinned
+from chainrouter.domain.enums import Scenario
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.jsonrpc.responses import error_response
+from chainrouter.router.context import CallContext
+from chainrouter.router.contract import Join
+from chainrouter.router.finality import Finality
+from chainrouter.router.flights import Flights, Landed
+from chainrouter.router.metering import CreditView
+from chainrouter.router.response_cache import ResponseCache
+from chainrouter.router.seen_heads import SeenHeads
+
+SERVED = frozenset({Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED, Scenario.SPLIT})
+
+
+class FromCache:
+    """A call the cache holds the answer to ends here, at the cache price (HTTP 402, -32601 when
+    the customer cannot pay it). Every call that may be coalesced gets its key here."""
+
+    def __init__(self, cache: ResponseCache | None, prices: CachePrices, credits: CreditView):
+        self._cache = cache
+        self._prices = prices
+        self._credits = credits
+
+    def run(self, call: CallContext) -> Coroutine[Any, Any, None] | None:
+        rpc = call.call
+        method = rpc.method
+        if method not in COALESCED:
+            return None
+        request = call.request
+        chain_id = request.chain_id
+        generation = request.snapshot.cache_generations.get(chain_id, 0)
+        key = call.cache_key = cache_key(chain_id, generation, method, rpc.params)
+        cache = self._cache
+        if cache is None:
+            return None
+        pin = call.cache_pin = pinned(method, rpc.params)
+        if pin is None:
+            return None
+        found = cache.lookup(key)
+        if isinstance(found, bytes):
+            self._answer(call, found)
+            return None
+        if found is None:
+            cache.memory.count((chain_id, method), hit=False)
+            return None
+        return self._from_shared(call, key, found)
+
+    async def _from_shared(self, call: CallContext, key: str, future: Any) -> None:
+        value = await Join(future)
+        cache = self._cache
+        assert cache is not None
+        if value is None:
+            cache.memory.count((call.request.chain_id, call.call.method), hit=False)
+            return
+        cache.keep(key, value, shared=False)
+        self._answer(call, value)
+
+    def _answer(self, call: CallContext, result: bytes) -> None:
+        assert self._cache is not None
+        self._cache.memory.count((call.request.chain_id, call.call.method), hit=True)
+        end_from_cache(call, b'"result":' + result, self._prices, self._credits)
+
+
+def end_from_cache(
+    call: CallContext, member: bytes, prices: CachePrices, credits: CreditView
+) -> None:
+    """End the call with an answer no node gave it (`member`: the `"result":...` part), charged
+    the cache price."""
+    request = call.request
+    price = prices.price_nano(request.chain_id, call.call.method)
+    access = request.access
+    if access is not None and price:
+        if not credits.hold(access.customer_id, price, check=not access.bypass_credit_check):
+            failure = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
+            call.end(Scenario.INSUFFICIENT_CREDITS, 402, error_response(failure, call.call.id_json))
+            return
+        call.held_nano += price
+    call.charged_nano = price
+    request.cache_hits += 1
+    call.end(Scenario.CACHE, 200, _answer(call.call.id_json, member))
+
+
+class Coalesce:
+    """An identical call in flight is joined (its outcome taken under this call's id; a result
+    costs the cache price); else this call leads, and is attempted."""
+
+    def __init__(
+        self, flights: Flights, seen: SeenHeads, prices: CachePrices, credits: CreditView
+    ) -> None:
+        self._flights = flights
+        self._seen = seen.seen
+        self._prices = prices
+        self._credits = credits
+
+    def run(self, call: CallContext) -> Coroutine[Any, Any, None] | None:
+        key = call.cache_key
+        if key is None:
+            return None
+        request = call.request
+        at_head = call.needs.at_head
+        access = request.access
+        seen = None
+        if at_head and access is not None:
+            seen = self._seen(access.key_id, request.chain_id)
+        flight, leads = self._flights.lead_or_join(key, seen, at_head)
+        if leads:
+            call.flight = flight
+            return None
+        return self._follow(call, flight.outcome)
+
+    async def _follow(self, call: CallContext, outcome: Any) -> None:
+        landed: Landed | None = await Join(outcome)
+        if landed is None:
+            return  # the leader was cut short: this call is attempted on its own
+        self._flights.count(call.request.chain_id, call.call.method)
+        # The route price held goes back at settling: a joined call costs the cache price.
+        if landed.scenario in SERVED:
+            end_from_cache(call, landed.member, self._prices, self._credits)
+        else:
+            call.end(landed.scenario, landed.status, _answer(call.call.id_json, landed.member))
+
+
+class Land:
+    """Closing: the calls that joined this one get its outcome; an answer that can no longer
+    change is kept. Runs for every call that had a key, whatever ended it; a call cut short
+    lands nothing (its followers are attempted on their own)."""
+
+    def __init__(
+        self,
+        flights: Flights,
+        cache: ResponseCache | None,
+        finality: Finality | None,
+        node_head: Callable[[int], int | None],
+    ) -> None:
+        self._flights = flights
+        self._cache = cache
+        self._finality = finality
+        self._node_head = node_head
+
+    def run(self, call: CallContext) -> None:
+        key = call.cache_key
+        if key is None:
+            return
+        scenario = call.scenario
+        flight = call.flight
+        keeps = self._keeps(call)
+        shares = flight is not None and flight.followers > 0 and scenario is not None
+        parsed = _parsed(call.answer) if keeps or shares else None
+        if flight is not None:
+            landed = None
+            if shares and parsed is not None and scenario is not None:
+                landed = Landed(scenario, call.status, _member(parsed))
+            self._flights.land(key, flight, landed)
+        if keeps and parsed is not None and "result" in parsed:
+            self._keep(call, key, parsed["result"])
+
+    def _keeps(self, call: CallContext) -> bool:
+        """Whether the call's answer is one the cache may keep, if final."""
+        return (
+            call.cache_pin is not None
+            and call.scenario in SERVED
+            and call.scenario is not Scenario.SPLIT  # its parts' nodes: too many heads to judge
+            and call.served_by is not None
+            and self._cache is not None
+        )
+
+    def _keep(self, call: CallContext, key: str, result: Any) -> None:
+        pin, served_by = call.cache_pin, call.served_by
+        cache, finality = self._cache, self._finality
+        if pin is None or served_by is None or cache is None or finality is None:
+            return
+        finalized = finality.finalized(call.request.chain_id)
+        if keepable(pin, result, finalized, self._node_head(served_by.node.node_id)):
+            cache.keep(key, orjson.dumps(result))
+
+
+def _parsed(answer: bytes) -> dict[str, Any] | None:
+    try:
+        parsed = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(parsed, dict) or ("result" not in parsed and "error" not in parsed):
+        return None
+    return parsed
+
+
+def _member(parsed: dict[str, Any]) -> bytes:
+    if "result" in parsed:
+        return b'"result":' + orjson.dumps(parsed["result"])
+    return b'"error":' + orjson.dumps(parsed["error"])
+
+
+def _answer(id_json: bytes, member: bytes) -> bytes:
+    return b'{"jsonrpc":"2.0","id":' + id_json + b"," + member + b"}"
