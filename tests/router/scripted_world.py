@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chainrouter.domain.access import KeyAccess
+from chainrouter.domain.cacheable import CachePrices
 from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret
 from chainrouter.domain.enums import RoutingStrategy
@@ -15,10 +16,13 @@ from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteT
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.finality import Finality
+from chainrouter.router.flights import Flights
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.pipeline import Reply
+from chainrouter.router.response_cache import MemoryCache, ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
@@ -94,9 +98,15 @@ def scripted_world(
     capabilities: dict[str, Capabilities] | None = None,
     heads: dict[str, int] | None = None,
     tail: TailPolicy | None = None,
+    cache_bytes: int = 0,
+    coalesce: bool = False,
+    cache_prices: dict[str, int] | None = None,
+    finality_depth: int = 10,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
-    declare `capabilities` (by URL) and have passed a health check at `heads` (by URL)."""
+    declare `capabilities` (by URL) and have passed a health check at `heads` (by URL). With
+    `cache_bytes`, a response cache of that size, blocks `finality_depth` behind the head final;
+    with `coalesce`, identical calls in flight at once share an attempt."""
     declared = capabilities or {}
     scripted = [
         ScriptedNode(url, price, script, capabilities=declared.get(url, UNKNOWN))
@@ -141,6 +151,8 @@ def scripted_world(
         timeout_s=5,
         max_block_lag=10,
     )
+    cache = ResponseCache(MemoryCache(cache_bytes)) if cache_bytes else None
+    finality = Finality(health.chain_head, depth=finality_depth) if cache else None
     for info in infos:
         if heads and info.url in heads:
             health.record_head(info, heads[info.url])
@@ -161,6 +173,10 @@ def scripted_world(
         meter=UsageMeter(),
         clock=executor.clock,
         tail=TailPolicies(tail or TailPolicy(timeout_ceiling_s=attempt_timeout_s)),
+        cache=cache,
+        finality=finality,
+        flights=Flights() if coalesce else None,
+        cache_prices=CachePrices(cache_prices),
     )
     service = RpcService(snapshot, deps)
     return ScriptedWorld(service, executor, key, scripted, deps)

@@ -16,6 +16,7 @@ from chainrouter.api.common import (
     IssuedTokenOut,
     MethodRows,
     OutModel,
+    PathChainId,
     PathId,
     PlanMethodOut,
     PlanOut,
@@ -434,6 +435,28 @@ class ApproveNodeIn(_In):
 
 class RejectIn(_In):
     note: Text = ""
+
+
+# The response cache ------------------------------------------------------------------------
+
+
+class CachePurgeOut(OutModel):
+    chain_id: ChainIdOut
+    cache_generation: int = Field(
+        description="Purges of this chain so far. Routers drop its cached answers when they "
+        "next reload their configuration (within CHAINROUTER_SYNC_INTERVAL_S)."
+    )
+
+
+@router.post(
+    "/chains/{chain_id}/cache/purge",
+    response_model=CachePurgeOut,
+    responses=_ERRORS,
+    summary="Drop every router's cached answers of one chain",
+)
+async def purge_chain_cache(chain_id: PathChainId, _: Administrator, ctx: Context) -> Response:
+    generation = await run_in_threadpool(admin.purge_chain_cache, ctx.engine, chain_id)
+    return respond(CachePurgeOut(chain_id=str(chain_id), cache_generation=generation))
 
 
 StatusFilter = Annotated[SubmissionStatus | None, Query(description="Only this status.")]

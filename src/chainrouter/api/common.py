@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import Path
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
+from chainrouter.domain.chains import MAX_CHAIN_ID
 from chainrouter.domain.enums import Role
 from chainrouter.domain.money import NANO_PER_CREDIT, credits_decimal
 from chainrouter.domain.plan_cycle import CycleReport, Standing
@@ -18,6 +19,7 @@ from chainrouter.operator_config.model import MAX_ROW_ID, MethodPriceSpec
 
 # A record's id in a path: beyond 64 bits no record has it (422, never a failed query).
 PathId = Annotated[int, Path(ge=1, le=MAX_ROW_ID)]
+PathChainId = Annotated[int, Path(ge=1, le=MAX_CHAIN_ID)]
 
 # Credits in responses: a JSON number written with exactly its decimal digits.
 CreditsOut = Annotated[

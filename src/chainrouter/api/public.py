@@ -14,6 +14,7 @@ from chainrouter.api.common import ChainIdOut, Created, CreditsOut, OutModel, cr
 from chainrouter.api.deps import ApiContext, ClientIp, Context, OptionalCaller
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
+from chainrouter.domain.cacheable import CachePrices
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.records import Principal
@@ -184,6 +185,30 @@ async def list_ws_prices(ctx: Context, ip: ClientIp) -> Response:
             for p in lists.ws_prices
         ]
     )
+
+
+class CachePriceOut(OutModel):
+    chain_id: str = Field(description='A chain ID, or "*": every chain without its own price.')
+    method: str = Field(description='A method, or "*": every method without its own price.')
+    cost: CreditsOut
+
+
+@router.get(
+    "/prices/cache",
+    response_model=list[CachePriceOut],
+    responses=_LIMITED,
+    summary="What a call answered from the response cache costs",
+    description="A call answered from the cache, or by joining an identical call in flight, "
+    "costs the most specific price here instead of its route's (docs/cache.md); a call that "
+    "matches none is free. No provider earns it.",
+)
+async def list_cache_prices(ctx: Context, ip: ClientIp) -> Response:
+    await _price_list_admission(ctx, ip)
+    prices = []
+    for key, nano in CachePrices(ctx.settings.cache_prices_nano()).items():
+        chain, _, method = key.partition(":")
+        prices.append(CachePriceOut(chain_id=chain, method=method or "*", cost=credits_out(nano)))
+    return respond(prices)
 
 
 # Submissions -------------------------------------------------------------------------------

@@ -211,13 +211,25 @@ def _block_of(result: Any) -> int | None:
     return max(numbers)
 
 
-def cache_key(chain_id: int, generation: int, method: str, params: Any) -> str:
+def cache_key(chain_id: int, generation: int, method: str, params: Any) -> str | None:
     """The key of a call's answer: chain, the chain's purge generation, method, and a digest of
     the parameters in one spelling (object keys sorted, hex strings in lower case). Never the
-    request id, never the API key: one cache serves everyone."""
-    canonical = orjson.dumps(_canonical(params), option=orjson.OPT_SORT_KEYS)
+    request id, never the API key: one cache serves everyone. None for parameters with a
+    fractional number or an integer beyond 64 bits: parsed, two of them may look alike though
+    they were sent differently, so such a call is neither cached nor coalesced."""
+    try:
+        canonical = orjson.dumps(_canonical(params), option=orjson.OPT_SORT_KEYS)
+    except _NotExactError:
+        return None
     digest = hashlib.blake2b(canonical, digest_size=20).hexdigest()
     return f"{chain_id}:{generation}:{method}:{digest}"
+
+
+class _NotExactError(ValueError):
+    pass
+
+
+_INT64 = range(-(2**63), 2**64)
 
 
 def _canonical(value: Any) -> Any:
@@ -227,6 +239,10 @@ def _canonical(value: Any) -> Any:
         return [_canonical(item) for item in value]
     if isinstance(value, dict):
         return {key: _canonical(item) for key, item in value.items()}
+    if isinstance(value, float) or (
+        isinstance(value, int) and not isinstance(value, bool) and value not in _INT64
+    ):
+        raise _NotExactError
     return value
 
 

@@ -25,7 +25,7 @@ from chainrouter.domain.records import (
     Provider,
 )
 from chainrouter.management.errors import ConflictError, InvalidInputError, NotFoundError
-from chainrouter.stores.sql import accounts, plan_usage, plans
+from chainrouter.stores.sql import accounts, chains, plan_usage, plans
 from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.ledger import find_by_reference, record_credit_change
 
@@ -329,3 +329,14 @@ def delete_plan_method(engine: Engine, plan_id: int, method_id: int) -> None:
         if not plans.delete_method(connection, plan_id, method_id):
             raise NotFoundError(f"plan {plan_id} has no method row {method_id}")
         bump_config_version(connection)
+
+
+def purge_chain_cache(engine: Engine, chain_id: int) -> int:
+    """Have every router drop the answers it cached for the chain (as soon as it reloads its
+    configuration, within its sync interval); the chain's new purge generation."""
+    with engine.begin() as connection:
+        generation = chains.purge_cache(connection, chain_id)
+        if generation is None:
+            raise NotFoundError(f"no chain {chain_id}")
+        bump_config_version(connection)
+    return generation

@@ -46,7 +46,15 @@ _NODE_SLOTS = _BUCKETS + len(LATENCY_BOUNDS_S) + 2
 class RouterMetrics:
     """What one worker counted since it started."""
 
-    __slots__ = ("calls", "credits_nano", "nodes", "notifications", "requests", "websocket")
+    __slots__ = (
+        "cache",
+        "calls",
+        "credits_nano",
+        "nodes",
+        "notifications",
+        "requests",
+        "websocket",
+    )
 
     def __init__(self) -> None:
         # (route: "keyed" | "free" | "other", HTTP status) -> requests
@@ -59,6 +67,9 @@ class RouterMetrics:
         self.notifications: dict[tuple[int, str], int] = {}
         # "connections" | "feeds" -> open now (gauges, set when counts are read or exported)
         self.websocket: dict[str, int] = {}
+        # (series, chain, method) -> n: the response cache's hits, misses, evictions, bytes held
+        # and calls coalesced (read from the cache when counts are read or exported)
+        self.cache: dict[tuple[str, int, str], int] = {}
 
     def request(self, route: str, status: int) -> None:
         key = (route, status)
@@ -112,6 +123,7 @@ class RouterMetrics:
             "nodes": [[node, list(counts)] for node, counts in list(self.nodes.items())],
             "notifications": [[*key, n] for key, n in list(self.notifications.items())],
             "websocket": [[name, n] for name, n in list(self.websocket.items())],
+            "cache": [[*key, n] for key, n in list(self.cache.items())],
         }
 
     def add(self, data: dict[str, Any]) -> None:
@@ -131,6 +143,9 @@ class RouterMetrics:
             self.notifications[(chain, kind)] = self.notifications.get((chain, kind), 0) + n
         for name, n in data.get("websocket", ()):
             self.websocket[name] = self.websocket.get(name, 0) + n
+        for series, chain, method, n in data.get("cache", ()):
+            stat = (series, chain, method)
+            self.cache[stat] = self.cache.get(stat, 0) + n
 
     def copy(self) -> RouterMetrics:
         merged = RouterMetrics()
@@ -139,10 +154,13 @@ class RouterMetrics:
 
 
 def with_metered(
-    metrics: RouterMetrics, meter: UsageMeter, websocket: dict[str, int] | None = None
+    metrics: RouterMetrics,
+    meter: UsageMeter,
+    websocket: dict[str, int] | None = None,
+    cache: dict[tuple[str, int, str], int] | None = None,
 ) -> RouterMetrics:
     """A copy of `metrics` with the keyed calls, WebSocket notifications and credits the usage
-    meter counted, and the WebSocket gauges as they are now."""
+    meter counted, and the WebSocket gauges and cache counts as they are now."""
     counts = metrics.copy()
     for (chain_id, method, scenario), (calls, credits) in meter.totals().items():
         if scenario == Scenario.SUBSCRIPTION:  # the method is the subscription kind
@@ -154,6 +172,8 @@ def with_metered(
         counts.call(chain_id, "keyed", work, scenario, credits, calls)
     if websocket is not None:
         counts.websocket = dict(websocket)
+    if cache is not None:
+        counts.cache = dict(cache)
     return counts
 
 

@@ -51,6 +51,7 @@ class _RouterCollector(Collector):
         yield from _attempts(counts, state.snapshot())
         yield from _nodes(state)
         yield from _websocket(counts)
+        yield from _cache(counts)
         yield from _storage(state.sync)
 
 
@@ -127,6 +128,35 @@ def _websocket(counts: RouterMetrics) -> Iterator[Metric]:
     for (chain, kind), n in sorted(counts.notifications.items()):
         notifications.add_metric([str(chain), kind], n)
     yield notifications
+
+
+_CACHE_SERIES = (
+    ("hits", "Calls answered from the response cache, by chain and method."),
+    ("misses", "Calls the response cache was asked for and did not hold, by chain and method."),
+    ("evictions", "Answers the response cache dropped for room, by chain and method."),
+    ("coalesced", "Calls that joined an identical call in flight instead of reaching a node."),
+)
+
+
+def _cache(counts: RouterMetrics) -> Iterator[Metric]:
+    by_series: dict[str, list[tuple[int, str, int]]] = {}
+    for (series, chain, method), n in sorted(counts.cache.items()):
+        by_series.setdefault(series, []).append((chain, method, n))
+    for series, what in _CACHE_SERIES:
+        family = CounterMetricFamily(
+            f"chainrouter_cache_{series}", what, labels=["chain", "method"]
+        )
+        for chain, method, n in by_series.get(series, ()):
+            family.add_metric([str(chain), method], n)
+        yield family
+    held = GaugeMetricFamily(
+        "chainrouter_cache_bytes",
+        "Bytes the response cache holds in process (answers, keys, overhead), by chain and method.",
+        labels=["chain", "method"],
+    )
+    for chain, method, n in by_series.get("bytes", ()):
+        held.add_metric([str(chain), method], n)
+    yield held
 
 
 def _nodes(state: RouterState) -> Iterator[Metric]:

@@ -199,3 +199,25 @@ def redis_tier(url: str | None, *, timeout_s: float, ttl_s: int) -> RedisTier | 
         return None
     client = Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
     return RedisTier(client, timeout_s=timeout_s, ttl_s=ttl_s)
+
+
+def cache_counts(
+    cache: ResponseCache | None, coalesced: dict[CacheStat, int] | None
+) -> dict[tuple[str, int, str], int]:
+    """The cache's counts for the metrics: (series, chain, method) -> n."""
+    counts: dict[tuple[str, int, str], int] = {}
+    series: list[tuple[str, dict[CacheStat, int]]] = []
+    if cache is not None:
+        memory = cache.memory
+        series += [
+            ("hits", memory.hits),
+            ("misses", memory.misses),
+            ("evictions", memory.evictions),
+            ("bytes", memory.bytes_by),
+        ]
+    if coalesced is not None:
+        series.append(("coalesced", coalesced))
+    for name, by_stat in series:
+        for (chain_id, method), n in list(by_stat.items()):
+            counts[(name, chain_id, method)] = n
+    return counts

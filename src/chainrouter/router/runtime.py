@@ -38,7 +38,12 @@ from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.prometheus import RouterExposition, RouterState
 from chainrouter.router.readiness import Readiness, readiness
 from chainrouter.router.request_log import RequestLog
-from chainrouter.router.response_cache import MemoryCache, ResponseCache, redis_tier
+from chainrouter.router.response_cache import (
+    MemoryCache,
+    ResponseCache,
+    cache_counts,
+    redis_tier,
+)
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
@@ -149,9 +154,13 @@ class RouterRuntime:
             await asyncio.sleep(_METRICS_SHARE_INTERVAL_S)
 
     def _counts_now(self) -> RouterMetrics:
-        """This worker's counts: the request path's, the meter's, the WebSocket gauges."""
+        """This worker's counts: the request path's, the meter's, the WebSocket gauges, the
+        response cache's."""
+        deps = self.service.deps
         websocket = None if self.hub is None else self.hub.gauges()
-        return with_metered(self.metrics, self.service.deps.meter, websocket)
+        flights = deps.flights
+        cache = cache_counts(deps.cache, None if flights is None else flights.coalesced)
+        return with_metered(self.metrics, deps.meter, websocket, cache)
 
     def current_nodes(self) -> list[NodeInfo]:
         routes = self.service.snapshot.routes

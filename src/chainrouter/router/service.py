@@ -46,8 +46,16 @@ class RpcService:
         return self.deps.limits.max_body_bytes
 
     def install(self, snapshot: RouterSnapshot) -> None:
-        """Serve from `snapshot` from now on; requests in flight finish on the one they began."""
-        self.snapshot = snapshot
+        """Serve from `snapshot` from now on; requests in flight finish on the one they began.
+        A chain an administrator purged since has its cached answers dropped (its new purge
+        generation already keeps them from being read)."""
+        before, self.snapshot = self.snapshot.cache_generations, snapshot
+        cache = self.deps.cache
+        if cache is not None and snapshot.cache_generations != before:
+            after = snapshot.cache_generations
+            for chain_id in set(before) | set(after):
+                if before.get(chain_id, 0) != after.get(chain_id, 0):
+                    cache.purge(chain_id)
 
     def new_batch_id(self) -> str:
         return self._ids.next()

@@ -32,6 +32,7 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/relay/PORT/full` | 200, the answer of the real node at 127.0.0.1:PORT to the body as sent |
 | `/relay/PORT/no-trace` | like `full`, but a `trace_*` or `debug_*` call gets geth's -32601 |
 | `/relay/PORT/logs-range/N` | like `full`, but `eth_getLogs` over more than N blocks gets -32005 |
+| `/relay/PORT/slow/MS` | like `full`, answered MS milliseconds late (a slow real node) |
 | `/ws-relay/PORT/...` | a WebSocket upgrade relayed byte for byte to the node at 127.0.0.1:PORT |
 | `/ws-relay/PORT/slow/MS/...` | the same, each chunk from the node held MS milliseconds |
 
@@ -511,6 +512,9 @@ class FaultyUpstream:
         mode = parts[2] if len(parts) > 2 else ""
         try:
             if mode == "full":
+                return 200, await self._post(node, body)
+            if mode == "slow":
+                await asyncio.sleep(int(parts[3]) / 1000)
                 return 200, await self._post(node, body)
             if mode == "no-trace":
                 return 200, await self._relay_refusing(node, body, _refuse_traces)

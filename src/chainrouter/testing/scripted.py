@@ -35,6 +35,7 @@ from chainrouter.router.contract import (
     FailureKind,
     Forward,
     Gather,
+    Join,
     Program,
     Race,
     Spawn,
@@ -171,6 +172,10 @@ class ScriptedExecutor:
             return self._race(command)
         if isinstance(command, Acquire):
             return self.limiter.try_acquire(command.buckets)
+        if isinstance(command, Join):
+            if not command.future.done():
+                raise ScriptError("a Join on a future nothing in the script can end")
+            return command.future.result()
         if isinstance(command, Wait):
             self.clock.now += max(command.seconds, 0.0)
             return None
@@ -248,17 +253,34 @@ class ScriptedExecutor:
                 program.close()
 
     def _gather(self, programs: list[Program]) -> list[Any]:
-        """Step every program one command at a time, in turn, until all have ended."""
+        """Step every program one command at a time, in turn, until all have ended. A program
+        that joined a future not yet done (an identical call in flight) waits its turn until
+        another program's step ends it."""
         results: list[Any] = [None] * len(programs)
         values: list[Any] = [None] * len(programs)
+        joined: dict[int, Join] = {}
         running = list(range(len(programs)))
         while running:
+            stepped = False
             for index in list(running):
+                waiting = joined.get(index)
+                if waiting is not None:
+                    if not waiting.future.done():
+                        continue
+                    del joined[index]
+                    values[index] = waiting.future.result()
                 try:
                     command = programs[index].send(values[index])
                 except StopIteration as done:
                     results[index] = done.value
                     running.remove(index)
+                    stepped = True
+                    continue
+                stepped = True
+                if isinstance(command, Join) and not command.future.done():
+                    joined[index] = command
                     continue
                 values[index] = self._carry_out(command)
+            if not stepped:
+                raise ScriptError("every program of a Gather waits on a Join nothing can end")
         return results

@@ -50,7 +50,7 @@ class FromCache:
         generation = request.snapshot.cache_generations.get(chain_id, 0)
         key = call.cache_key = cache_key(chain_id, generation, method, rpc.params)
         cache = self._cache
-        if cache is None:
+        if cache is None or key is None:
             return None
         pin = call.cache_pin = pinned(method, rpc.params)
         if pin is None:

@@ -110,3 +110,23 @@ def upsert_chains(connection: Connection, items: list[Chain]) -> UpsertCounts:
 
 def count_chains(connection: Connection) -> int:
     return int(connection.execute(select(func.count()).select_from(chains)).scalar_one())
+
+
+def purge_cache(connection: Connection, chain_id: int) -> int | None:
+    """Count one more purge of the chain's cached answers; its new generation (None: no such
+    chain). The caller bumps the configuration version, which tells the routers."""
+    generation: int | None = connection.execute(
+        update(chains)
+        .where(chains.c.chain_id == chain_id)
+        .values(cache_generation=chains.c.cache_generation + 1)
+        .returning(chains.c.cache_generation)
+    ).scalar_one_or_none()
+    return generation
+
+
+def cache_generations(connection: Connection) -> dict[int, int]:
+    """Chain id -> purge generation, for the chains purged at least once."""
+    rows = connection.execute(
+        select(chains.c.chain_id, chains.c.cache_generation).where(chains.c.cache_generation > 0)
+    )
+    return {int(chain_id): int(generation) for chain_id, generation in rows}

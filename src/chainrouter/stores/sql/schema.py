@@ -101,6 +101,8 @@ chains = Table(
     Column("status", String(20), nullable=False, server_default="active"),
     Column("explorers", JSON, nullable=False),
     Column("public_rpc_urls", JSON, nullable=False),
+    # Times an administrator purged the routers' cached answers of the chain (docs/cache.md).
+    Column("cache_generation", Integer, nullable=False, server_default="0"),
     *_timestamps(),
     CheckConstraint("chain_id > 0", name="chain_id_positive"),
     CheckConstraint("native_currency_decimals >= 0", name="decimals_not_negative"),

@@ -13,6 +13,7 @@ from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteT
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.ws_routes import WS_TARGET_TYPE, WsRoute, WsRouteTable, priced_kinds
 from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.chains import cache_generations
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.plan_usage import plan_standings, terms_of
 
@@ -39,6 +40,7 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
         routes=load_route_table(connection),
         balances_nano=balances,
         ws_routes=load_ws_routes(connection),
+        cache_generations=cache_generations(connection),
     )
 
 

@@ -1,0 +1,28 @@
+"""chains.cache_generation: the response cache's purges per chain
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-11-26 01:20:00.000000
+"""
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0011"
+down_revision: str | None = "0010"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("chains") as batch:
+        batch.add_column(
+            sa.Column("cache_generation", sa.Integer(), server_default="0", nullable=False)
+        )
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("chains") as batch:
+        batch.drop_column("cache_generation")

@@ -1,0 +1,131 @@
+"""The response cache and coalescing as stages, told as stories of what nodes answer (scripted
+executor: no sockets). Against real nodes: test_cache.py; the table itself:
+tests/domain/test_cacheable.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chainrouter.domain.enums import Scenario
+from chainrouter.router.contract import FailureKind
+from chainrouter.testing.scripted import answering, failing
+from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
+
+A, B = "http://a.node", "http://b.node"
+BLOCK = "eth_getBlockByNumber"
+HEAD = 100  # the nodes' head; with a depth of 10, block 90 is final
+FINAL, UNFINAL = hex(90), hex(91)
+NODE_PRICE, CACHE_PRICE = 1_000, 7
+
+
+def _world(*responders: Any, coalesce: bool = False, **options: Any) -> ScriptedWorld:
+    urls = [A, B][: len(responders)]
+    return scripted_world(
+        [(url, NODE_PRICE, responder) for url, responder in zip(urls, responders, strict=True)],
+        methods=(BLOCK, "eth_blockNumber"),
+        heads=dict.fromkeys(urls, HEAD),
+        cache_bytes=1 << 20,
+        coalesce=coalesce,
+        cache_prices={"*": CACHE_PRICE},
+        **options,
+    )
+
+
+def _header(reply: Any) -> str | None:
+    return dict(reply.headers).get("x-cache")
+
+
+def test_the_cache_stages_sit_before_routing_and_coalescing_just_before_the_attempt() -> None:
+    service = _world(answering("0x1"), coalesce=True).service
+    names = [type(stage).__name__ for stage in service.keyed.call_stages]
+    assert names.index("FromCache") == names.index("CallNeeds") + 1
+    assert names.index("FromCache") < names.index("PlanRoutes")
+    assert names[-2:] == ["Coalesce", "Attempt"]
+    assert type(service.keyed.closing_stages[0]).__name__ == "Land"
+    assert type(service.public.closing_stages[0]).__name__ == "Land"
+
+
+def test_a_final_block_is_asked_of_a_node_once_then_answered_from_the_cache() -> None:
+    block = {"number": FINAL, "hash": "0x" + "ab" * 32}
+    world = _world([answering(block)])  # scripted once: a second forward fails the test
+    first = world.call(rpc(BLOCK, [FINAL, False], 1))
+    second = world.call(rpc(BLOCK, [FINAL, False], "two"))
+    assert (_header(first), _header(second)) == ("MISS", "HIT")
+    assert json.loads(second.body) == {"jsonrpc": "2.0", "id": "two", "result": block}
+    assert world.urls_called() == [A]
+    assert world.metered() == {"first_choice": (1, NODE_PRICE), "cache": (1, CACHE_PRICE)}
+
+
+def test_the_same_call_spelled_otherwise_is_the_same_entry() -> None:
+    world = _world([answering({"number": FINAL})])
+    world.call(rpc(BLOCK, ["0x5A", False]))
+    assert _header(world.call(rpc(BLOCK, ["0x5a", False], 9))) == "HIT"
+
+
+def test_an_unfinalized_block_a_tag_or_a_null_is_asked_of_a_node_every_time() -> None:
+    for params, result in (
+        ([UNFINAL, False], {"number": UNFINAL}),
+        (["latest", False], {"number": hex(HEAD)}),
+        (["finalized", False], {"number": FINAL}),
+        ([FINAL, False], None),  # a node that does not have it (yet)
+    ):
+        world = _world([answering(result), answering(result)])
+        replies = [world.call(rpc(BLOCK, params, n)) for n in (1, 2)]
+        assert [_header(reply) for reply in replies] == ["MISS", "MISS"], params
+        assert world.urls_called() == [A, A], params
+
+
+def test_an_error_is_never_kept() -> None:
+    world = _world([failing(FailureKind.TRANSPORT), answering({"number": FINAL})])
+    refused = world.call(rpc(BLOCK, [FINAL, False]))
+    world.clock.now += 60  # the failed node's cooldown passes
+    answered = world.call(rpc(BLOCK, [FINAL, False]))
+    assert refused.status == 424
+    assert answered.status == 200
+    assert _header(answered) == "MISS"
+
+
+def test_a_hit_costs_the_cache_price_and_a_customer_who_cannot_pay_it_is_refused() -> None:
+    world = _world([answering({"number": FINAL})], balance_nano=NODE_PRICE + CACHE_PRICE)
+    world.call(rpc(BLOCK, [FINAL, False]))
+    assert world.call(rpc(BLOCK, [FINAL, False])).status == 200
+    refused = world.call(rpc(BLOCK, [FINAL, False]))
+    assert refused.status == 402
+    assert json.loads(refused.body)["error"]["code"] == -32601
+    assert world.balance() == 0
+
+
+def test_identical_calls_of_a_batch_share_one_attempt_each_under_its_own_id() -> None:
+    world = _world([answering("0x64")], coalesce=True)
+    reply = world.call([rpc("eth_blockNumber", [], n) for n in (1, 2, 3)])
+    answers = json.loads(reply.body)
+    assert [a["id"] for a in answers] == [1, 2, 3]
+    assert {a["result"] for a in answers} == {"0x64"}
+    assert world.urls_called() == [A]
+    assert _header(reply) == "PARTIAL"  # the leader reached a node; the others did not
+    assert world.metered() == {
+        "first_choice": (1, NODE_PRICE),
+        Scenario.CACHE.value: (2, 2 * CACHE_PRICE),
+    }
+
+
+def test_a_failure_reaches_every_call_that_joined_and_is_billed_to_none() -> None:
+    world = _world([failing(FailureKind.TRANSPORT)], coalesce=True)
+    answers = json.loads(world.call([rpc("eth_blockNumber", [], n) for n in (1, 2)]).body)
+    assert [a["id"] for a in answers] == [1, 2]
+    assert answers[0]["error"] == answers[1]["error"]
+    assert answers[0]["error"]["code"] == -32009
+    assert world.urls_called() == [A]
+    assert world.metered() == {"all_failed": (2, 0)}
+
+
+def test_different_calls_of_a_batch_are_not_coalesced() -> None:
+    world = _world(answering("0x1"), coalesce=True)
+    world.call([rpc(BLOCK, [hex(n), False], n) for n in (95, 96)])
+    assert world.urls_called() == [A, A]
+
+
+def test_without_the_cache_no_header_is_sent() -> None:
+    world = scripted_world([(A, NODE_PRICE, answering("0x1"))])
+    assert _header(world.call(rpc())) is None
