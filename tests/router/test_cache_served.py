@@ -1,0 +1,206 @@
+"""The response cache and coalescing in served routers, on both executors: identical calls that
+arrive together reach a slow node once; routers share answers through Redis, and when Redis stops
+they serve on, from their nodes and their own memory (only the hit ratio changes)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import validate_document
+from chainrouter.stores.sql import migrate
+from chainrouter.stores.sql.engine import create_database_engine
+from chainrouter.testing.faulty_upstream import FaultyUpstream
+from tests.anvil import CHAIN_A, AnvilNodes, free_port, start_anvil_nodes
+from tests.router.conftest import api_key, provider, world_config
+from tests.router.test_server import Served, launch_router
+
+pytestmark = pytest.mark.anyio
+
+METHODS = ("eth_getBlockByNumber", "eth_blockNumber", "eth_chainId")
+QUIET = {
+    # One health check at the start (heads and the finalized block), none during a test: each
+    # test counts what its node path received.
+    "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "600",
+    "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5",
+}
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[AnvilNodes]:
+    started = start_anvil_nodes((("node", CHAIN_A),))
+    nodes = next(started)
+    httpx.post(nodes.urls["node"], json=_body("anvil_mine", ["0x64"], 1)).raise_for_status()
+    yield nodes
+    started.close()
+
+
+def _body(method: str, params: list[Any], call_id: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": call_id, "method": method, "params": params}
+
+
+def _routers(
+    tmp: Path, node_path: str, servers: list[str], **settings: str
+) -> tuple[list[Served], str]:
+    """Routers sharing one database whose only node is `node_path` of the upstream."""
+    database_url = f"sqlite:///{tmp / 'cache.db'}"
+    engine = create_database_engine(database_url)
+    migrate.upgrade(engine)
+    key = api_key("main")
+    prices = dict.fromkeys(METHODS, "0.000001")
+    apply_config(
+        engine,
+        validate_document(world_config([provider("p", prices, [(node_path, CHAIN_A)])], [key])),
+    )
+    engine.dispose()
+    routers = [
+        launch_router(
+            tmp / f"router-{index}",
+            server,
+            "127.0.0.1",
+            database_url,
+            key["secret"],
+            key["secret"],
+            {**QUIET, **settings},
+        )
+        for index, server in enumerate(servers)
+    ]
+    return routers, database_url
+
+
+def _stop(routers: list[Served]) -> None:
+    for router in routers:
+        router.process.terminate()
+    for router in routers:
+        router.process.wait(30)
+
+
+@pytest.mark.parametrize("server", ["python", "native"])
+async def test_identical_calls_that_arrive_together_reach_a_slow_node_once(
+    server: str, node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+) -> None:
+    port = node.urls["node"].rsplit(":", 1)[1]
+    path = f"/relay/{port}/slow/400/served-{server}"
+    [router], _ = _routers(tmp_path, upstream_server.url(path), [server])
+    try:
+        asked = upstream_server.requests[path]
+        async with httpx.AsyncClient(limits=httpx.Limits(max_connections=64)) as client:
+            replies = await asyncio.gather(
+                *(
+                    client.post(router.url(), json=_body("eth_blockNumber", [], n), timeout=30)
+                    for n in range(24)
+                )
+            )
+        assert [reply.json()["id"] for reply in replies] == list(range(24))
+        assert len({reply.json()["result"] for reply in replies}) == 1
+        assert upstream_server.requests[path] == asked + 1
+        assert sorted(reply.headers["x-cache"] for reply in replies) == ["HIT"] * 23 + ["MISS"]
+    finally:
+        _stop([router])
+
+
+class PrivateRedis:
+    """A Redis of this test's own, which it may stop."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        binary = shutil.which("redis-server")
+        assert binary, "redis-server is installed by .ci/run"
+        self.process = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while (
+            subprocess.run(
+                ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, check=False
+            ).stdout.strip()
+            != b"PONG"
+        ):
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def wait_for_keys(self, count: int) -> None:
+        deadline = time.monotonic() + 10
+        while True:
+            found = subprocess.run(
+                ["redis-cli", "-p", str(self.port), "--scan", "--pattern", "chainrouter:cache:*"],
+                capture_output=True,
+                check=True,
+            ).stdout.split()
+            if len(found) >= count:
+                return
+            assert time.monotonic() < deadline, f"{len(found)} cached answers in Redis"
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+
+async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
+    node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+) -> None:
+    port = node.urls["node"].rsplit(":", 1)[1]
+    path = f"/relay/{port}/full/shared-cache"
+    redis = PrivateRedis()
+    routers, _ = _routers(
+        tmp_path, upstream_server.url(path), ["native", "python"], CHAINROUTER_REDIS_URL=redis.url
+    )
+    one, other = routers
+
+    def ask(router: Served, block: int, call_id: int) -> httpx.Response:
+        body = _body("eth_getBlockByNumber", [hex(block), False], call_id)
+        return httpx.post(router.url(), json=body, timeout=30)
+
+    def node_answer(block: int, call_id: int) -> bytes:
+        body = _body("eth_getBlockByNumber", [hex(block), False], call_id)
+        return httpx.post(node.urls["node"], json=body).content
+
+    try:
+        asked = upstream_server.requests[path]
+        assert ask(one, 5, 1).headers["x-cache"] == "MISS"
+        redis.wait_for_keys(1)  # the write to Redis is not waited for by the call
+        shared = ask(other, 5, 2)
+        assert shared.headers["x-cache"] == "HIT"
+        assert shared.content == node_answer(5, 2)
+        assert upstream_server.requests[path] == asked + 1
+        redis.stop()
+        asked = upstream_server.requests[path]
+        replies = [ask(one, 6, 3), ask(other, 6, 4), ask(one, 6, 5), ask(other, 5, 6)]
+        assert [r.status_code for r in replies] == [200] * 4
+        assert [r.headers["x-cache"] for r in replies] == ["MISS", "MISS", "HIT", "HIT"]
+        assert [r.content for r in replies] == [
+            node_answer(6, 3),
+            node_answer(6, 4),
+            node_answer(6, 5),
+            node_answer(5, 6),
+        ]
+        assert upstream_server.requests[path] == asked + 2  # each router asked once for block 6
+    finally:
+        _stop(routers)
+        redis.stop()
