@@ -127,7 +127,8 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None,
         description="redis://HOST:PORT/DB. When set, rate limits (per node, plan, method and "
-        "free-tier IP) are shared by every router using it; unset, each process keeps its own.",
+        "free-tier IP) and the response cache's answers are shared by every router using it; "
+        "unset, each process keeps its own.",
     )
     rpc_host: str = Field(default="127.0.0.1", description="Address the RPC router listens on.")
     rpc_port: int = Field(default=8545, ge=1, le=65535, description="Port of the RPC router.")

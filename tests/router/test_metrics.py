@@ -123,6 +123,33 @@ async def test_calls_credits_attempts_and_node_health_are_exposed(
     assert _value(samples, "chainrouter_requests_total", route="free", status="200") == 1
 
 
+async def test_the_response_caches_hits_misses_evictions_and_bytes_are_exposed(
+    make_world: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    """A node at block 200 (`/block/200` answers every call with 0xc8): blocks up to 72 are
+    final at the default depth of 128, and the cache holds one answer at most."""
+    world = await make_world(
+        world_config(
+            [provider("p", {"eth_getBalance": "0.1"}, [(upstream.url("/block/200/c"), CHAIN_A)])]
+        ),
+        cache_max_bytes=350,
+    )
+    for node in world.runtime.current_nodes():
+        await world.check_health(node)
+    keyed = f"/rpc/{CHAIN_A}/{world.secrets['main']}"
+    for block in ("0x1", "0x1", "0x2"):  # a miss, a hit, a miss that evicts the first
+        call = rpc("eth_getBalance", ["0x" + "11" * 20, block])
+        assert await _post(world, keyed, call) == 200
+    samples = _samples((await _scrape(world))[1])
+    labels = {"chain": str(CHAIN_A), "method": "eth_getBalance"}
+    assert _value(samples, "chainrouter_cache_hits_total", **labels) == 1
+    assert _value(samples, "chainrouter_cache_misses_total", **labels) == 2
+    assert _value(samples, "chainrouter_cache_evictions_total", **labels) == 1
+    cache = world.runtime.service.deps.cache
+    assert cache is not None
+    assert _value(samples, "chainrouter_cache_bytes", **labels) == cache.memory.size_bytes > 0
+
+
 async def test_the_usage_flush_lag_is_exposed_once_usage_is_written(
     make_world: WorldFactory, upstream: FaultyUpstream
 ) -> None:
