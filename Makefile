@@ -68,6 +68,7 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	$(UV) run python -m bench.pipeline
 	$(UV) run python -m bench.faults
 	$(UV) run python -m bench.websocket
+	$(UV) run python -m bench.cache
 	$(UV) run python -m bench.usage
 	$(UV) run python -m bench.companion
 

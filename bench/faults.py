@@ -196,6 +196,9 @@ def router(directory: Path, database_url: str, hedging: bool) -> Iterator[str]:
         "CHAINROUTER_LOG_LEVEL": "error",
         "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its nodes are on loopback
         "CHAINROUTER_USAGE_JOURNAL_DIR": str(directory / "journal"),
+        # The same calls over and over: coalesced, fewer would reach the faulty nodes.
+        "CHAINROUTER_COALESCE": "false",
+        "CHAINROUTER_CACHE_MAX_BYTES": "0",
     }
     if not hedging:
         env["CHAINROUTER_HEDGE_MAX"] = "0"

@@ -171,6 +171,10 @@ def router(setup: Setup, workers: int, executor: str) -> Iterator[tuple[str, lis
         "CHAINROUTER_LOG_LEVEL": "warning",
         "CHAINROUTER_RPC_SERVER": executor,
         "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its nodes are the local nginx
+        # Every request is the same call: coalesced, or answered from a cache, it would not
+        # measure the pipeline and its forwarding (those: bench/cache.py).
+        "CHAINROUTER_COALESCE": "false",
+        "CHAINROUTER_CACHE_MAX_BYTES": "0",
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"], env=env
