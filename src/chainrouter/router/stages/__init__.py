@@ -136,7 +136,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
     limits = deps.limits
     cached: list[CallStage] = []
     if deps.caching:
-        cached.append(FromCache(deps.cache, deps.cache_prices, deps.credits))
+        cached.append(FromCache(deps.cache, deps.finality, deps.cache_prices, deps.credits))
     coalesced: list[CallStage] = []
     if deps.flights is not None:
         coalesced.append(Coalesce(deps.flights, deps.seen_heads, deps.cache_prices, deps.credits))

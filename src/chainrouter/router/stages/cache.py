@@ -35,8 +35,15 @@ class FromCache:
     """A call the cache holds the answer to ends here, at the cache price (HTTP 402, -32601 when
     the customer cannot pay it). Every call that may be coalesced gets its key here."""
 
-    def __init__(self, cache: ResponseCache | None, prices: CachePrices, credits: CreditView):
+    def __init__(
+        self,
+        cache: ResponseCache | None,
+        finality: Finality | None,
+        prices: CachePrices,
+        credits: CreditView,
+    ) -> None:
         self._cache = cache
+        self._finalized = None if finality is None else finality.finalized
         self._prices = prices
         self._credits = credits
 
@@ -55,6 +62,11 @@ class FromCache:
         pin = call.cache_pin = pinned(method, rpc.params)
         if pin is None:
             return None
+        block = pin.block
+        if block is not None and not pin.by_hash and self._finalized is not None:
+            finalized = self._finalized(chain_id)
+            if finalized is None or block > finalized:
+                return None  # not final: never kept, so not looked for (nor asked of Redis)
         found = cache.lookup(key)
         if isinstance(found, bytes):
             self._answer(call, found)
