@@ -94,7 +94,7 @@ def test_every_route_answers_what_it_documents(
     admin = api.admin
     # Public lists, empty and then not.
     check(c.get("/health"), "/health")
-    for path in ("/chains", "/chains/ws", "/prices", "/prices/ws"):
+    for path in ("/chains", "/chains/ws", "/prices", "/prices/ws", "/prices/cache"):
         check(c.get(path), path)
     # Customers, tokens, credits.
     customer = check(
@@ -290,6 +290,10 @@ def test_every_route_answers_what_it_documents(
     check(c.put("/provider/nodes", json={"url": 5}, headers=me), "/provider/nodes")
     with api.engine.begin() as connection:
         upsert_chains(connection, [Chain(MINING_CHAIN, "Mining", "m", "Ether", "ETH", 18)])
+    purge = "/admin/chains/{chain_id}/cache/purge"
+    check(c.post(f"/admin/chains/{MINING_CHAIN}/cache/purge", headers=admin), purge)
+    check(c.post("/admin/chains/424242/cache/purge", headers=admin), purge)
+    check(c.post("/admin/chains/0/cache/purge", headers=admin), purge)
     ws_body = {"plan_id": plan["id"], "chain_id": MINING_CHAIN, "url": mining_anvil.wss}
     check(c.put("/provider/nodes/ws", json=ws_body, headers=me), "/provider/nodes/ws")
     status_path = "/provider/nodes/{node_id}/status"

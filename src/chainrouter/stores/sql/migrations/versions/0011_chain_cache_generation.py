@@ -17,12 +17,12 @@ depends_on: str | Sequence[str] | None = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("chains") as batch:
-        batch.add_column(
-            sa.Column("cache_generation", sa.Integer(), server_default="0", nullable=False)
-        )
+    # A plain ADD COLUMN, in SQLite too: a batch copy of `chains` would drop the table that
+    # nodes and prices refer to.
+    op.add_column(
+        "chains", sa.Column("cache_generation", sa.Integer(), server_default="0", nullable=False)
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("chains") as batch:
-        batch.drop_column("cache_generation")
+    op.drop_column("chains", "cache_generation")
