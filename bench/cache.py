@@ -41,6 +41,7 @@ from typing import Any
 
 import httpx
 
+from bench.cpu import rss_mb
 from bench.host import probe
 from bench.rounds import CONNECTIONS, DURATION_S, ROUNDS, WARM_UP_S
 from bench.transport import free_port
@@ -61,6 +62,7 @@ RESULTS = ROOT / "bench" / "results"
 CHAIN = 0x10D4F
 ANVIL_CHAIN = 31337
 CACHE_BYTES = 64 << 20  # the default bound
+SMALL_BOUND = 4 << 20  # a bound the memory test fills
 INDEXED = 2_000  # blocks the indexer reads
 MINED = 3_200  # anvil's head: blocks up to 3,136 are final
 MIX_CALLS = 10_000
@@ -170,21 +172,28 @@ def _until_cached(url: str, call: dict[str, Any]) -> None:
         time.sleep(0.2)
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
 def _cache_bytes(url: str) -> int:
+    return _metric_sum(url, "chainrouter_cache_bytes")
+
+
+def _metric_sum(url: str, name: str) -> int:
+    """The sum of a series of the router's /metrics over its labels."""
     base = url.split("/rpc/")[0]
     text = httpx.get(f"{base}/metrics", timeout=10).text
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
         for line in text.splitlines()
-        if line.startswith("chainrouter_cache_bytes{")
+        if line.startswith(name + "{")
     )
+
+
+def _until_answered(url: str) -> None:
+    """Ask until the router answers (its first health check done)."""
+    deadline = time.monotonic() + 60
+    while httpx.post(url, json=_call("eth_blockNumber", []), timeout=10).status_code != 200:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the router never answered")
+        time.sleep(0.2)
 
 
 # -- 1. hits against nginx ---------------------------------------------------------------------
@@ -332,7 +341,7 @@ def _repeated_reads(directory: Path) -> dict[str, Any]:
         path = f"/relay/{port}/full/indexer"
         with _router(directory, upstream.url(path), ANVIL_CHAIN) as (url, pid):
             _until_cached(url, _call("eth_getBlockByNumber", [hex(MINED - 64), False]))
-            rss_start = _rss_mb(pid)
+            rss_start = rss_mb(pid)
             first = [call for block in range(1, INDEXED + 1) for call in _block_reads(block)]
             phases = {"first read": _phase(url, upstream, path, first)}
             phases["second read"] = _phase(url, upstream, path, first)
@@ -346,7 +355,8 @@ def _repeated_reads(directory: Path) -> dict[str, Any]:
             ]
             phases["90 % repeated, 10 % new"] = _phase(url, upstream, path, mix)
             held = _cache_bytes(url)
-            rss_end = _rss_mb(pid)
+            rss_end = rss_mb(pid)
+        bounded = _memory_at_the_bound(directory, upstream, port)
     return {
         "phases": {
             name: {**asdict(p), "node_calls_per_1000": p.node_calls_per_1000}
@@ -356,7 +366,36 @@ def _repeated_reads(directory: Path) -> dict[str, Any]:
         "cache_bound_bytes": CACHE_BYTES,
         "rss_mb_start": rss_start,
         "rss_mb_end": rss_end,
+        "at_the_bound": bounded,
     }
+
+
+def _memory_at_the_bound(directory: Path, upstream: FaultyUpstream, port: int) -> dict[str, Any]:
+    """Every final block read three ways (with and without its transactions, its receipts) by
+    a router whose cache is bounded well below what that holds, and by one without a cache: the
+    difference in their growth is what the cache costs in memory."""
+    calls = [
+        call
+        for block in range(1, MINED - 63)
+        for call in (*_block_reads(block), _call("eth_getBlockByNumber", [hex(block), False]))
+    ]
+    found: dict[str, Any] = {"bound_bytes": SMALL_BOUND, "calls": len(calls)}
+    for name, bound in (("bounded", SMALL_BOUND), ("no cache", 0)):
+        path = f"/relay/{port}/full/memory-{bound}"
+        with _router(
+            directory,
+            upstream.url(path),
+            ANVIL_CHAIN,
+            **{"CHAINROUTER_CACHE_MAX_BYTES": str(bound)},
+        ) as (url, pid):
+            _until_answered(url)
+            before = rss_mb(pid)
+            _phase(url, upstream, path, calls)
+            found[name] = {"rss_mb_before": before, "rss_mb_after": rss_mb(pid)}
+            if bound:
+                found[name]["held_bytes"] = _cache_bytes(url)
+                found[name]["evictions"] = _metric_sum(url, "chainrouter_cache_evictions_total")
+    return found
 
 
 # -- 3. identical calls at once ------------------------------------------------------------------
@@ -515,6 +554,8 @@ def _markdown(result: dict[str, Any]) -> str:
         f"{reads['cache_bound_bytes'] / 2**20:.0f} MiB bound; the router's resident memory went "
         f"from {reads['rss_mb_start']:.0f} to {reads['rss_mb_end']:.0f} MiB.",
         "",
+        _bound_line(reads["at_the_bound"]),
+        "",
         f"## {IDENTICAL:,} identical calls at once, node answering in {SLOW_MS} ms",
         "",
         "| executor | client calls | node calls | answered | ids back | seconds |",
@@ -526,6 +567,20 @@ def _markdown(result: dict[str, Any]) -> str:
             f"| {row['distinct_ids_back']:,} | {row['seconds']:.2f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _bound_line(found: dict[str, Any]) -> str:
+    bounded, bare = found["bounded"], found["no cache"]
+    grew = bounded["rss_mb_after"] - bounded["rss_mb_before"]
+    grew_bare = bare["rss_mb_after"] - bare["rss_mb_before"]
+    return (
+        f"**Memory at the bound**: {found['calls']:,} reads of final blocks (with and without "
+        f"transactions, receipts) through a router whose cache is bounded at "
+        f"{found['bound_bytes'] / 2**20:.0f} MiB: it held {bounded['held_bytes'] / 2**20:.2f} MiB "
+        f"after {bounded['evictions']:,} evictions, and its resident memory grew "
+        f"{grew:.1f} MiB, against {grew_bare:.1f} MiB for the same reads without a cache: "
+        f"{grew - grew_bare:.1f} MiB for the cache."
+    )
 
 
 if __name__ == "__main__":

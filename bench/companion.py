@@ -32,7 +32,8 @@ import httpx
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from bench.router import _children, _rss_mb
+from bench.cpu import rss_mb
+from bench.router import _children
 from bench.transport import free_port
 from bench.upstreams import wait_until_serving
 from chainrouter.domain.credentials import SecretKind, generate_secret
@@ -224,7 +225,7 @@ async def _measure(router: str, api: str, secrets: dict[str, str]) -> dict[str, 
             through = await _timed(tool_call, CALLS)
             fees = await _timed(fee_data, CALLS // 3)
             companions = [p for p in _children(os.getpid()) if p]
-            rss = max(_rss_mb(pid) for pid in companions) if companions else float("nan")
+            rss = max(rss_mb(pid) for pid in companions) if companions else float("nan")
 
     starts_plain = [
         await _start_up_ms(_env(router, api, secrets, token=False)) for _ in range(STARTS)

@@ -71,3 +71,11 @@ def cpu_use(before: dict[int, int], after: dict[int, int], wall_s: float) -> Cpu
         total_s=sum(spent) * _TICK_S,
         busiest_thread_s=max(spent, default=0) * _TICK_S,
     )
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory now, MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")

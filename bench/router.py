@@ -40,7 +40,7 @@ from typing import Any
 
 import httpx
 
-from bench.cpu import CpuUse, pin, process_tree
+from bench.cpu import CpuUse, pin, process_tree, rss_mb
 from bench.host import HostState, probe
 from bench.rounds import (
     BASELINE,
@@ -152,13 +152,6 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in found.stdout.split()]
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for {pid}")
-
-
 @contextmanager
 def router(setup: Setup, workers: int, executor: str) -> Iterator[tuple[str, list[int]]]:
     """A served router on `executor` (native or python) with `workers` worker processes."""
@@ -267,9 +260,9 @@ def main() -> None:
             workers: running.enter_context(router(setup, workers, "native")) for workers in (1, 2)
         }
         time.sleep(1)  # let the snapshots settle and the first health checks go out
-        memory["python, 1 worker(s), loaded"] = [_rss_mb(p) for p in python[1]]
+        memory["python, 1 worker(s), loaded"] = [rss_mb(p) for p in python[1]]
         for workers, (_, pids) in natives.items():
-            memory[f"native, {workers} worker(s), loaded"] = [_rss_mb(p) for p in pids]
+            memory[f"native, {workers} worker(s), loaded"] = [rss_mb(p) for p in pids]
         targets = {
             UPSTREAM: Target(static, None, process_tree(nginxes.upstream)),
             BASELINE: Target(proxy, None, process_tree(nginxes.proxy)),
@@ -284,9 +277,9 @@ def main() -> None:
         # Interleaved rounds: a slow spell of this shared machine hits every target of a round
         # alike, and the medians of the per-round ratios set it aside.
         rounds, cpu_rounds = load_in_rounds(targets)
-        memory["python, 1 worker(s), after load"] = [_rss_mb(p) for p in python[1]]
+        memory["python, 1 worker(s), after load"] = [rss_mb(p) for p in python[1]]
         for workers, (_, pids) in natives.items():
-            memory[f"native, {workers} worker(s), after load"] = [_rss_mb(p) for p in pids]
+            memory[f"native, {workers} worker(s), after load"] = [rss_mb(p) for p in pids]
         rate = statistics.median(r[NATIVE_ONE_WORKER].requests_per_s for r in rounds) / 2
         # The floor of this server on this machine at the same load: answering without any
         # upstream, and forwarding without the pipeline.

@@ -30,8 +30,8 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
+from bench.cpu import rss_mb
 from bench.host import probe
-from bench.router import _rss_mb
 from bench.transport import free_port
 from bench.upstreams import wait_until_serving
 from chainrouter.domain.credentials import SecretKind, generate_secret
@@ -150,7 +150,7 @@ async def _arrival(ws: ClientConnection, arrivals: dict[int, float]) -> None:
 
 
 async def _run(node: str, base: str, key: str, router_pid: int) -> dict[str, Any]:
-    rss_before = _rss_mb(router_pid)
+    rss_before = rss_mb(router_pid)
     direct_arrivals: dict[int, float] = {}
     direct = await _subscribed(node.replace("http://", "ws://"))
     url = base.replace("http://", "ws://") + f"/rpc/{CHAIN}/{key}"
@@ -160,7 +160,7 @@ async def _run(node: str, base: str, key: str, router_pid: int) -> dict[str, Any
             *(_subscribed(url) for _ in range(first, min(first + 100, CLIENTS)))
         )
     await asyncio.sleep(1.0)
-    rss_with = _rss_mb(router_pid)
+    rss_with = rss_mb(router_pid)
     arrivals: list[dict[int, float]] = [{} for _ in clients]
     readers = [asyncio.create_task(_arrival(direct, direct_arrivals))]
     readers += [

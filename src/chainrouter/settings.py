@@ -278,9 +278,9 @@ class Settings(BaseSettings):
         default=64 * 1024 * 1024,
         ge=0,
         le=64 * 1024**3,
-        description="Bytes the response cache may hold in each router process (answers, keys and "
-        "a fixed overhead per entry; least recently used first out). 0: no response cache "
-        "(docs/cache.md).",
+        description="Bytes the response cache may take in each router process: three quarters a "
+        "ring the answers are written into, a quarter its index (least recently used out first, "
+        "near enough). 0: no response cache (docs/cache.md).",
     )
     cache_finality_depth: int = Field(
         default=128,

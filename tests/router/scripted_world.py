@@ -20,9 +20,10 @@ from chainrouter.router.finality import Finality
 from chainrouter.router.flights import Flights
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.latency import TailPolicies, TailPolicy
+from chainrouter.router.memory_cache import MemoryCache
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.pipeline import Reply
-from chainrouter.router.response_cache import MemoryCache, ResponseCache
+from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps

@@ -9,42 +9,52 @@ from hypothesis import strategies as st
 from chainrouter.domain.enums import Scenario
 from chainrouter.router.finality import Finality
 from chainrouter.router.flights import Flights, Landed
-from chainrouter.router.response_cache import ENTRY_OVERHEAD, MemoryCache, ResponseCache
+from chainrouter.router.memory_cache import ENTRY_OVERHEAD, MemoryCache
+from chainrouter.router.response_cache import ResponseCache
 
 
 def _key(chain: int, n: int, method: str = "eth_getBalance") -> str:
     return f"{chain}:0:{method}:{n:040x}"
 
 
-@given(sizes=st.lists(st.integers(0, 3000), max_size=60), bound=st.integers(0, 20_000))
+@given(sizes=st.lists(st.integers(1, 3000), max_size=80), bound=st.integers(0, 40_000))
 def test_the_store_never_holds_more_bytes_than_its_bound(sizes: list[int], bound: int) -> None:
     memory = MemoryCache(bound)
+    kept: dict[str, bytes] = {}
     for n, size in enumerate(sizes):
-        memory.put(_key(1, n), b"x" * size)
+        value = bytes([n % 256]) * size
+        memory.put(_key(1, n), value)
+        kept[_key(1, n)] = value
         assert memory.size_bytes <= bound
-        held = sum(len(_key(1, i)) + len(v) + ENTRY_OVERHEAD for i, v in _entries(memory))
-        assert memory.size_bytes == held == sum(memory.bytes_by.values())
+        held = memory.keys()
+        assert memory.size_bytes == sum(len(kept[k]) + ENTRY_OVERHEAD for k in held)
+        assert memory.size_bytes == sum(memory.bytes_by.values())
+        # Whatever is still held is what was put under its key, never another answer's bytes.
+        assert all(memory.get(key) == kept[key] for key in held)
 
 
-def _entries(memory: MemoryCache) -> list[tuple[int, bytes]]:
-    return [(int(k.rsplit(":", 1)[1], 16), v) for k, v in memory._entries.items()]
+def test_the_newest_answers_stay_and_the_oldest_are_counted_out() -> None:
+    memory = MemoryCache(4 * 1000)  # a ring of 3,000 bytes
+    for n in range(6):
+        memory.put(_key(1, n), bytes(900))
+    assert [memory.get(_key(1, n)) is not None for n in range(6)] == [False] * 3 + [True] * 3
+    assert memory.evictions == {(1, "eth_getBalance"): 3}
 
 
-def test_the_least_recently_used_answer_goes_first_and_is_counted() -> None:
-    entry = len(_key(1, 0)) + 10 + ENTRY_OVERHEAD
-    memory = MemoryCache(3 * entry)
+def test_an_answer_in_use_is_not_written_over() -> None:
+    memory = MemoryCache(4 * 1000)
     for n in range(3):
-        memory.put(_key(1, n), b"0123456789")
-    assert memory.get(_key(1, 0)) is not None  # used: now the most recent
-    memory.put(_key(1, 3), b"0123456789")
-    assert memory.get(_key(1, 1)) is None
-    assert [memory.get(_key(1, n)) is not None for n in (0, 2, 3)] == [True] * 3
-    assert memory.evictions == {(1, "eth_getBalance"): 1}
+        memory.put(_key(1, n), bytes(900))
+    memory.put(_key(1, 3), bytes(900))  # over 0: the next to go is 1
+    assert memory.get(_key(1, 1)) is not None  # read as the writing nears it: to the front
+    memory.put(_key(1, 4), bytes(900))
+    assert memory.get(_key(1, 1)) is not None
+    assert memory.get(_key(1, 2)) is None
 
 
-def test_an_answer_larger_than_the_whole_cache_is_kept_nowhere() -> None:
-    memory = MemoryCache(100)
-    memory.put(_key(1, 0), b"x" * 100)
+def test_an_answer_larger_than_half_the_cache_is_kept_nowhere() -> None:
+    memory = MemoryCache(1000)
+    memory.put(_key(1, 0), b"x" * 400)
     assert len(memory) == 0
     assert memory.size_bytes == 0
 

@@ -1,9 +1,9 @@
 """The response cache's storage: answers that can no longer change (`domain/cacheable.py` says
 which), by key, in process and, when routers share a Redis, there too.
 
-In process: least recently used first out, bounded in bytes (`max_bytes`: each entry counts its
-answer, its key and a fixed overhead). In Redis: kept for `redis_ttl_s` (Redis's own memory
-policy bounds it as well); looked up only when the process has no copy, within
+In process (`memory_cache.py`): bounded in bytes, least recently used first out, near enough.
+In Redis: kept for `redis_ttl_s` (Redis's own memory policy bounds it as well); looked up only
+when the process has no copy, within
 `redis_timeout_s`. Redis slow, away or answering garbage is a miss, never an error: the call is
 served by a node as if nothing were cached, and the failure is logged at most once a minute.
 
@@ -17,98 +17,19 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable
 from typing import Any
 
 from redis.asyncio import Redis
 
+from chainrouter.router.memory_cache import CacheStat, MemoryCache
+
 log = logging.getLogger(__name__)
 
-ENTRY_OVERHEAD = 160  # bytes an entry costs beyond its key and answer (dict slot, objects)
 _WARN_EVERY_S = 60.0
 _REDIS_PREFIX = "chainrouter:cache:"
 _MAX_PENDING_WRITES = 1000  # writes to Redis not yet done; beyond it, new ones are skipped
-
-CacheStat = tuple[int, str]  # (chain, method)
-
-
-class MemoryCache:
-    """Answers (the JSON of a `result`) by key, least recently used evicted first."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, bytes] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()  # purges and scrapes come from the event loop's thread
-        self.hits: dict[CacheStat, int] = {}
-        self.misses: dict[CacheStat, int] = {}
-        self.evictions: dict[CacheStat, int] = {}
-        self.bytes_by: dict[CacheStat, int] = {}
-
-    @property
-    def size_bytes(self) -> int:
-        return self._bytes
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def get(self, key: str) -> bytes | None:
-        with self._lock:
-            value = self._entries.get(key)
-            if value is not None:
-                self._entries.move_to_end(key)
-            return value
-
-    def count(self, stat: CacheStat, hit: bool) -> None:
-        counts = self.hits if hit else self.misses
-        counts[stat] = counts.get(stat, 0) + 1
-
-    def put(self, key: str, value: bytes) -> None:
-        cost = _cost(key, value)
-        if cost > self.max_bytes:
-            return  # larger than the whole cache: kept nowhere
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._account(key, -_cost(key, old))
-            self._entries[key] = value
-            self._account(key, cost)
-            while self._bytes > self.max_bytes:
-                evicted, answer = self._entries.popitem(last=False)
-                self._account(evicted, -_cost(evicted, answer))
-                stat = _stat_of(evicted)
-                self.evictions[stat] = self.evictions.get(stat, 0) + 1
-
-    def purge(self, chain_id: int) -> int:
-        """Drop every answer of the chain; how many there were."""
-        prefix = f"{chain_id}:"
-        with self._lock:
-            doomed = [key for key in self._entries if key.startswith(prefix)]
-            for key in doomed:
-                self._account(key, -_cost(key, self._entries.pop(key)))
-        return len(doomed)
-
-    def _account(self, key: str, delta: int) -> None:
-        self._bytes += delta
-        stat = _stat_of(key)
-        held = self.bytes_by.get(stat, 0) + delta
-        if held:
-            self.bytes_by[stat] = held
-        else:
-            self.bytes_by.pop(stat, None)
-
-
-def _cost(key: str, value: bytes) -> int:
-    return len(key) + len(value) + ENTRY_OVERHEAD
-
-
-def _stat_of(key: str) -> CacheStat:
-    """(chain, method) of a key made by `domain.cacheable.cache_key`."""
-    chain, _, method, _ = key.split(":", 3)
-    return int(chain), method
 
 
 class RedisTier:

@@ -32,6 +32,7 @@ from chainrouter.router.journal import (
     replay_journals,
 )
 from chainrouter.router.latency import TailPolicies, TailPolicy
+from chainrouter.router.memory_cache import MemoryCache
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import MetricsShare, RouterMetrics, with_metered
 from chainrouter.router.probing import CapabilityProber
@@ -39,7 +40,6 @@ from chainrouter.router.prometheus import RouterExposition, RouterState
 from chainrouter.router.readiness import Readiness, readiness
 from chainrouter.router.request_log import RequestLog
 from chainrouter.router.response_cache import (
-    MemoryCache,
     ResponseCache,
     cache_counts,
     redis_tier,
