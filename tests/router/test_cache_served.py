@@ -156,6 +156,19 @@ class PrivateRedis:
             assert time.monotonic() < deadline, f"{len(found)} cached answers in Redis"
             time.sleep(0.02)
 
+    def spoil_every_key(self) -> None:
+        keys = subprocess.run(
+            ["redis-cli", "-p", str(self.port), "--scan", "--pattern", "chainrouter:cache:*"],
+            capture_output=True,
+            check=True,
+        ).stdout.split()
+        for key in keys:
+            subprocess.run(
+                ["redis-cli", "-p", str(self.port), "SET", key, "not json {"],
+                capture_output=True,
+                check=True,
+            )
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
@@ -189,6 +202,13 @@ async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
         assert shared.headers["x-cache"] == "HIT"
         assert shared.content == node_answer(5, 2)
         assert upstream_server.requests[path] == asked + 1
+        # Garbage in Redis is a miss, never an answer.
+        assert ask(one, 7, 7).headers["x-cache"] == "MISS"
+        redis.wait_for_keys(2)
+        redis.spoil_every_key()
+        spoiled = ask(other, 7, 8)
+        assert spoiled.headers["x-cache"] == "MISS"
+        assert spoiled.content == node_answer(7, 8)
         redis.stop()
         asked = upstream_server.requests[path]
         replies = [ask(one, 6, 3), ask(other, 6, 4), ask(one, 6, 5), ask(other, 5, 6)]

@@ -80,7 +80,7 @@ class FromCache:
         value = await Join(future)
         cache = self._cache
         assert cache is not None
-        if value is None:
+        if value is None or not _json(value):  # garbage in Redis is a miss, never an answer
             cache.memory.count((call.request.chain_id, call.call.method), hit=False)
             return
         cache.keep(key, value, shared=False)
@@ -203,6 +203,14 @@ class Land:
         finalized = finality.finalized(call.request.chain_id)
         if keepable(pin, result, finalized, self._node_head(served_by.node.node_id)):
             cache.keep(key, orjson.dumps(result))
+
+
+def _json(value: bytes) -> bool:
+    try:
+        orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def _parsed(answer: bytes) -> dict[str, Any] | None:
