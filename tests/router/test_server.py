@@ -306,8 +306,9 @@ def test_browsers_get_cors_and_the_key_decides_the_origin(served: Served) -> Non
     )
     assert allowed.status_code == 200
     assert allowed.headers["access-control-expose-headers"] == (
-        "x-batch-id, x-logs-split-ranges, retry-after"
+        "x-batch-id, x-logs-split-ranges, retry-after, x-cache"
     )
+    assert allowed.headers["x-cache"] in ("HIT", "MISS")  # a page may read it
     refused = httpx.post(
         restricted, json=rpc("eth_chainId"), headers={"origin": "https://evil.example"}
     )

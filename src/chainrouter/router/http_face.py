@@ -22,7 +22,7 @@ from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
 from chainrouter.net.client_ip import IpNetwork, client_address, in_networks
 from chainrouter.router.contract import HttpAnswer, HttpRequest
 from chainrouter.router.metrics import RouterMetrics
-from chainrouter.router.pipeline import SPLIT_HEADER, Reply
+from chainrouter.router.pipeline import CACHE_HEADER, SPLIT_HEADER, Reply
 from chainrouter.router.prometheus import CONTENT_TYPE, RouterExposition
 from chainrouter.router.readiness import Readiness
 from chainrouter.router.request_log import RequestLog
@@ -223,7 +223,10 @@ def _cors(origin: str | None) -> Headers:
         return []
     return [
         ("access-control-allow-origin", origin),
-        ("access-control-expose-headers", f"x-batch-id, {SPLIT_HEADER}, retry-after"),
+        (
+            "access-control-expose-headers",
+            f"x-batch-id, {SPLIT_HEADER}, retry-after, {CACHE_HEADER}",
+        ),
         ("vary", "origin"),
     ]
 
