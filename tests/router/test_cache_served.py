@@ -1,12 +1,16 @@
 """The response cache and coalescing in served routers, on both executors: identical calls that
-arrive together reach a slow node once; routers share answers through Redis, and when Redis stops
-they serve on, from their nodes and their own memory (only the hit ratio changes)."""
+arrive together reach a slow node once; routers share answers through Redis, and when Redis stops,
+answers garbage or hangs they serve on, from their nodes and their own memory (only the hit ratio
+changes)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,3 +228,53 @@ async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
     finally:
         _stop(routers)
         redis.stop()
+
+
+class SilentRedis:
+    """A listener that accepts connections and never answers: a Redis that hangs."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                self.held.append(self.socket.accept()[0])
+
+    def close(self) -> None:
+        self.socket.close()
+        for held in self.held:
+            held.close()
+
+
+@pytest.mark.parametrize("server", ["python", "native"])
+def test_a_redis_that_hangs_costs_a_call_its_time_out_and_nothing_else(
+    server: str, node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+) -> None:
+    port = node.urls["node"].rsplit(":", 1)[1]
+    path = f"/relay/{port}/full/silent-redis-{server}"
+    silent = SilentRedis()
+    [router], _ = _routers(
+        tmp_path,
+        upstream_server.url(path),
+        [server],
+        CHAINROUTER_REDIS_URL=f"redis://127.0.0.1:{silent.port}/0",
+        CHAINROUTER_CACHE_REDIS_TIMEOUT_S="0.2",
+    )
+    try:
+        body = _body("eth_getBlockByNumber", [hex(9), False], 1)
+        started = time.monotonic()
+        first = httpx.post(router.url(), json=body, timeout=30)
+        took = time.monotonic() - started
+        second = httpx.post(router.url(), json=body, timeout=30)
+        assert (first.status_code, first.headers["x-cache"]) == (200, "MISS")
+        assert took < 2.0  # the look-up's 0.2 s, then the node: not Redis's socket time-out
+        assert (second.status_code, second.headers["x-cache"]) == (200, "HIT")  # in process
+        assert second.content == first.content
+    finally:
+        _stop([router])
+        silent.close()
