@@ -3,9 +3,10 @@ which), by key, in process and, when routers share a Redis, there too.
 
 In process (`memory_cache.py`): bounded in bytes, least recently used first out, near enough.
 In Redis: kept for `redis_ttl_s` (Redis's own memory policy bounds it as well); looked up only
-when the process has no copy, within
-`redis_timeout_s`. Redis slow, away or answering garbage is a miss, never an error: the call is
-served by a node as if nothing were cached, and the failure is logged at most once a minute.
+when the process has no copy, within `redis_timeout_s`. Redis slow, away or answering garbage is
+a miss, never an error: the call is served by a node as if nothing were cached. After a failure
+or a time-out Redis is left alone for `REDIS_REST_S` (the calls meanwhile do not wait on it), and
+the failure is logged at most once a minute.
 
 The pipeline runs on the executor's thread (the native server's, or the event loop's); Redis is
 reached on the event loop: a look-up there is a `concurrent.futures.Future` the pipeline awaits
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 _WARN_EVERY_S = 60.0
 _REDIS_PREFIX = "chainrouter:cache:"
 _MAX_PENDING_WRITES = 1000  # writes to Redis not yet done; beyond it, new ones are skipped
+REDIS_REST_S = 5.0  # after Redis failed or was slow, left alone this long
 
 
 class RedisTier:
@@ -42,6 +44,7 @@ class RedisTier:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = 0
         self._warned_at = -_WARN_EVERY_S
+        self._rest_until = 0.0  # monotonic: Redis is not asked before then
         self.failures = 0
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -52,13 +55,15 @@ class RedisTier:
         """A future of the answer under `key` (None when Redis has none, is slow or away);
         None when no loop is bound yet."""
         loop = self._loop
-        if loop is None or loop.is_closed():
+        if loop is None or loop.is_closed() or time.monotonic() < self._rest_until:
             return None
         return asyncio.run_coroutine_threadsafe(self._get(key), loop)
 
     def store(self, key: str, value: bytes) -> None:
         loop = self._loop
         if loop is None or loop.is_closed() or self._pending >= _MAX_PENDING_WRITES:
+            return
+        if time.monotonic() < self._rest_until:
             return
         self._pending += 1  # a little over the bound under a race is harmless
         asyncio.run_coroutine_threadsafe(self._set(key, value), loop)
@@ -83,6 +88,9 @@ class RedisTier:
         except Exception as exc:  # any Redis trouble is a miss, never an error
             self.failures += 1
             now = time.monotonic()
+            # One call paid the time-out: the next ones go without Redis for a while, so that a
+            # Redis that hangs costs a call its time-out every few seconds, not every call.
+            self._rest_until = now + REDIS_REST_S
             if now - self._warned_at >= _WARN_EVERY_S:
                 self._warned_at = now
                 log.warning("response cache: Redis unavailable, serving without it (%s)", exc)
