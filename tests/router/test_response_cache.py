@@ -118,3 +118,39 @@ def test_a_head_read_joins_only_a_leader_that_saw_as_new_a_block() -> None:
     assert newer is not leader
     flights.land("k", leader, None)  # cut short: its followers go on their own
     assert leader.outcome.result(0) is None
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.integers(0, 30), st.integers(1, 1500)),
+        st.tuples(st.just("get"), st.integers(0, 30), st.just(0)),
+        st.tuples(st.just("purge"), st.integers(1, 3), st.just(0)),
+    ),
+    max_size=120,
+)
+
+
+@given(steps=operations, bound=st.integers(1_500, 12_000))
+def test_whatever_is_put_read_and_purged_an_answer_read_is_the_one_put_under_its_key(
+    steps: list[tuple[str, int, int]], bound: int
+) -> None:
+    """The ring is written over, refreshed and purged in any order: a read never returns bytes
+    of another answer, or of an older one of the same key, and the counts stay exact."""
+    memory = MemoryCache(bound)
+    latest: dict[str, bytes] = {}
+    for step, (what, n, size) in enumerate(steps):
+        key = _key(n % 3 + 1, n)
+        if what == "put":
+            value = bytes([step % 251, n]) * (size // 2 + 1)
+            memory.put(key, value)
+            latest[key] = value
+        elif what == "get":
+            found = memory.get(key)
+            assert found is None or found == latest[key]
+        else:
+            memory.purge(n)
+            latest = {k: v for k, v in latest.items() if not k.startswith(f"{n}:")}
+        held = memory.keys()
+        assert all(memory.get(k) == latest[k] for k in held)
+        assert memory.size_bytes == sum(len(latest[k]) + ENTRY_OVERHEAD for k in held)
+        assert memory.size_bytes == sum(memory.bytes_by.values()) <= bound

@@ -81,9 +81,14 @@ class MemoryCache:
             return value
 
     def put(self, key: str, value: bytes) -> None:
-        if len(value) > self._ring_bytes // 2 or not self._max_entries:
-            return  # an answer that would take most of the cache: kept nowhere
         with self._lock:
+            if len(value) > self._ring_bytes // 2 or not self._max_entries:
+                # An answer that would take most of the cache is kept nowhere, and no older
+                # one under its key stays either.
+                old = self._index.pop(key, None)
+                if old is not None:
+                    self._forget(key, old)
+                return
             self._write(key, value)
 
     def purge(self, chain_id: int) -> int:
