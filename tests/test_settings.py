@@ -142,3 +142,15 @@ def test_a_bad_chain_tail_is_refused(
     monkeypatch.setenv("CHAINROUTER_CHAIN_TAIL", value)
     with pytest.raises(SettingsError, match=message):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    "prices",
+    ['{"*:*": "0.1"}', '{"0:eth_call": "0.1"}', '{"1:": "0.1"}', '{"*": "-0.1"}', '{"*": "1e-7"}'],
+)
+def test_a_cache_price_list_that_could_bill_other_than_it_shows_is_refused(
+    monkeypatch: pytest.MonkeyPatch, prices: str
+) -> None:
+    monkeypatch.setenv("CHAINROUTER_CACHE_PRICES", prices)
+    with pytest.raises(SettingsError, match="CACHE_PRICES"):
+        load_settings()

@@ -546,6 +546,7 @@ class Settings(BaseSettings):
             if key != "*" and not (
                 (chain == "*" or (chain.isdigit() and 1 <= int(chain) <= MAX_CHAIN_ID))
                 and 0 < len(method) <= 100
+                and key != "*:*"  # spelled "*"
             ):
                 raise ValueError(
                     f'cache price keys are "<chainId>:<method>", "<chainId>:*", "*:<method>" or '

@@ -143,7 +143,7 @@ def test_any_parameters_are_pinned_or_not_without_an_error(method: str, params: 
     found = pinned(method, params)
     assert found is None or found.rule is CACHEABLE[method]
     key = cache_key(1, 0, method, params)
-    assert key is None or key.startswith(f"1:0:{method}:")
+    assert key is None or key.startswith(f"1:0.0:{method}:")
 
 
 @pytest.mark.parametrize("number", [1.5, 1e30, 2**64, -(2**63) - 1])
@@ -184,3 +184,27 @@ def test_the_most_specific_cache_price_wins_and_none_is_free() -> None:
 
 def test_every_pin_kind_is_used() -> None:
     assert {rule.pin for rule in CACHEABLE.values()} == set(Pin)
+
+
+def test_a_state_read_that_requires_the_block_to_stay_canonical_is_never_kept() -> None:
+    params = [ADDRESS, {"blockHash": HASH, "requireCanonical": True}]
+    assert pinned("eth_getBalance", params) is None
+    relaxed = [ADDRESS, {"blockHash": HASH, "requireCanonical": False}]
+    assert pinned("eth_getBalance", relaxed) == Pinned(CACHEABLE["eth_getBalance"], by_hash=True)
+
+
+def test_a_block_trace_with_a_transaction_the_tracer_failed_is_not_final() -> None:
+    traced = _pin("debug_traceBlockByNumber", [hex(FINAL), {}])
+    good = [{"txHash": HASH, "result": {"gas": 1}}]
+    assert keepable(traced, good, FINAL, FINAL)
+    assert not keepable(
+        traced, [*good, {"txHash": HASH, "error": "execution timeout"}], FINAL, FINAL
+    )
+    # A reverted call inside a parity trace is the trace itself, as final as the block.
+    parity = _pin("trace_block", [hex(FINAL)])
+    assert keepable(parity, [{"error": "Reverted", "blockNumber": FINAL}], FINAL, FINAL)
+
+
+def test_a_key_moves_on_with_the_chains_finality_epoch() -> None:
+    params = [ADDRESS, "0x1"]
+    assert cache_key(1, 0, "eth_getBalance", params) != cache_key(1, 0, "eth_getBalance", params, 1)

@@ -9,7 +9,7 @@ from typing import Any
 
 from chainrouter.domain.enums import Scenario
 from chainrouter.router.contract import FailureKind
-from chainrouter.testing.scripted import answering, failing
+from chainrouter.testing.scripted import answering, failing, raw
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
 
 A, B = "http://a.node", "http://b.node"
@@ -129,3 +129,44 @@ def test_different_calls_of_a_batch_are_not_coalesced() -> None:
 def test_without_the_cache_no_header_is_sent() -> None:
     world = scripted_world([(A, NODE_PRICE, answering("0x1"))])
     assert _header(world.call(rpc())) is None
+
+
+def _deep(levels: int) -> object:
+    value: object = "0x1"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def test_an_answer_is_kept_exactly_whatever_its_spacing_numbers_or_depth() -> None:
+    """Spaced JSON, an integer beyond 64 bits (which orjson would read as a float), nesting
+    deeper than orjson writes: the answer from the cache is the node's value exactly, compact."""
+    for result in ({"number": "0x5a"}, {"gas": 18446744073709551617}, _deep(300)):
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "result": result}).encode()  # spaced
+        world = _world([raw(body)])
+        first = world.call(rpc(BLOCK, [FINAL, False], 1))
+        again = world.call(rpc(BLOCK, [FINAL, False], 1))
+        assert first.body == body
+        assert _header(again) == "HIT"
+        assert json.loads(again.body) == json.loads(body)  # the standard library: exact ints
+        assert again.body == json.dumps(json.loads(body), separators=(",", ":")).encode()
+
+
+def test_calls_that_joined_an_answer_that_cannot_be_shared_are_attempted_on_their_own() -> None:
+    """Nested deeper than the standard library reads (orjson reads it): neither kept nor
+    shared, and the calls that joined go to the node themselves."""
+    nested = b"[" * 1010 + b'"0x1"' + b"]" * 1010
+    deep = b'{"jsonrpc":"2.0","id":1,"result":' + nested + b"}"
+    world = _world([raw(deep), raw(deep)], coalesce=True)
+    answers = world.call([rpc("eth_blockNumber", [], 1)] * 2)
+    assert answers.body == b"[" + deep + b"," + deep + b"]"
+    assert world.urls_called() == [A, A]
+
+
+def test_a_joined_call_pays_the_cache_price_from_what_it_holds_for_its_route() -> None:
+    """It held its route's price before joining: the cache price comes out of that hold, not on
+    top of it (a customer who could pay the route is never refused the cheaper answer)."""
+    world = _world([answering("0x64")], coalesce=True, balance_nano=2 * NODE_PRICE + 3)
+    answers = json.loads(world.call([rpc("eth_blockNumber", [], n) for n in (1, 2)]).body)
+    assert [a.get("result") for a in answers] == ["0x64", "0x64"]
+    assert world.balance() == 2 * NODE_PRICE + 3 - NODE_PRICE - CACHE_PRICE

@@ -3,6 +3,9 @@ finality, the calls in flight (router/response_cache.py, finality.py, flights.py
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -85,14 +88,14 @@ def test_finality_is_the_median_of_the_nodes_tags_else_a_depth_behind_the_head()
     assert finality.finalized(1) == 936
 
 
-def test_finality_going_backwards_has_the_chains_answers_dropped() -> None:
+def test_finality_going_backwards_has_the_chains_answers_dropped_and_its_keys_changed() -> None:
     dropped: list[int] = []
     finality = Finality({1: 1000}.get, depth=64, on_regress=dropped.append)
     finality.report(1, 7, 900)
     finality.report(1, 7, 950)
-    assert dropped == []
+    assert (dropped, finality.epoch(1)) == ([], 0)
     finality.report(1, 7, 940)
-    assert dropped == [1]
+    assert (dropped, finality.epoch(1), finality.epoch(2)) == ([1], 1, 0)
 
 
 def test_a_call_joins_a_flight_of_its_key_and_takes_what_lands() -> None:
@@ -154,3 +157,22 @@ def test_whatever_is_put_read_and_purged_an_answer_read_is_the_one_put_under_its
         assert all(memory.get(k) == latest[k] for k in held)
         assert memory.size_bytes == sum(len(latest[k]) + ENTRY_OVERHEAD for k in held)
         assert memory.size_bytes == sum(memory.bytes_by.values()) <= bound
+
+
+@pytest.mark.anyio
+async def test_a_joined_call_cancelled_while_it_waits_cancels_no_one_elses_wait() -> None:
+    """asyncio passes a cancellation on to the future it wraps: the flight's outcome must
+    refuse it, or every other call waiting on it would be cancelled too."""
+    flights = Flights()
+    leader, _ = flights.lead_or_join("k", None, at_head=False)
+    flights.lead_or_join("k", None, at_head=False)
+    gone = asyncio.ensure_future(asyncio.wrap_future(leader.outcome))
+    staying = asyncio.ensure_future(asyncio.wrap_future(leader.outcome))
+    await asyncio.sleep(0)
+    gone.cancel()
+    await asyncio.sleep(0)
+    assert not leader.outcome.cancelled()
+    landed = Landed(Scenario.FIRST_CHOICE, 200, b'"result":"0x1"')
+    flights.land("k", leader, landed)
+    assert await staying is landed
+    flights.land("k", leader, None)  # landing twice is harmless

@@ -41,7 +41,9 @@ class Pin(Enum):
 class Rule:
     pin: Pin
     block_param: int = 0  # BLOCK: index of the parameter naming the block
-    empty_kept: bool = True  # an empty list answer may be kept (logs: only when proven final)
+    # The answer lists items that may each have failed on the node alone (a tracer's time-out):
+    # one with an `error` is not final.
+    items_may_fail: bool = False
 
 
 _BY_BLOCK = {
@@ -67,14 +69,15 @@ _BY_BLOCK = {
     # re-execution of a block
     "trace_block": 0,
     "trace_replayBlockTransactions": 0,
-    "debug_traceBlockByNumber": 0,
-    "debug_traceBlockByHash": 0,
 }
+# Traced per transaction by the node's tracer, which may fail one transaction alone.
+_TRACED_BY_THE_NODE = ("debug_traceBlockByNumber", "debug_traceBlockByHash")
 
 CACHEABLE: dict[str, Rule] = {
     "eth_chainId": Rule(Pin.CONSTANT),
     "net_version": Rule(Pin.CONSTANT),
     **{method: Rule(Pin.BLOCK, index) for method, index in _BY_BLOCK.items()},
+    **{m: Rule(Pin.BLOCK, 0, items_may_fail=True) for m in _TRACED_BY_THE_NODE},
     "eth_getTransactionByHash": Rule(Pin.TX),
     "eth_getTransactionReceipt": Rule(Pin.TX),
     "trace_transaction": Rule(Pin.TX),
@@ -134,6 +137,8 @@ def pinned(method: str, params: Any) -> Pinned | None:
 
 def _block_pin(rule: Rule, value: Any) -> Pinned | None:
     if isinstance(value, dict):  # EIP-1898
+        if value.get("requireCanonical") is True:
+            return None  # the answer depends on the block staying canonical: not final
         if "blockHash" in value and "blockNumber" not in value:
             value = value["blockHash"]
         elif "blockNumber" in value and "blockHash" not in value:
@@ -175,6 +180,12 @@ def keepable(pin: Pinned, result: Any, finalized: int | None, node_head: int | N
     if result is None:
         return False  # not found, or not yet: a lagging node says so as well
     rule = pin.rule
+    if (
+        rule.items_may_fail
+        and isinstance(result, list)
+        and any(isinstance(item, dict) and "error" in item for item in result)
+    ):
+        return False
     if rule.pin is Pin.CONSTANT:
         return True
     if pin.by_hash:
@@ -211,8 +222,11 @@ def _block_of(result: Any) -> int | None:
     return max(numbers)
 
 
-def cache_key(chain_id: int, generation: int, method: str, params: Any) -> str | None:
-    """The key of a call's answer: chain, the chain's purge generation, method, and a digest of
+def cache_key(
+    chain_id: int, generation: int, method: str, params: Any, epoch: int = 0
+) -> str | None:
+    """The key of a call's answer: chain, the chain's purge generation and finality epoch (how
+    often an administrator purged it, and its finality went backwards), method, and a digest of
     the parameters in one spelling (object keys sorted, hex strings in lower case). Never the
     request id, never the API key: one cache serves everyone. None for parameters with a
     fractional number or an integer beyond 64 bits: parsed, two of them may look alike though
@@ -222,7 +236,7 @@ def cache_key(chain_id: int, generation: int, method: str, params: Any) -> str |
     except _NotExactError:
         return None
     digest = hashlib.blake2b(canonical, digest_size=20).hexdigest()
-    return f"{chain_id}:{generation}:{method}:{digest}"
+    return f"{chain_id}:{generation}.{epoch}:{method}:{digest}"
 
 
 class _NotExactError(ValueError):

@@ -31,6 +31,7 @@ class Finality:
         self._reports: dict[int, dict[int, int]] = {}  # chain -> node -> finalized block
         self._by_tag: dict[int, int] = {}  # chain -> finalized block from the reports
         self._highest: dict[int, int] = {}  # chain -> the highest it has been
+        self._epochs: dict[int, int] = {}  # chain -> times its finality went backwards
 
     def report(self, chain_id: int, node_id: int, finalized: int | None) -> None:
         """A node's `finalized` block (None: it does not answer the tag)."""
@@ -51,6 +52,11 @@ class Finality:
         if reports is not None and reports.pop(node_id, None) is not None:
             self.report(chain_id, node_id, None)
 
+    def epoch(self, chain_id: int) -> int:
+        """How often the chain's finality went backwards: part of its cache keys, so that what
+        was kept before (in Redis too) is never read again."""
+        return self._epochs.get(chain_id, 0)
+
     def finalized(self, chain_id: int) -> int | None:
         """The chain's newest block known final; None while nothing is known."""
         by_tag = self._by_tag.get(chain_id)
@@ -67,6 +73,8 @@ class Finality:
         if now is None:
             return
         highest = self._highest.get(chain_id)
-        if highest is not None and now < highest and self._on_regress is not None:
-            self._on_regress(chain_id)
+        if highest is not None and now < highest:
+            self._epochs[chain_id] = self._epochs.get(chain_id, 0) + 1
+            if self._on_regress is not None:
+                self._on_regress(chain_id)
         self._highest[chain_id] = now

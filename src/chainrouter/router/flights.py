@@ -27,6 +27,7 @@ class Landed:
     scenario: Scenario
     status: int
     member: bytes  # `"result":...` or `"error":...`, the JSON after the answer's id
+    retry_after_s: float | None = None  # refused for limits: when a retry could succeed
 
 
 @dataclass(slots=True)
@@ -54,6 +55,9 @@ class Flights:
             flight.followers += 1
             return flight, False
         flight = Flight(seen)
+        # Running: a follower cancelled while it waits (asyncio passes a cancellation on to the
+        # future it wraps) cannot cancel the outcome the others wait for.
+        flight.outcome.set_running_or_notify_cancel()
         if key not in self._flights:
             self._flights[key] = flight
         return flight, True
@@ -62,7 +66,8 @@ class Flights:
         """The leader's call ended with `outcome` (None: cut short, or nothing to share)."""
         if self._flights.get(key) is flight:
             del self._flights[key]
-        flight.outcome.set_result(outcome)
+        if not flight.outcome.done():
+            flight.outcome.set_result(outcome)
 
     def count(self, chain_id: int, method: str) -> None:
         stat = (chain_id, method)

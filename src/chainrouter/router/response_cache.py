@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 import time
 from collections.abc import Awaitable
 from typing import Any
@@ -43,6 +44,7 @@ class RedisTier:
         self._ttl_s = ttl_s
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = 0
+        self._pending_lock = threading.Lock()  # up on the server's thread, down on the loop's
         self._warned_at = -_WARN_EVERY_S
         self._rest_until = 0.0  # monotonic: Redis is not asked before then
         self.failures = 0
@@ -65,7 +67,8 @@ class RedisTier:
             return
         if time.monotonic() < self._rest_until:
             return
-        self._pending += 1  # a little over the bound under a race is harmless
+        with self._pending_lock:
+            self._pending += 1
         asyncio.run_coroutine_threadsafe(self._set(key, value), loop)
 
     async def close(self) -> None:
@@ -79,7 +82,8 @@ class RedisTier:
         try:
             await self._guarded(self._redis.set(_REDIS_PREFIX + key, value, ex=self._ttl_s))
         finally:
-            self._pending -= 1
+            with self._pending_lock:
+                self._pending -= 1
 
     async def _guarded(self, command: Awaitable[Any]) -> Any:
         try:

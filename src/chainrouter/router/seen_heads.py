@@ -27,9 +27,11 @@ class SeenHeads:
     def seen(self, key_id: int, chain_id: int) -> int | None:
         return self._seen.get((key_id, chain_id))
 
-    def saw(self, key_id: int, chain_id: int, block: int, node: NodeInfo) -> None:
-        """`key_id` was served `block` as the head by `node`: that node is at `block` at least."""
-        self._health.observe_head(node, block)
+    def saw(self, key_id: int, chain_id: int, block: int, node: NodeInfo | None) -> None:
+        """`key_id` was served `block` as the head by `node` (that node is at `block` at least),
+        or by an identical call in flight (None)."""
+        if node is not None:
+            self._health.observe_head(node, block)
         entry = (key_id, chain_id)
         with self._lock:
             previous = self._seen.pop(entry, None)  # re-inserted last: the newest written

@@ -11,6 +11,7 @@ coalescing"; docs/cache.md).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -43,6 +44,7 @@ class FromCache:
         credits: CreditView,
     ) -> None:
         self._cache = cache
+        self._finality = finality
         self._finalized = None if finality is None else finality.finalized
         self._prices = prices
         self._credits = credits
@@ -55,7 +57,8 @@ class FromCache:
         request = call.request
         chain_id = request.chain_id
         generation = request.snapshot.cache_generations.get(chain_id, 0)
-        key = call.cache_key = cache_key(chain_id, generation, method, rpc.params)
+        epoch = 0 if self._finality is None else self._finality.epoch(chain_id)
+        key = call.cache_key = cache_key(chain_id, generation, method, rpc.params, epoch)
         cache = self._cache
         if cache is None or key is None:
             return None
@@ -100,12 +103,13 @@ def end_from_cache(
     request = call.request
     price = prices.price_nano(request.chain_id, call.call.method)
     access = request.access
-    if access is not None and price:
-        if not credits.hold(access.customer_id, price, check=not access.bypass_credit_check):
+    more = price - call.held_nano  # a joined call already holds its route's price
+    if access is not None and more > 0:
+        if not credits.hold(access.customer_id, more, check=not access.bypass_credit_check):
             failure = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
             call.end(Scenario.INSUFFICIENT_CREDITS, 402, error_response(failure, call.call.id_json))
             return
-        call.held_nano += price
+        call.held_nano += more
     call.charged_nano = price
     request.cache_hits += 1
     call.end(Scenario.CACHE, 200, _answer(call.call.id_json, member))
@@ -148,6 +152,7 @@ class Coalesce:
         if landed.scenario in SERVED:
             end_from_cache(call, landed.member, self._prices, self._credits)
         else:
+            call.retry_after_s = landed.retry_after_s
             call.end(landed.scenario, landed.status, _answer(call.call.id_json, landed.member))
 
 
@@ -172,18 +177,24 @@ class Land:
         key = call.cache_key
         if key is None:
             return
-        scenario = call.scenario
-        flight = call.flight
-        keeps = self._keeps(call)
-        shares = flight is not None and flight.followers > 0 and scenario is not None
-        parsed = _parsed(call.answer) if keeps or shares else None
-        if flight is not None:
-            landed = None
-            if shares and parsed is not None and scenario is not None:
-                landed = Landed(scenario, call.status, _member(parsed))
-            self._flights.land(key, flight, landed)
-        if keeps and parsed is not None and "result" in parsed:
-            self._keep(call, key, parsed["result"])
+        flight, landed = call.flight, None
+        try:  # whatever happens here, the calls that joined are let go
+            scenario = call.scenario
+            keeps = self._keeps(call)
+            shares = flight is not None and flight.followers > 0 and scenario is not None
+            if not (keeps or shares):
+                return
+            exact = _exact(call.answer)
+            if exact is None:
+                return  # not as the node wrote it once re-encoded: neither kept nor shared
+            parsed, member = exact
+            if shares and scenario is not None:
+                landed = Landed(scenario, call.status, member, call.retry_after_s)
+            if keeps and "result" in parsed:
+                self._keep(call, key, parsed["result"], member)
+        finally:
+            if flight is not None:
+                self._flights.land(key, flight, landed)
 
     def _keeps(self, call: CallContext) -> bool:
         """Whether the call's answer is one the cache may keep, if final."""
@@ -195,14 +206,14 @@ class Land:
             and self._cache is not None
         )
 
-    def _keep(self, call: CallContext, key: str, result: Any) -> None:
+    def _keep(self, call: CallContext, key: str, result: Any, member: bytes) -> None:
         pin, served_by = call.cache_pin, call.served_by
         cache, finality = self._cache, self._finality
         if pin is None or served_by is None or cache is None or finality is None:
             return
         finalized = finality.finalized(call.request.chain_id)
         if keepable(pin, result, finalized, self._node_head(served_by.node.node_id)):
-            cache.keep(key, orjson.dumps(result))
+            cache.keep(key, member[_RESULT_AT:])
 
 
 def _json(value: bytes) -> bool:
@@ -213,20 +224,38 @@ def _json(value: bytes) -> bool:
     return True
 
 
-def _parsed(answer: bytes) -> dict[str, Any] | None:
+_RESULT_AT = len(b'"result":')
+
+
+def _exact(answer: bytes) -> tuple[dict[str, Any], bytes] | None:
+    """The answer parsed exactly, and its `"result":...` or `"error":...` member as compact
+    JSON; None when the answer is not one JSON-RPC object that can be.
+
+    Nodes write compact JSON, which orjson reads and writes back byte for byte: the member is
+    then exactly the node's. Otherwise (spaced JSON, an integer beyond 64 bits that orjson would
+    read as a float, nesting deeper than orjson writes) the standard library, which reads every
+    integer exactly, reads it again and writes the member compact."""
     try:
         parsed = orjson.loads(answer)
     except orjson.JSONDecodeError:
         return None
-    if not isinstance(parsed, dict) or ("result" not in parsed and "error" not in parsed):
+    if not isinstance(parsed, dict):
         return None
-    return parsed
-
-
-def _member(parsed: dict[str, Any]) -> bytes:
-    if "result" in parsed:
-        return b'"result":' + orjson.dumps(parsed["result"])
-    return b'"error":' + orjson.dumps(parsed["error"])
+    name = "result" if "result" in parsed else "error" if "error" in parsed else None
+    if name is None:
+        return None
+    label = b'"' + name.encode() + b'":'
+    try:
+        if orjson.dumps(parsed) == answer.strip():
+            return parsed, label + orjson.dumps(parsed[name])
+    except orjson.JSONEncodeError:
+        pass
+    try:
+        exact = json.loads(answer)
+        member = json.dumps(exact[name], separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (ValueError, RecursionError):
+        return None
+    return exact, label + member.encode()
 
 
 def _answer(id_json: bytes, member: bytes) -> bytes:

@@ -10,6 +10,7 @@ from chainrouter.router.seen_heads import SeenHeads
 
 HEAD_METHOD = "eth_blockNumber"  # the answers that tell a key's head
 _SERVED = (Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED)
+_JOINED = Scenario.CACHE  # eth_blockNumber is never kept: a cache answer to it is a joined one
 
 
 class NotBehindSeen:
@@ -44,7 +45,7 @@ class NotBehindSeen:
 
 class SeeHead:
     """Closing: an `eth_blockNumber` a node served tells the key's newest block, and that
-    node's head."""
+    node's head; one answered by joining an identical call in flight tells the key's block."""
 
     def __init__(self, seen: SeenHeads) -> None:
         self._seen = seen
@@ -52,16 +53,18 @@ class SeeHead:
     def run(self, call: CallContext) -> None:
         served_by = call.served_by
         access = call.request.access
-        if served_by is None or access is None or call.call.method != HEAD_METHOD:
+        if access is None or call.call.method != HEAD_METHOD:
             return
-        if call.scenario not in _SERVED:
+        # Served by a node, or by joining an identical call in flight (no node of its own).
+        if not ((call.scenario in _SERVED and served_by is not None) or call.scenario is _JOINED):
             return
         block = head_in(call.answer)
         if block is None:
             return
         seen = self._seen.seen(access.key_id, call.request.chain_id)
         if seen is None or block > seen:  # else nothing new: no write
-            self._seen.saw(access.key_id, call.request.chain_id, block, served_by.node)
+            node = None if served_by is None else served_by.node
+            self._seen.saw(access.key_id, call.request.chain_id, block, node)
 
 
 def head_in(answer: bytes) -> int | None:
