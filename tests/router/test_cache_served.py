@@ -21,6 +21,8 @@ import pytest
 
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
+from chainrouter.router.memory_cache import MemoryCache
+from chainrouter.router.response_cache import ResponseCache, redis_tier
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -147,26 +149,24 @@ class PrivateRedis:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    def keys(self) -> list[bytes]:
+        return subprocess.run(
+            ["redis-cli", "-p", str(self.port), "--scan", "--pattern", "chainrouter:cache:*"],
+            capture_output=True,
+            check=True,
+        ).stdout.split()
+
     def wait_for_keys(self, count: int) -> None:
         deadline = time.monotonic() + 10
         while True:
-            found = subprocess.run(
-                ["redis-cli", "-p", str(self.port), "--scan", "--pattern", "chainrouter:cache:*"],
-                capture_output=True,
-                check=True,
-            ).stdout.split()
+            found = self.keys()
             if len(found) >= count:
                 return
             assert time.monotonic() < deadline, f"{len(found)} cached answers in Redis"
             time.sleep(0.02)
 
     def spoil_every_key(self) -> None:
-        keys = subprocess.run(
-            ["redis-cli", "-p", str(self.port), "--scan", "--pattern", "chainrouter:cache:*"],
-            capture_output=True,
-            check=True,
-        ).stdout.split()
-        for key in keys:
+        for key in self.keys():
             subprocess.run(
                 ["redis-cli", "-p", str(self.port), "SET", key, "not json {"],
                 capture_output=True,
@@ -283,3 +283,28 @@ def test_a_redis_that_hangs_costs_one_call_its_time_out_and_the_next_none(
     finally:
         _stop([router])
         silent.close()
+
+
+async def test_a_purged_chains_answers_are_deleted_from_redis_and_no_other_chains() -> None:
+    redis = PrivateRedis()
+    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
+    assert tier is not None
+    tier.bind(asyncio.get_running_loop())
+    cache = ResponseCache(MemoryCache(1 << 20), tier)
+    try:
+        for chain in (1, 11, 2):
+            cache.keep(f"{chain}:0.0:eth_chainId:{chain:040x}", b'"0x1"')
+        await asyncio.sleep(0.3)  # the writes are not waited for
+        redis.wait_for_keys(3)
+        assert cache.purge(1) == 1
+        deadline = time.monotonic() + 10
+        while len(redis.keys()) != 2:
+            assert time.monotonic() < deadline, redis.keys()
+            await asyncio.sleep(0.05)
+        assert sorted(redis.keys()) == [
+            f"chainrouter:cache:11:0.0:eth_chainId:{11:040x}".encode(),
+            f"chainrouter:cache:2:0.0:eth_chainId:{2:040x}".encode(),
+        ]
+    finally:
+        await tier.close()
+        redis.stop()

@@ -71,8 +71,30 @@ class RedisTier:
             self._pending += 1
         asyncio.run_coroutine_threadsafe(self._set(key, value), loop)
 
+    def drop_chain(self, chain_id: int) -> None:
+        """Delete the chain's answers from Redis, in the background: after a purge or a finality
+        regress, so that no router (one started later included) reads them again."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            asyncio.run_coroutine_threadsafe(self._drop_chain(chain_id), loop)
+
     async def close(self) -> None:
         await self._redis.aclose()
+
+    async def _drop_chain(self, chain_id: int) -> None:
+        try:
+            batch: list[bytes] = []
+            async for key in self._redis.scan_iter(match=f"{_REDIS_PREFIX}{chain_id}:*", count=500):
+                batch.append(key)
+                if len(batch) >= 500:
+                    await self._redis.unlink(*batch)
+                    batch = []
+            if batch:
+                await self._redis.unlink(*batch)
+        except Exception as exc:  # the keys then expire with their TTL
+            log.warning(
+                "response cache: could not delete chain %d's answers in Redis (%s)", chain_id, exc
+            )
 
     async def _get(self, key: str) -> bytes | None:
         value = await self._guarded(self._redis.get(_REDIS_PREFIX + key))
@@ -122,8 +144,10 @@ class ResponseCache:
             self.redis.store(key, value)
 
     def purge(self, chain_id: int) -> int:
-        """Drop the chain's answers held in process. Redis's are left to expire: the chain's
-        purge generation is part of every key, so they are never asked for again."""
+        """Drop the chain's answers held in process, and have Redis's deleted (the chain's purge
+        generation and finality epoch, in every key, already keep them from being read here)."""
+        if self.redis is not None:
+            self.redis.drop_chain(chain_id)
         return self.memory.purge(chain_id)
 
 
