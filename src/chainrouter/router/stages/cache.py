@@ -186,7 +186,7 @@ class Land:
                 return
             exact = _exact(call.answer)
             if exact is None:
-                return  # not as the node wrote it once re-encoded: neither kept nor shared
+                return  # not one JSON-RPC answer read exactly: neither kept nor shared
             parsed, member = exact
             if shares and scenario is not None:
                 landed = Landed(scenario, call.status, member, call.retry_after_s)
@@ -253,9 +253,9 @@ def _exact(answer: bytes) -> tuple[dict[str, Any], bytes] | None:
     try:
         exact = json.loads(answer)
         member = json.dumps(exact[name], separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (ValueError, RecursionError):
+        return exact, label + member.encode()  # a lone surrogate fails here: ValueError
+    except (ValueError, RecursionError, TypeError, KeyError):
         return None
-    return exact, label + member.encode()
 
 
 def _answer(id_json: bytes, member: bytes) -> bytes:
