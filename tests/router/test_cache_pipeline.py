@@ -5,6 +5,7 @@ tests/domain/test_cacheable.py."""
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from chainrouter.domain.enums import Scenario
@@ -153,12 +154,18 @@ def test_an_answer_is_kept_exactly_whatever_its_spacing_numbers_or_depth() -> No
 
 
 def test_calls_that_joined_an_answer_that_cannot_be_shared_are_attempted_on_their_own() -> None:
-    """Nested deeper than the standard library reads (orjson reads it): neither kept nor
-    shared, and the calls that joined go to the node themselves."""
+    """Nested deeper than the standard library reads at its default recursion limit (orjson reads
+    it): neither kept nor shared, and the calls that joined go to the node themselves. (A package
+    may raise the limit for the whole process, as py_ecc does on import: set here.)"""
     nested = b"[" * 1010 + b'"0x1"' + b"]" * 1010
     deep = b'{"jsonrpc":"2.0","id":1,"result":' + nested + b"}"
     world = _world([raw(deep), raw(deep)], coalesce=True)
-    answers = world.call([rpc("eth_blockNumber", [], 1)] * 2)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        answers = world.call([rpc("eth_blockNumber", [], 1)] * 2)
+    finally:
+        sys.setrecursionlimit(limit)
     assert answers.body == b"[" + deep + b"," + deep + b"]"
     assert world.urls_called() == [A, A]
 
