@@ -44,8 +44,7 @@ import httpx
 from bench.cpu import rss_mb
 from bench.host import probe
 from bench.rounds import CONNECTIONS, DURATION_S, ROUNDS, WARM_UP_S
-from bench.transport import free_port
-from bench.upstreams import STATIC_BODY, nginx, require_tools, wait_until_serving
+from bench.upstreams import STATIC_BODY, anvil, free_port, nginx, require_tools, wait_until_ready
 from bench.wrk import WrkResult, run_wrk
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.operator_config.apply import apply_config
@@ -149,7 +148,7 @@ def _router(
     )
     url = f"http://127.0.0.1:{port}/rpc/{chain_id}/{key}"
     try:
-        wait_until_serving(f"http://127.0.0.1:{port}/health", timeout_s=60)
+        wait_until_ready(f"http://127.0.0.1:{port}")
         yield url, process.pid
     finally:
         process.terminate()
@@ -310,34 +309,23 @@ def _block_reads(block: int) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def _anvil() -> Iterator[tuple[str, int]]:
-    port = free_port()
-    binary = ROOT / "node_modules" / ".bin" / "anvil"
-    process = subprocess.Popen(
-        [str(binary), "--port", str(port), "--chain-id", str(ANVIL_CHAIN), "--silent"],
-        stdout=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(url)
+def _indexed_chain() -> Iterator[tuple[str, int]]:
+    """An anvil node mined to MINED blocks, a transaction in every tenth of the first INDEXED."""
+    with anvil(ANVIL_CHAIN) as (url, port):
         account = httpx.post(url, json=_call("eth_accounts", [])).json()["result"][0]
         for n in range(0, INDEXED, 10):  # a transaction every tenth block: receipts to read
             transfer = {"from": account, "to": account, "value": hex(n + 1)}
             httpx.post(url, json=_call("eth_sendTransaction", [transfer])).raise_for_status()
             httpx.post(url, json=_call("anvil_mine", ["0x9"])).raise_for_status()
         head = int(httpx.post(url, json=_call("eth_blockNumber", [])).json()["result"], 16)
-        httpx.post(
-            url, json=_call("anvil_mine", [hex(MINED - head)]), timeout=300
-        ).raise_for_status()
+        mine = _call("anvil_mine", [hex(MINED - head)])
+        httpx.post(url, json=mine, timeout=300).raise_for_status()
         yield url, port
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def _repeated_reads(directory: Path) -> dict[str, Any]:
     rng = random.Random(7)
-    with _anvil() as (_, port), FaultyUpstream() as upstream:
+    with _indexed_chain() as (_, port), FaultyUpstream() as upstream:
         path = f"/relay/{port}/full/indexer"
         with _router(directory, upstream.url(path), ANVIL_CHAIN) as (url, pid):
             _until_cached(url, _call("eth_getBlockByNumber", [hex(MINED - 64), False]))
@@ -453,7 +441,7 @@ async def _answer(reader: asyncio.StreamReader) -> Answer:
 
 def _coalescing(directory: Path) -> dict[str, Any]:
     found: dict[str, Any] = {}
-    with _anvil_small() as port, FaultyUpstream() as upstream:
+    with anvil(ANVIL_CHAIN) as (_, port), FaultyUpstream() as upstream:
         for executor in ("native", "python"):
             path = f"/relay/{port}/slow/{SLOW_MS}/{executor}"
             with _router(directory, upstream.url(path), ANVIL_CHAIN, executor) as (url, _):
@@ -470,22 +458,6 @@ def _coalescing(directory: Path) -> dict[str, Any]:
                     "seconds": seconds,
                 }
     return found
-
-
-@contextmanager
-def _anvil_small() -> Iterator[int]:
-    port = free_port()
-    binary = ROOT / "node_modules" / ".bin" / "anvil"
-    process = subprocess.Popen(
-        [str(binary), "--port", str(port), "--chain-id", str(ANVIL_CHAIN), "--silent"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        wait_until_serving(f"http://127.0.0.1:{port}")
-        yield port
-    finally:
-        process.terminate()
-        process.wait(30)
 
 
 def main() -> None:

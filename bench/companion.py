@@ -34,8 +34,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from bench.cpu import rss_mb
 from bench.router import _children
-from bench.transport import free_port
-from bench.upstreams import wait_until_serving
+from bench.upstreams import anvil, free_port, wait_until_ready
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
@@ -97,17 +96,8 @@ def _world(node: str, secrets: dict[str, str]) -> dict[str, Any]:
 
 @contextmanager
 def _service(work: Path, secrets: dict[str, str]) -> Iterator[tuple[str, str]]:
-    anvil_port, rpc_port, api_port = free_port(), free_port(), free_port()
-    anvil = ROOT / "node_modules" / ".bin" / "anvil"
-    processes = [
-        subprocess.Popen(
-            [str(anvil), "--port", str(anvil_port), "--chain-id", str(CHAIN), "--silent"],
-            stdout=subprocess.DEVNULL,
-        )
-    ]
-    try:
-        node = f"http://127.0.0.1:{anvil_port}"
-        wait_until_serving(node)
+    rpc_port, api_port = free_port(), free_port()
+    with anvil(CHAIN) as (node, _):
         database_url = f"sqlite:///{work / 'bench.db'}"
         engine = create_database_engine(database_url)
         migrate.upgrade(engine)
@@ -121,26 +111,21 @@ def _service(work: Path, secrets: dict[str, str]) -> Iterator[tuple[str, str]]:
             "CHAINROUTER_LOG_LEVEL": "warning",
             "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its node is a local anvil
         }
-        for role in ("rpc", "api"):
-            processes.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "chainrouter.cli", "serve", "--role", role], env=env
-                )
+        processes = [
+            subprocess.Popen(
+                [sys.executable, "-m", "chainrouter.cli", "serve", "--role", role], env=env
             )
-        router, api = f"http://127.0.0.1:{rpc_port}", f"http://127.0.0.1:{api_port}"
-        for url in (router, api):
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    time.sleep(0.1)
-        yield router, api
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-            process.wait(30)
+            for role in ("rpc", "api")
+        ]
+        try:
+            router, api = f"http://127.0.0.1:{rpc_port}", f"http://127.0.0.1:{api_port}"
+            for url in (router, api):
+                wait_until_ready(url)
+            yield router, api
+        finally:
+            for process in reversed(processes):
+                process.terminate()
+                process.wait(30)
 
 
 def _percentiles(samples: list[float]) -> dict[str, float]:

@@ -42,7 +42,7 @@ import aiohttp
 import httpx
 
 from bench.host import HostState, probe
-from bench.transport import free_port
+from bench.upstreams import free_port
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document

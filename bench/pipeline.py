@@ -36,8 +36,7 @@ import uvloop
 
 from bench.rounds import BODY, ROUNDS
 from bench.router import CHAIN, ORIGIN, RESULTS, big_world
-from bench.transport import free_port
-from bench.upstreams import STATIC_BODY, nginx, require_tools
+from bench.upstreams import STATIC_BODY, free_port, nginx, require_tools
 from chainrouter.logs import JsonLines
 from chainrouter.router.contract import Forward, HttpAnswer, HttpRequest, Program, Race
 from chainrouter.router.executors.python import PythonExecutor

@@ -52,8 +52,8 @@ from bench.rounds import (
     load_in_rounds,
     summarise,
 )
-from bench.transport import forwarder, free_port
-from bench.upstreams import nginx, require_tools, wait_until_serving
+from bench.transport import forwarder
+from bench.upstreams import free_port, nginx, require_tools, wait_until_serving
 from bench.wrk import WrkResult, run_wrk
 from chainrouter.catalog.importer import import_catalog
 from chainrouter.catalog.parse import parse_catalog

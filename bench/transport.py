@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -32,7 +31,7 @@ from bench.rounds import (
     load_in_rounds,
     summarise,
 )
-from bench.upstreams import STATIC_BODY, nginx, require_tools, wait_until_serving
+from bench.upstreams import STATIC_BODY, free_port, nginx, require_tools, wait_until_serving
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PYTHON_SERVERS = ("uvicorn asgi", "granian asgi")
@@ -43,12 +42,6 @@ SETUPS = [
     ("native", "echo"),
     ("native", "native"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _command(server: str, port: int) -> list[str]:

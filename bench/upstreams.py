@@ -8,6 +8,7 @@ checks keep its nodes, and the same head for all nodes of a chain, so they stay 
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -93,6 +94,43 @@ def wait_until_serving(url: str, timeout_s: float = 20.0) -> None:
         except httpx.TransportError:
             time.sleep(0.05)
     raise RuntimeError(f"{url} did not start serving")
+
+
+def wait_until_ready(base: str, timeout_s: float = 60.0) -> None:
+    """Until `base`/health answers 200: a router or API that is ready to serve."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{base} did not become ready")
+
+
+@contextmanager
+def anvil(chain_id: int) -> Iterator[tuple[str, int]]:
+    """A local anvil node of `chain_id` (the npm package's binary): its URL and port."""
+    port = free_port()
+    binary = Path(__file__).resolve().parents[1] / "node_modules" / ".bin" / "anvil"
+    process = subprocess.Popen(
+        [str(binary), "--port", str(port), "--chain-id", str(chain_id), "--silent"],
+        stdout=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(url)
+        yield url, port
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 @contextmanager

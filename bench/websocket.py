@@ -32,8 +32,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from bench.cpu import rss_mb
 from bench.host import probe
-from bench.transport import free_port
-from bench.upstreams import wait_until_serving
+from bench.upstreams import anvil, free_port, wait_until_ready
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
@@ -90,17 +89,8 @@ def _world(node: str, key: str) -> dict[str, Any]:
 
 @contextmanager
 def _service(work: Path, key: str) -> Iterator[tuple[str, str, int]]:
-    anvil_port, rpc_port = free_port(), free_port()
-    anvil = ROOT / "node_modules" / ".bin" / "anvil"
-    processes = [
-        subprocess.Popen(
-            [str(anvil), "--port", str(anvil_port), "--chain-id", str(CHAIN), "--silent"],
-            stdout=subprocess.DEVNULL,
-        )
-    ]
-    try:
-        node = f"http://127.0.0.1:{anvil_port}"
-        wait_until_serving(node)
+    rpc_port = free_port()
+    with anvil(CHAIN) as (node, _):
         database_url = f"sqlite:///{work / 'bench.db'}"
         engine = create_database_engine(database_url)
         migrate.upgrade(engine)
@@ -118,21 +108,13 @@ def _service(work: Path, key: str) -> Iterator[tuple[str, str, int]]:
         router = subprocess.Popen(
             [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"], env=env
         )
-        processes.append(router)
-        base = f"http://127.0.0.1:{rpc_port}"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        yield node, base, router.pid
-    finally:
-        for process in reversed(processes):
-            process.terminate()
-            process.wait(30)
+        try:
+            base = f"http://127.0.0.1:{rpc_port}"
+            wait_until_ready(base)
+            yield node, base, router.pid
+        finally:
+            router.terminate()
+            router.wait(30)
 
 
 async def _subscribed(url: str) -> ClientConnection:
