@@ -9,6 +9,7 @@ import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -101,3 +102,9 @@ def start_anvil_nodes(
             process.terminate()
         for process in nodes.processes:
             process.wait(10)
+
+
+def node_result(url: str, method: str, params: list[Any]) -> Any:
+    """The `result` a node at `url` answers `method` with (anvil's own methods included)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    return httpx.post(url, json=body, timeout=30).json()["result"]

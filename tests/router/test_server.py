@@ -54,6 +54,14 @@ class Served:
     def url(self, chain: int = CHAIN_A) -> str:
         return f"{self.base}/rpc/{chain}/{self.key}"
 
+    def balance(self) -> int:
+        """The balance in storage of the router's one customer, nano-credits."""
+        engine = create_database_engine(self.database_url)
+        with engine.connect() as connection:
+            value: int = connection.execute(select(t.customers.c.balance_nano)).scalar_one()
+        engine.dispose()
+        return value
+
 
 def start_router(
     tmp: Path,

@@ -12,9 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from sqlalchemy import select
 from web3 import AsyncWeb3, WebSocketProvider
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
@@ -22,9 +20,16 @@ from websockets.exceptions import InvalidStatus
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.stores.sql import migrate
-from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
-from tests.anvil import CHAIN_A, DEPLOY_LOGGING, LOG_TOPIC, REPO_ROOT, AnvilNodes, start_anvil_nodes
+from tests.anvil import (
+    CHAIN_A,
+    DEPLOY_LOGGING,
+    LOG_TOPIC,
+    REPO_ROOT,
+    AnvilNodes,
+    node_result,
+    start_anvil_nodes,
+)
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.test_server import Served, launch_router
 
@@ -81,16 +86,7 @@ def _ws(served: Served, key: str | None = None) -> str:
 
 
 def _rpc(node: AnvilNodes, method: str, params: list[Any]) -> Any:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    return httpx.post(node.urls["ws"], json=body).json()["result"]
-
-
-def _balance(served: Served) -> int:
-    engine = create_database_engine(served.database_url)
-    with engine.connect() as connection:
-        value: int = connection.execute(select(t.customers.c.balance_nano)).scalar_one()
-    engine.dispose()
-    return value
+    return node_result(node.urls["ws"], method, params)
 
 
 async def _call(ws: Any, method: str, params: list[Any], call_id: int) -> Any:
@@ -130,7 +126,7 @@ async def test_a_bad_key_or_a_foreign_origin_is_refused_at_the_upgrade(served: S
 async def test_calls_and_subscriptions_over_one_socket_billed_exactly(
     served: Served, node: AnvilNodes
 ) -> None:
-    before = _balance(served)
+    before = served.balance()
     async with connect(_ws(served)) as ws:
         answer = await _call(ws, "eth_blockNumber", [], 1)
         assert answer["result"].startswith("0x")
@@ -155,7 +151,7 @@ async def test_calls_and_subscriptions_over_one_socket_billed_exactly(
     nano = 1_000_000_000
     expected = 3 * int(float(HEAD_PRICE) * nano) + int(float(LOGS_PRICE) * nano)
     expected += int(float(CALL_PRICE) * nano)
-    assert before - _balance(served) == expected
+    assert before - served.balance() == expected
 
 
 def test_ethers_and_viem_watch_blocks_and_events_unmodified(

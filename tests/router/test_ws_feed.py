@@ -12,7 +12,6 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import httpx
 import pytest
 
 from chainrouter.domain.ws_routes import WsRoute
@@ -21,7 +20,15 @@ from chainrouter.router.ws.feed import ChainFeed
 from chainrouter.router.ws.protocol import LogFilter, SubscriptionKind
 from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.anvil import CHAIN_A, DEPLOY_LOGGING, LOG_TOPIC, AnvilNodes, free_port, start_anvil_nodes
+from tests.anvil import (
+    CHAIN_A,
+    DEPLOY_LOGGING,
+    LOG_TOPIC,
+    AnvilNodes,
+    free_port,
+    node_result,
+    start_anvil_nodes,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -42,11 +49,6 @@ class Queue:
 def node() -> Iterator[AnvilNodes]:
     """A node of its own: these tests mine and reorg it."""
     yield from start_anvil_nodes((("w", CHAIN_A),))
-
-
-def _rpc(url: str, method: str, params: list[Any]) -> Any:
-    answer = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-    return answer.json()["result"]
 
 
 async def _connect(url: str) -> UpstreamSocket:
@@ -94,9 +96,9 @@ async def test_heads_in_order_logs_of_each_block_and_a_reorg_sent_back_removed(
     await asyncio.sleep(0.3)  # subscribed upstream (the unreachable node passed over)
     assert feed.route is not None
     assert feed.route.node_id == 2
-    _rpc(url, "anvil_mine", ["0x2"])
-    account = _rpc(url, "eth_accounts", [])[0]
-    _rpc(url, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])
+    node_result(url, "anvil_mine", ["0x2"])
+    account = node_result(url, "eth_accounts", [])[0]
+    node_result(url, "eth_sendTransaction", [{"from": account, "data": DEPLOY_LOGGING}])
     await _until(lambda: len(logs.got) == 1)
     numbers = [int(h["number"], 16) for h in heads.got]
     assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))  # in order, no gap
@@ -106,7 +108,7 @@ async def test_heads_in_order_logs_of_each_block_and_a_reorg_sent_back_removed(
     assert emitted["removed"] is False
     assert other.got == []
     orphan = heads.got[-1]["hash"]
-    _rpc(url, "anvil_reorg", [2, []])  # blocks 2 and 3 replaced, the deployment with them
+    node_result(url, "anvil_reorg", [2, []])  # blocks 2 and 3 replaced, the deployment with them
     await _until(lambda: len(logs.got) == 2)
     assert logs.got[1] == {**emitted, "removed": True}
     await _until(lambda: int(heads.got[-1]["number"], 16) == 3 and heads.got[-1]["hash"] != orphan)
@@ -199,19 +201,21 @@ async def test_a_node_dying_mid_stream_leaves_no_gap_and_no_repeat(
     try:
         await _until(lambda: feed.route is not None and feed.route.node_id == 1)
         await asyncio.sleep(0.3)  # subscribed
-        _rpc(url, "anvil_mine", ["0x3"])
+        node_result(url, "anvil_mine", ["0x3"])
         await _until(lambda: len(heads.got) == 3)
         upstream.cut(first)
-        _rpc(url, "anvil_mine", ["0x4"])  # mined while no node is followed
+        node_result(url, "anvil_mine", ["0x4"])  # mined while no node is followed
         await _until(lambda: feed.route is not None and feed.route.node_id == 2)
         await asyncio.sleep(0.3)
-        _rpc(url, "anvil_mine", ["0x2"])  # the second node's first header is 9: 4 to 8 missed
+        node_result(
+            url, "anvil_mine", ["0x2"]
+        )  # the second node's first header is 9: 4 to 8 missed
         await _until(lambda: len(heads.got) >= 9)
         numbers = [int(h["number"], 16) for h in heads.got]
         assert numbers == list(range(1, 10))
         hashes = [h["hash"] for h in heads.got]
         assert hashes == [
-            _rpc(url, "eth_getBlockByNumber", [hex(n), False])["hash"] for n in numbers
+            node_result(url, "eth_getBlockByNumber", [hex(n), False])["hash"] for n in numbers
         ]
     finally:
         upstream.down.discard(first)
@@ -227,6 +231,8 @@ async def test_pending_transactions_are_subscribed_to_once_someone_wants_them(
     feed.fanout.add(Subscription("0x9", SubscriptionKind.NEW_PENDING_TRANSACTIONS, pending))
     feed.wake()
     await asyncio.sleep(0.5)  # the feed subscribes upstream
-    account = _rpc(url, "eth_accounts", [])[0]
-    sent = _rpc(url, "eth_sendTransaction", [{"from": account, "to": account, "value": "0x1"}])
+    account = node_result(url, "eth_accounts", [])[0]
+    sent = node_result(
+        url, "eth_sendTransaction", [{"from": account, "to": account, "value": "0x1"}]
+    )
     await _until(lambda: pending.got == [sent])

@@ -27,7 +27,14 @@ from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.anvil import CHAIN_A, DEPLOY_LOGGING, LOG_TOPIC, AnvilNodes, start_anvil_nodes
+from tests.anvil import (
+    CHAIN_A,
+    DEPLOY_LOGGING,
+    LOG_TOPIC,
+    AnvilNodes,
+    node_result,
+    start_anvil_nodes,
+)
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.test_server import Served, launch_router
 
@@ -85,8 +92,7 @@ def served(
 
 
 def _rpc(node: AnvilNodes, method: str, params: list[Any]) -> Any:
-    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    return httpx.post(node.urls["ws"], json=body).json()["result"]
+    return node_result(node.urls["ws"], method, params)
 
 
 def _usage_report(served: Served) -> tuple[dict[str, int], dict[str, int]]:
@@ -121,14 +127,6 @@ def _scrape(served: Served) -> list[Sample]:
 
 def _metric(samples: list[Sample], name: str, **labels: str) -> float:
     return sum(s.value for s in samples if s.name == name and labels.items() <= s.labels.items())
-
-
-def _balance(served: Served) -> int:
-    engine = create_database_engine(served.database_url)
-    with engine.connect() as connection:
-        value: int = connection.execute(select(t.customers.c.balance_nano)).scalar_one()
-    engine.dispose()
-    return value
 
 
 async def _subscribe(ws: Any, params: list[Any], call_id: int) -> str:
@@ -182,7 +180,7 @@ async def test_a_node_killed_mid_stream_leaves_no_gap_no_repeat_and_the_bill_exa
     router, (first, _) = served
     url = router.base.replace("http://", "ws://") + f"/rpc/{CHAIN_A}/{router.key}"
     account = _rpc(node, "eth_accounts", [])[0]
-    before = _balance(router)
+    before = router.balance()
     got = Received()
     async with connect(url) as ws:
         heads = await _subscribe(ws, ["newHeads"], 1)
@@ -209,7 +207,7 @@ async def test_a_node_killed_mid_stream_leaves_no_gap_no_repeat_and_the_bill_exa
     assert log_blocks == [start + 3, start + 4, start + 8]
     assert all(log["removed"] is False for log in got.of(logs))
     await asyncio.sleep(1.5)  # the router flushes usage every half second
-    assert before - _balance(router) == got.billed_nano(heads, logs)
+    assert before - router.balance() == got.billed_nano(heads, logs)
     methods, scenarios = _usage_report(router)  # this module's router: this test runs first
     assert (methods["newHeads"], methods["logs"]) == (8, 3)
     assert scenarios["subscription"] == 11
@@ -229,7 +227,7 @@ async def test_a_reorg_sends_the_orphaned_logs_again_removed(
     router, _ = served
     url = router.base.replace("http://", "ws://") + f"/rpc/{CHAIN_A}/{router.key}"
     account = _rpc(node, "eth_accounts", [])[0]
-    before = _balance(router)
+    before = router.balance()
     got = Received()
     _rpc(node, "anvil_mine", ["0x3"])  # history below what the reorg replaces
     async with connect(url) as ws:
@@ -258,7 +256,7 @@ async def test_a_reorg_sends_the_orphaned_logs_again_removed(
     tip = branch[-1]
     assert tip["hash"] == _rpc(node, "eth_getBlockByNumber", [tip["number"], False])["hash"]
     await asyncio.sleep(1.5)
-    assert before - _balance(router) == got.billed_nano(heads, logs)
+    assert before - router.balance() == got.billed_nano(heads, logs)
 
 
 async def test_a_websocket_outlives_the_request_head_deadline(
