@@ -29,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from chainrouter.domain.requirements import HASH, HEX_QUANTITY
+
 
 class Pin(Enum):
     CONSTANT = "constant"
@@ -100,8 +102,6 @@ COALESCED = frozenset(
     }
 )
 
-_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
-_QUANTITY = re.compile(r"0x[0-9a-fA-F]{1,16}")
 _HEX = re.compile(r"0x[0-9a-fA-F]*")
 
 
@@ -125,7 +125,7 @@ def pinned(method: str, params: Any) -> Pinned | None:
     if not isinstance(params, list):
         return None
     if rule.pin is Pin.TX:
-        if params and isinstance(params[0], str) and _HASH.fullmatch(params[0]):
+        if params and isinstance(params[0], str) and HASH.fullmatch(params[0]):
             return Pinned(rule)
         return None
     if rule.pin is Pin.LOGS:
@@ -147,9 +147,9 @@ def _block_pin(rule: Rule, value: Any) -> Pinned | None:
             return None
     if not isinstance(value, str):
         return None
-    if _HASH.fullmatch(value):
+    if HASH.fullmatch(value):
         return Pinned(rule, by_hash=True)
-    if _QUANTITY.fullmatch(value):
+    if HEX_QUANTITY.fullmatch(value):
         return Pinned(rule, block=int(value, 16))
     return None  # a tag
 
@@ -162,13 +162,13 @@ def _logs_pin(rule: Rule, params: list[Any]) -> Pinned | None:
         block_hash = query["blockHash"]
         if "fromBlock" in query or "toBlock" in query:
             return None
-        if isinstance(block_hash, str) and _HASH.fullmatch(block_hash):
+        if isinstance(block_hash, str) and HASH.fullmatch(block_hash):
             return Pinned(rule, by_hash=True)
         return None
     start, end = query.get("fromBlock"), query.get("toBlock")
     if not (isinstance(start, str) and isinstance(end, str)):
         return None  # an omitted end is the latest block
-    if not (_QUANTITY.fullmatch(start) and _QUANTITY.fullmatch(end)):
+    if not (HEX_QUANTITY.fullmatch(start) and HEX_QUANTITY.fullmatch(end)):
         return None
     return Pinned(rule, block=max(int(start, 16), int(end, 16)))
 
@@ -215,7 +215,7 @@ def _block_of(result: Any) -> int | None:
         number = item.get("blockNumber") if isinstance(item, dict) else None
         if isinstance(number, int) and not isinstance(number, bool) and number >= 0:
             numbers.append(number)
-        elif isinstance(number, str) and _QUANTITY.fullmatch(number):
+        elif isinstance(number, str) and HEX_QUANTITY.fullmatch(number):
             numbers.append(int(number, 16))
         else:
             return None

@@ -143,8 +143,8 @@ def work_of(method: str) -> Work:
 
 HEAD_TAGS = frozenset({"latest", "pending"})
 LAGGING_TAGS = frozenset({"safe", "finalized"})  # some way behind the head: where, nodes know
-_HEX_QUANTITY = re.compile(r"0x[0-9a-fA-F]{1,16}")
-_HASH = re.compile(r"0x[0-9a-fA-F]{64}")
+HEX_QUANTITY = re.compile(r"0x[0-9a-fA-F]{1,16}")  # a block number, at most 64 bits
+HASH = re.compile(r"0x[0-9a-fA-F]{64}")  # a block or transaction hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,7 +271,7 @@ def _eip1898(value: dict[str, Any]) -> int | None:
         return _quantity(number, "blockNumber")
     if "blockHash" in value:
         block_hash = value["blockHash"]
-        if not isinstance(block_hash, str) or not _HASH.fullmatch(block_hash):
+        if not isinstance(block_hash, str) or not HASH.fullmatch(block_hash):
             raise BadParamsError("blockHash must be a 32-byte hex string")
         canonical = value.get("requireCanonical", False)
         if not isinstance(canonical, bool):
@@ -281,7 +281,7 @@ def _eip1898(value: dict[str, Any]) -> int | None:
 
 
 def _quantity(value: Any, what: str) -> int:
-    if not isinstance(value, str) or not _HEX_QUANTITY.fullmatch(value):
+    if not isinstance(value, str) or not HEX_QUANTITY.fullmatch(value):
         shown = str(value)[:40]
         raise BadParamsError(f"{what} must be a hex quantity of at most 64 bits, got {shown!r}")
     return int(value, 16)
@@ -297,7 +297,7 @@ def _logs_needs(params: list[Any], head: int | None, what: str = "eth_getLogs") 
         if "fromBlock" in query or "toBlock" in query:
             raise BadParamsError(f"{what} takes blockHash or fromBlock/toBlock, not both")
         block_hash = query["blockHash"]
-        if not isinstance(block_hash, str) or not _HASH.fullmatch(block_hash):
+        if not isinstance(block_hash, str) or not HASH.fullmatch(block_hash):
             raise BadParamsError("blockHash must be a 32-byte hex string")
         return NOTHING
     to_block = query.get("toBlock", "latest")
