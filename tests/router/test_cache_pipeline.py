@@ -121,6 +121,21 @@ def test_a_failure_reaches_every_call_that_joined_and_is_billed_to_none() -> Non
     assert world.metered() == {"all_failed": (2, 0)}
 
 
+def test_a_flight_ends_with_its_call_and_a_later_identical_call_is_asked_again() -> None:
+    """What a flight shared is nobody's once it has landed: a failure is not served again,
+    and no flight is left behind (the map of calls in flight would grow with every key)."""
+    world = _world([failing(FailureKind.TRANSPORT), answering("0x65")], coalesce=True)
+    failed = json.loads(world.call([rpc("eth_blockNumber", [], n) for n in (1, 2)]).body)
+    assert [a["error"]["code"] for a in failed] == [-32009, -32009]
+    world.clock.now += 60  # past the node's cooldown
+    later = world.call(rpc("eth_blockNumber", [], 3))
+    assert json.loads(later.body)["result"] == "0x65"
+    assert world.urls_called() == [A, A]
+    flights = world.service.deps.flights
+    assert flights is not None
+    assert len(flights) == 0
+
+
 def test_different_calls_of_a_batch_are_not_coalesced() -> None:
     world = _world(answering("0x1"), coalesce=True)
     world.call([rpc(BLOCK, [hex(n), False], n) for n in (95, 96)])

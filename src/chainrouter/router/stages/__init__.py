@@ -182,5 +182,6 @@ def free_closing(deps: StageDeps) -> list[CallStage]:
 def _landing(deps: StageDeps) -> list[CallStage]:
     if not deps.caching:
         return []
-    flights = deps.flights or Flights()  # never joined when there is no coalescing
+    # Not `deps.flights or ...`: Flights has a length, and an empty one is falsy.
+    flights = deps.flights if deps.flights is not None else Flights()  # never joined: no coalescing
     return [Land(flights, deps.cache, deps.finality, deps.health.node_head)]
