@@ -231,16 +231,24 @@ def cache_key(
     request id, never the API key: one cache serves everyone. None for parameters with a
     fractional number or an integer beyond 64 bits: parsed, two of them may look alike though
     they were sent differently, so such a call is neither cached nor coalesced."""
+    if params == []:  # the head reads' usual spelling (eth_blockNumber, ...): digested once
+        return f"{chain_id}:{generation}.{epoch}:{method}:{_NO_PARAMS}"
     try:
         canonical = orjson.dumps(_canonical(params), option=orjson.OPT_SORT_KEYS)
     except _NotExactError:
         return None
-    digest = hashlib.blake2b(canonical, digest_size=20).hexdigest()
-    return f"{chain_id}:{generation}.{epoch}:{method}:{digest}"
+    return f"{chain_id}:{generation}.{epoch}:{method}:{_digest(canonical)}"
+
+
+def _digest(canonical: bytes) -> str:
+    return hashlib.blake2b(canonical, digest_size=20).hexdigest()
 
 
 class _NotExactError(ValueError):
     pass
+
+
+_NO_PARAMS = _digest(b"[]")
 
 
 _INT64 = range(-(2**63), 2**64)

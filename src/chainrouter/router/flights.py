@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from chainrouter.domain.enums import Scenario
 
@@ -30,13 +30,37 @@ class Landed:
     retry_after_s: float | None = None  # refused for limits: when a retry could succeed
 
 
-@dataclass(slots=True)
 class Flight:
-    seen: int | None  # the newest block the leader's key had seen (None: none, or free tier)
-    outcome: concurrent.futures.Future[Landed | None] = field(
-        default_factory=concurrent.futures.Future
-    )
-    followers: int = 0
+    """One call in flight and the calls that joined it. Its future is made only once a call
+    joins: most calls are joined by none, and a future (a lock, a condition) costs microseconds."""
+
+    __slots__ = ("_landed", "_outcome", "followers", "seen")
+
+    def __init__(self, seen: int | None) -> None:
+        self.seen = seen  # the newest block the leader's key had seen (None: none, or free tier)
+        self.followers = 0
+        self._outcome: concurrent.futures.Future[Landed | None] | None = None
+        self._landed: tuple[Landed | None] | None = None  # set once the leader's call ended
+
+    @property
+    def outcome(self) -> concurrent.futures.Future[Landed | None]:
+        """What the calls that joined wait for: the leader's outcome once it lands."""
+        if self._outcome is None:
+            future: concurrent.futures.Future[Landed | None] = concurrent.futures.Future()
+            # Running: a follower cancelled while it waits (asyncio passes a cancellation on to
+            # the future it wraps) cannot cancel the outcome the others wait for.
+            future.set_running_or_notify_cancel()
+            if self._landed is not None:
+                future.set_result(self._landed[0])
+            self._outcome = future
+        return self._outcome
+
+    def settle(self, outcome: Landed | None) -> None:
+        if self._landed is not None:
+            return  # landing twice is harmless
+        self._landed = (outcome,)
+        if self._outcome is not None:
+            self._outcome.set_result(outcome)
 
 
 class Flights:
@@ -55,9 +79,6 @@ class Flights:
             flight.followers += 1
             return flight, False
         flight = Flight(seen)
-        # Running: a follower cancelled while it waits (asyncio passes a cancellation on to the
-        # future it wraps) cannot cancel the outcome the others wait for.
-        flight.outcome.set_running_or_notify_cancel()
         if key not in self._flights:
             self._flights[key] = flight
         return flight, True
@@ -66,8 +87,7 @@ class Flights:
         """The leader's call ended with `outcome` (None: cut short, or nothing to share)."""
         if self._flights.get(key) is flight:
             del self._flights[key]
-        if not flight.outcome.done():
-            flight.outcome.set_result(outcome)
+        flight.settle(outcome)
 
     def count(self, chain_id: int, method: str) -> None:
         stat = (chain_id, method)
