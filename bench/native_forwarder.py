@@ -25,6 +25,7 @@ _ECHO = os.environ.get("BENCH_CLIENT", "native") == "echo"
 _HEADERS = [("content-type", "application/json")]
 _ECHO_ANSWER = b'{"jsonrpc":"2.0","id":1,"result":"0x10d4f"}'
 _MAX_BYTES = 1 << 20
+_MAX_CONNECTIONS = 10_000
 
 
 async def forward(request: HttpRequest) -> HttpAnswer:
@@ -44,7 +45,8 @@ def main() -> None:
     driver = new_driver(
         native, MemoryLimiter(), loop, max_response_bytes=_MAX_BYTES, connect_timeout_s=5.0
     )
-    server = native.NativeServer(forward, driver, _MAX_BYTES, 30.0, 30.0)
+    # Head and body deadlines and the connection bound as the router's defaults have them.
+    server = native.NativeServer(forward, driver, _MAX_BYTES, 30.0, 30.0, _MAX_CONNECTIONS)
     listener = socket.create_server(("127.0.0.1", int(sys.argv[1])), backlog=2048)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
