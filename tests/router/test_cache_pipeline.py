@@ -37,12 +37,12 @@ def _header(reply: Any) -> str | None:
     return dict(reply.headers).get("x-cache")
 
 
-def test_the_cache_stages_sit_before_routing_and_coalescing_just_before_the_attempt() -> None:
+def test_the_cache_stages_sit_before_routing_and_coalescing_before_the_credit_hold() -> None:
     service = _world(answering("0x1"), coalesce=True).service
     names = [type(stage).__name__ for stage in service.keyed.call_stages]
     assert names.index("FromCache") == names.index("CallNeeds") + 1
     assert names.index("FromCache") < names.index("PlanRoutes")
-    assert names[-2:] == ["Coalesce", "Attempt"]
+    assert names[-3:] == ["Coalesce", "CreditHold", "Attempt"]
     assert type(service.keyed.closing_stages[0]).__name__ == "Land"
     assert type(service.public.closing_stages[0]).__name__ == "Land"
 
@@ -185,10 +185,19 @@ def test_calls_that_joined_an_answer_that_cannot_be_shared_are_attempted_on_thei
     assert world.urls_called() == [A, A]
 
 
-def test_a_joined_call_pays_the_cache_price_from_what_it_holds_for_its_route() -> None:
-    """It held its route's price before joining: the cache price comes out of that hold, not on
-    top of it (a customer who could pay the route is never refused the cheaper answer)."""
-    world = _world([answering("0x64")], coalesce=True, balance_nano=2 * NODE_PRICE + 3)
+def test_a_joined_call_holds_nothing_for_a_route_and_pays_only_the_cache_price() -> None:
+    """A customer who can pay one route and the cache price gets both identical calls
+    answered: the one that joins never needed the route's price."""
+    world = _world([answering("0x64")], coalesce=True, balance_nano=NODE_PRICE + CACHE_PRICE)
     answers = json.loads(world.call([rpc("eth_blockNumber", [], n) for n in (1, 2)]).body)
     assert [a.get("result") for a in answers] == ["0x64", "0x64"]
-    assert world.balance() == 2 * NODE_PRICE + 3 - NODE_PRICE - CACHE_PRICE
+    assert world.balance() == 0
+    assert world.metered() == {"first_choice": (1, NODE_PRICE), "cache": (1, CACHE_PRICE)}
+
+
+def test_a_joined_call_that_cannot_pay_the_cache_price_is_refused_alone() -> None:
+    world = _world([answering("0x64")], coalesce=True, balance_nano=NODE_PRICE + CACHE_PRICE - 1)
+    answers = json.loads(world.call([rpc("eth_blockNumber", [], n) for n in (1, 2)]).body)
+    assert answers[0]["result"] == "0x64"
+    assert answers[1]["error"]["code"] == -32601
+    assert world.balance() == CACHE_PRICE - 1

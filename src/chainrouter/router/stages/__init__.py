@@ -148,8 +148,11 @@ def calls(deps: StageDeps) -> list[CallStage]:
         PlanRoutes(deps.health),
         CapableRoutes(deps.capabilities, limits.logs_split_max_parts),
         NotBehindSeen(deps.seen_heads, deps.health),
-        CreditHold(deps.credits),
+        # Before the hold: a call that joins holds nothing for a route it will not take, only
+        # the cache price when its answer comes (a leader refused credits lands at once, with
+        # no one joined: nothing awaits between the two).
         *coalesced,
+        CreditHold(deps.credits),
         Attempt(
             deps.cooldowns,
             deps.health,

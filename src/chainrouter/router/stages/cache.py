@@ -3,8 +3,8 @@ coalescing"; docs/cache.md).
 
 - `FromCache`, before routing: a call whose answer is kept (`domain/cacheable.py`) is answered
   from the cache: no node, the cache price, scenario `cache`.
-- `Coalesce`, just before the attempt: an identical read-only call already in flight is joined
-  instead of sending another; the first one leads.
+- `Coalesce`, just before the credit hold and the attempt: an identical read-only call already
+  in flight is joined instead of sending another; the first one leads.
 - `Land`, closing: the leader's outcome goes to the calls that joined it, and an answer that can
   no longer change is kept.
 """
@@ -103,7 +103,7 @@ def end_from_cache(
     request = call.request
     price = prices.price_nano(request.chain_id, call.call.method)
     access = request.access
-    more = price - call.held_nano  # a joined call already holds its route's price
+    more = price - call.held_nano  # what the call holds already counts towards the price
     if access is not None and more > 0:
         if not credits.hold(access.customer_id, more, check=not access.bypass_credit_check):
             failure = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
@@ -148,7 +148,6 @@ class Coalesce:
         if landed is None:
             return  # the leader was cut short: this call is attempted on its own
         self._flights.count(call.request.chain_id, call.call.method)
-        # The route price held goes back at settling: a joined call costs the cache price.
         if landed.scenario in SERVED:
             end_from_cache(call, landed.member, self._prices, self._credits)
         else:
