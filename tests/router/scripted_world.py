@@ -3,6 +3,7 @@ socket, no event loop. For tests of the pipeline's rules, told as stories of wha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +16,7 @@ from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.router.capabilities import CapabilityBook
+from chainrouter.router.contract import Gather
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.finality import Finality
 from chainrouter.router.flights import Flights
@@ -60,6 +62,29 @@ class ScriptedWorld:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
         program = self.service.handle_keyed(str(CHAIN), key or self.key, body)
         return self.executor.run(program)
+
+    def another_key(self, key_id: int, customer_id: int = CUSTOMER) -> str:
+        """A second API key (of this customer, or another with as much credit), installed."""
+        key = generate_secret(SecretKind.API_KEY)
+        access = KeyAccess(key_id, customer_id, ("*",), RoutingStrategy.ECONOMY, False)
+        snapshot = self.service.snapshot
+        keys = {**snapshot.keys_by_hash, hash_secret(key): access}
+        self.service.install(dataclasses.replace(snapshot, keys_by_hash=keys))
+        balances = dict(snapshot.balances_nano)
+        balances.setdefault(customer_id, 10**9)
+        self.deps.credits.replace_stored(balances)
+        return key
+
+    def together(self, *calls: tuple[str, bytes]) -> list[Reply]:
+        """Requests (key, body) served at once, as concurrent clients' would be."""
+
+        async def program() -> list[Reply]:
+            replies: list[Reply] = await Gather(
+                [self.service.handle_keyed(str(CHAIN), key, body) for key, body in calls]
+            )
+            return replies
+
+        return self.executor.run(program())
 
     def public(self, payload: Any, ip: str = "198.51.100.1") -> Reply:
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()

@@ -9,9 +9,9 @@ import sys
 from typing import Any
 
 from chainrouter.domain.enums import Scenario
-from chainrouter.router.contract import FailureKind
+from chainrouter.router.contract import FailureKind, Forward
 from chainrouter.testing.scripted import answering, failing, raw
-from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
+from tests.router.scripted_world import CHAIN, ScriptedWorld, rpc, scripted_world
 
 A, B = "http://a.node", "http://b.node"
 BLOCK = "eth_getBlockByNumber"
@@ -201,3 +201,53 @@ def test_a_joined_call_that_cannot_pay_the_cache_price_is_refused_alone() -> Non
     assert answers[0]["result"] == "0x64"
     assert answers[1]["error"]["code"] == -32601
     assert world.balance() == CACHE_PRICE - 1
+
+
+def test_a_joined_head_read_never_gets_an_older_head_than_its_own_key_saw() -> None:
+    """The leader's key saw a block no node has reached, so its call goes to the first node as
+    routed (125); the follower's key saw 128: that answer is older than what it saw, and the
+    follower asks on its own, of the node past 128."""
+    world = scripted_world(
+        [(A, NODE_PRICE, answering("0x7d")), (B, 2 * NODE_PRICE, answering("0x82"))],
+        methods=("eth_blockNumber",),
+        heads={A: 125, B: 130},
+        coalesce=True,
+    )
+    follower_key = world.another_key(2)
+    world.deps.seen_heads.saw(1, CHAIN, 140, None)
+    world.deps.seen_heads.saw(2, CHAIN, 128, None)
+    body = json.dumps(rpc("eth_blockNumber", [], 1)).encode()
+    leader, follower = world.together((world.key, body), (follower_key, body))
+    assert json.loads(leader.body)["result"] == "0x7d"
+    assert json.loads(follower.body)["result"] == "0x82"
+    assert world.urls_called() == [A, B]
+
+
+def _refuses_a_member_twice(command: Forward) -> bytes:
+    """A node that reads JSON strictly, as anvil and reth do: a member twice is an invalid
+    request."""
+
+    def strict(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({name for name, _ in pairs}) != len(pairs):
+            raise ValueError("a member twice")
+        return dict(pairs)
+
+    try:
+        request = json.loads(command.body, object_pairs_hook=strict)
+    except ValueError:
+        refusal = {"code": -32600, "message": "Invalid request"}
+        return json.dumps({"jsonrpc": "2.0", "id": None, "error": refusal}).encode()
+    return json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": "0x64"}).encode()
+
+
+def test_a_call_that_is_kept_or_shared_goes_to_the_node_as_it_was_keyed() -> None:
+    """A member twice is read here with the last one: sent as written, a strict node would
+    refuse it and every identical call that joined would get that refusal; a lenient node
+    reading the first one would have its answer kept for the other call."""
+    world = _world(_refuses_a_member_twice, coalesce=True)
+    other = world.another_key(2, customer_id=2)
+    crafted = b'{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":{},"params":[]}'
+    honest = json.dumps(rpc("eth_blockNumber", [], 7)).encode()
+    replies = world.together((other, crafted), (world.key, honest))
+    assert [json.loads(reply.body).get("result") for reply in replies] == ["0x64", "0x64"]
+    assert world.urls_called() == [A]

@@ -81,11 +81,33 @@ def test_finality_is_the_median_of_the_nodes_tags_else_a_depth_behind_the_head()
     finality.report(1, node_id=8, finalized=990)  # ahead of the others, or lying
     finality.report(1, node_id=9, finalized=901)
     assert finality.finalized(1) == 901
-    finality.report(1, node_id=9, finalized=None)  # stopped answering the tag
+    finality.report(1, node_id=9, finalized=None)  # a failed check: its last answer stands
+    assert finality.finalized(1) == 901
     finality.forget(1, 8)
     assert finality.finalized(1) == 900
     finality.forget(1, 7)
-    assert finality.finalized(1) == 936
+    finality.forget(1, 9)
+    assert finality.finalized(1) == 936  # no node answers the tag: the depth
+
+
+def test_nodes_coming_going_or_failing_a_check_are_not_a_regress() -> None:
+    """Only a node answering a lower finalized block than it did before can take a chain's
+    finality back; churn moves the median without dropping what was kept (in Redis too)."""
+    dropped: list[int] = []
+    finality = Finality({1: 2000}.get, depth=64, on_regress=dropped.append)
+    finality.report(1, 1, 1000)
+    finality.report(1, 2, 1000)
+    finality.report(1, 2, 1032)
+    finality.report(1, 1, None)  # one check failed
+    finality.report(1, 1, 1000)
+    finality.report(1, 3, 500)  # a lagging node joins
+    finality.forget(1, 2)  # the node ahead leaves
+    single = Finality({2: 2000}.get, depth=64, on_regress=dropped.append)
+    single.report(2, 1, 1036)
+    single.report(2, 1, None)  # a chain's one node fails a check: not head - depth
+    assert single.finalized(2) == 1036
+    assert (dropped, finality.epoch(1), single.epoch(2)) == ([], 0, 0)
+    assert finality.finalized(1) == 500  # what is kept from now on follows the median
 
 
 def test_finality_going_backwards_has_the_chains_answers_dropped_and_its_keys_changed() -> None:

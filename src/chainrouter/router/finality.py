@@ -5,8 +5,15 @@ Health checks ask each node for its `finalized` block (router/health.py) and rep
 chain's finalized block is the lowest half's highest report (the median, rounded down), so one
 node that runs ahead, or lies, cannot make the cache keep what is not final yet. Where no node of
 a chain answers the tag, the chain's block `head - depth` is taken as final (`depth` per chain,
-a setting). When a chain's finalized block goes backwards (a chain that broke its own finality,
-or a development chain rewound), `on_regress` is told, and the cache drops what it holds of it.
+a setting).
+
+When a chain's finality goes backwards (a chain that broke its own finality, or a development
+chain rewound), `on_regress` is told, and the cache drops what it holds of it, in Redis too. With
+the tag, that is a node answering a lower finalized block than it answered before, taking the
+median below where it was. Nodes coming and going move the median as well, and are not a
+regress: what was final stays final. A node whose check fails keeps its last answer (no news is
+not a lower block; an older answer only makes the cache keep less). With the depth, any step
+back of `head - depth` counts, as nothing tells a rewound chain from a head that moved.
 """
 
 from __future__ import annotations
@@ -34,23 +41,27 @@ class Finality:
         self._epochs: dict[int, int] = {}  # chain -> times its finality went backwards
 
     def report(self, chain_id: int, node_id: int, finalized: int | None) -> None:
-        """A node's `finalized` block (None: it does not answer the tag)."""
+        """A node's `finalized` block (None: it did not answer the tag, this time or ever)."""
         reports = self._reports.setdefault(chain_id, {})
-        if finalized is None:
-            reports.pop(node_id, None)
-        else:
+        before = reports.get(node_id)
+        if finalized is not None:
             reports[node_id] = finalized
-        if reports:
-            self._by_tag[chain_id] = statistics.median_low(reports.values())
-        else:
-            self._by_tag.pop(chain_id, None)
-        self._note(chain_id)
+        self._aggregate(chain_id, reports)
+        went_back = before is not None and finalized is not None and finalized < before
+        self._note(chain_id, went_back=went_back)
 
     def forget(self, chain_id: int, node_id: int) -> None:
         """A node that left the chain (removed, or moved to another)."""
         reports = self._reports.get(chain_id)
         if reports is not None and reports.pop(node_id, None) is not None:
-            self.report(chain_id, node_id, None)
+            self._aggregate(chain_id, reports)
+            self._note(chain_id, went_back=False)
+
+    def _aggregate(self, chain_id: int, reports: dict[int, int]) -> None:
+        if reports:
+            self._by_tag[chain_id] = statistics.median_low(reports.values())
+        else:
+            self._by_tag.pop(chain_id, None)
 
     def epoch(self, chain_id: int) -> int:
         """How often the chain's finality went backwards: part of its cache keys, so that what
@@ -68,12 +79,13 @@ class Finality:
         final = head - self._depths.get(chain_id, self._depth)
         return final if final >= 0 else None
 
-    def _note(self, chain_id: int) -> None:
+    def _note(self, chain_id: int, *, went_back: bool) -> None:
         now = self.finalized(chain_id)
         if now is None:
             return
         highest = self._highest.get(chain_id)
-        if highest is not None and now < highest:
+        by_depth = chain_id not in self._by_tag
+        if highest is not None and now < highest and (went_back or by_depth):
             self._epochs[chain_id] = self._epochs.get(chain_id, 0) + 1
             if self._on_regress is not None:
                 self._on_regress(chain_id)

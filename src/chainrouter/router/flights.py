@@ -8,7 +8,9 @@ leader ended with (a failure reaches every waiter and is kept nowhere). A leader
 client gone) lands nothing: the calls that joined it are attempted on their own.
 
 A call that reads the head joins only a leader that has seen at least as new a block as it has
-(router/seen_heads.py): a key never gets an older head through another's call.
+(router/seen_heads.py), and takes its answer only if that answer is known to be at or past the
+block its own key saw (the leader's node may have lagged: routing past lagging nodes is best
+effort); else it is attempted on its own. A key never gets an older head through another's call.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class Landed:
     status: int
     member: bytes  # `"result":...` or `"error":...`, the JSON after the answer's id
     retry_after_s: float | None = None  # refused for limits: when a retry could succeed
+    head: int | None = None  # the newest block the answer is known to reflect (None: unknown)
 
 
 class Flight:

@@ -19,6 +19,7 @@ import orjson
 
 from chainrouter.domain.cacheable import COALESCED, CachePrices, cache_key, keepable, pinned
 from chainrouter.domain.enums import Scenario
+from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.router.context import CallContext
@@ -28,6 +29,7 @@ from chainrouter.router.flights import Flights, Landed
 from chainrouter.router.metering import CreditView
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
+from chainrouter.router.stages.consistent_head import HEAD_METHOD, head_in
 
 SERVED = frozenset({Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED, Scenario.SPLIT})
 
@@ -59,8 +61,15 @@ class FromCache:
         generation = request.snapshot.cache_generations.get(chain_id, 0)
         epoch = 0 if self._finality is None else self._finality.epoch(chain_id)
         key = call.cache_key = cache_key(chain_id, generation, method, rpc.params, epoch)
+        if key is None:
+            return None
+        if call.body is request.body:
+            # A single call goes to its node as sent; one whose answer is kept or shared goes as
+            # it was keyed, so that the answer is to the call the key names (JSON with a member
+            # twice is read here with the last, by some nodes with the first or not at all).
+            call.body = encode_call(rpc)
         cache = self._cache
-        if cache is None or key is None:
+        if cache is None:
             return None
         pin = call.cache_pin = pinned(method, rpc.params)
         if pin is None:
@@ -141,14 +150,17 @@ class Coalesce:
         if leads:
             call.flight = flight
             return None
-        return self._follow(call, flight.outcome)
+        return self._follow(call, flight.outcome, seen)
 
-    async def _follow(self, call: CallContext, outcome: Any) -> None:
+    async def _follow(self, call: CallContext, outcome: Any, seen: int | None) -> None:
         landed: Landed | None = await Join(outcome)
         if landed is None:
             return  # the leader was cut short: this call is attempted on its own
+        served = landed.scenario in SERVED
+        if served and seen is not None and (landed.head is None or landed.head < seen):
+            return  # the answer may be older than what this key saw: asked on its own
         self._flights.count(call.request.chain_id, call.call.method)
-        if landed.scenario in SERVED:
+        if served:
             end_from_cache(call, landed.member, self._prices, self._credits)
         else:
             call.retry_after_s = landed.retry_after_s
@@ -188,12 +200,22 @@ class Land:
                 return  # not one JSON-RPC answer read exactly: neither kept nor shared
             parsed, member = exact
             if shares and scenario is not None:
-                landed = Landed(scenario, call.status, member, call.retry_after_s)
+                landed = Landed(scenario, call.status, member, call.retry_after_s, self._head(call))
             if keeps and "result" in parsed:
                 self._keep(call, key, parsed["result"], member)
         finally:
             if flight is not None:
                 self._flights.land(key, flight, landed)
+
+    def _head(self, call: CallContext) -> int | None:
+        """The newest block the call's answer is known to reflect: the one it names, for the
+        head's own method; else its node's head as last checked."""
+        served_by = call.served_by
+        if served_by is None:
+            return None
+        if call.call.method == HEAD_METHOD:
+            return head_in(call.answer)
+        return self._node_head(served_by.node.node_id)
 
     def _keeps(self, call: CallContext) -> bool:
         """Whether the call's answer is one the cache may keep, if final."""
