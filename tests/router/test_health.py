@@ -15,6 +15,7 @@ from chainrouter.domain.routing import NodeInfo
 from chainrouter.router.contract import Wait
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.executors import Executor
+from chainrouter.router.finality import Finality
 from chainrouter.router.health import HealthMonitor, parse_quantity
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from chainrouter.testing.scripted import ScriptedExecutor, answering
@@ -167,6 +168,23 @@ def test_the_chain_id_is_asked_first_then_after_a_failure_a_new_url_or_20_checks
         "eth_blockNumber",
         "eth_blockNumber",
     ]
+
+
+def test_a_node_found_serving_another_chain_has_its_chains_cached_answers_dropped() -> None:
+    """Its answers may have been kept under the chain it is registered for: that chain's cache
+    is dropped (its finality epoch moves on, so Redis's copies are never read), once."""
+    url = "http://node.test/astray"
+    scripted = ScriptedExecutor({url: answering(hex(CHAIN_A))})
+    monitor = _monitor()
+    dropped: list[int] = []
+    monitor.finality = Finality(monitor.chain_head, depth=64, on_regress=dropped.append)
+    astray = _node(url, CHAIN_B)
+    monitor.finality.report(CHAIN_B, astray.node_id, 900)
+    for _ in range(3):
+        scripted.run(monitor.check(astray))
+    assert dropped == [CHAIN_B]
+    assert monitor.finality.epoch(CHAIN_B) == 1
+    assert monitor.finality.finalized(CHAIN_B) is None  # its finalized block is forgotten
 
 
 async def _wait(seconds: float) -> None:

@@ -63,6 +63,16 @@ class Finality:
         else:
             self._by_tag.pop(chain_id, None)
 
+    def distrust(self, chain_id: int, node_id: int) -> None:
+        """The node was found serving another chain: what its answers had kept under this
+        chain's keys is dropped, as for a regress, and its report with them; the chain's
+        finality is judged afresh from here."""
+        reports = self._reports.get(chain_id, {})
+        reports.pop(node_id, None)
+        self._aggregate(chain_id, reports)
+        self._highest.pop(chain_id, None)
+        self._bump(chain_id)
+
     def epoch(self, chain_id: int) -> int:
         """How often the chain's finality went backwards: part of its cache keys, so that what
         was kept before (in Redis too) is never read again."""
@@ -86,7 +96,10 @@ class Finality:
         highest = self._highest.get(chain_id)
         by_depth = chain_id not in self._by_tag
         if highest is not None and now < highest and (went_back or by_depth):
-            self._epochs[chain_id] = self._epochs.get(chain_id, 0) + 1
-            if self._on_regress is not None:
-                self._on_regress(chain_id)
+            self._bump(chain_id)
         self._highest[chain_id] = now
+
+    def _bump(self, chain_id: int) -> None:
+        self._epochs[chain_id] = self._epochs.get(chain_id, 0) + 1
+        if self._on_regress is not None:
+            self._on_regress(chain_id)

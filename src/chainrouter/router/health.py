@@ -219,6 +219,8 @@ class HealthMonitor:
             self.cooldowns.failed(node.node_id)
             self._unreported.add(node.node_id)
             if isinstance(exc, WrongChainError):
+                if not state.wrong_chain and self.finality is not None:
+                    self.finality.distrust(node.chain_id, node.node_id)  # its answers kept
                 state.wrong_chain = True
                 state.head = None  # another chain's head says nothing of this one's
                 self._out_of_sync.add(node.node_id)
