@@ -275,12 +275,14 @@ class Settings(BaseSettings):
         'by chain ID, e.g. {"1": {"hedge_max": 0}}.',
     )
     cache_max_bytes: int = Field(
-        default=64 * 1024 * 1024,
+        # 16 MiB: a worker with the whole registry (about 120 MB) stays under 150 MB when full.
+        default=16 * 1024 * 1024,
         ge=0,
         le=64 * 1024**3,
         description="Bytes the response cache may take in each router process: three quarters a "
         "ring the answers are written into, a quarter its index (least recently used out first, "
-        "near enough). 0: no response cache (docs/cache.md).",
+        "near enough); the process grows by this much as the cache fills. 0: no response cache "
+        "(docs/cache.md).",
     )
     cache_finality_depth: int = Field(
         default=128,
