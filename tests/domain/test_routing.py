@@ -102,6 +102,16 @@ def test_resolved_routes_are_cached_per_chain_and_method() -> None:
     assert table.routes(CHAIN, "eth_call") is table.routes(CHAIN, "eth_call")
 
 
+def test_a_method_no_plan_prices_has_no_routes_and_is_not_kept() -> None:
+    """Callers choose method names: unpriced ones would otherwise grow the table for as long as
+    the snapshot lives."""
+    table = _table()
+    before = len(table._cache)
+    for n in range(1000):
+        assert table.routes(CHAIN, f"{'x' * 5000}{n}") == ()
+    assert len(table._cache) == before
+
+
 @given(
     st.lists(
         st.tuples(st.integers(1, 20), st.integers(0, 10**6), st.booleans()),

@@ -84,6 +84,10 @@ class RouteTable:
     # Each metered plan's standing in its current cycle; a plan not here is unmetered.
     standings: Mapping[int, Standing] = field(default_factory=dict)
     _cache: dict[tuple[int, str], tuple[Route, ...]] = field(default_factory=dict)
+    _priced: frozenset[str] = frozenset()  # every method some plan prices
+
+    def __post_init__(self) -> None:
+        self._priced = frozenset().union(*self.methods_by_plan.values())
 
     @classmethod
     def build(
@@ -130,6 +134,8 @@ class RouteTable:
         key = (chain_id, method)
         found = self._cache.get(key)
         if found is None:
+            if method not in self._priced:
+                return ()  # not kept: callers choose these names, and the table would grow
             found = self._resolve(chain_id, method)
             self._cache[key] = found
         return found
