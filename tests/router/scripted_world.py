@@ -63,10 +63,15 @@ class ScriptedWorld:
         program = self.service.handle_keyed(str(CHAIN), key or self.key, body)
         return self.executor.run(program)
 
-    def another_key(self, key_id: int, customer_id: int = CUSTOMER) -> str:
+    def another_key(
+        self,
+        key_id: int,
+        customer_id: int = CUSTOMER,
+        strategy: RoutingStrategy = RoutingStrategy.ECONOMY,
+    ) -> str:
         """A second API key (of this customer, or another with as much credit), installed."""
         key = generate_secret(SecretKind.API_KEY)
-        access = KeyAccess(key_id, customer_id, ("*",), RoutingStrategy.ECONOMY, False)
+        access = KeyAccess(key_id, customer_id, ("*",), strategy, False)
         snapshot = self.service.snapshot
         keys = {**snapshot.keys_by_hash, hash_secret(key): access}
         self.service.install(dataclasses.replace(snapshot, keys_by_hash=keys))

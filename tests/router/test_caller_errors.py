@@ -18,8 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chainrouter.domain.enums import Scenario
+from chainrouter.domain.enums import RoutingStrategy, Scenario
+from chainrouter.router.contract import FailureKind, Forward
+from chainrouter.router.latency import TailPolicy
 from chainrouter.testing.faulty_upstream import FaultyUpstream
+from chainrouter.testing.scripted import answering, failing, hanging, slow
 from tests.anvil import AnvilNodes, start_anvil_nodes
 from tests.router.conftest import (
     CHAIN_A,
@@ -30,6 +33,8 @@ from tests.router.conftest import (
     rpc,
     world_config,
 )
+from tests.router.scripted_world import rpc as scripted_rpc
+from tests.router.scripted_world import scripted_world
 
 pytestmark = pytest.mark.anyio
 
@@ -175,6 +180,77 @@ async def test_nodes_that_fail_differently_are_all_cooled_down(
     reply = await world.call(rpc("eth_blockNumber"))
     assert reply.status == 424
     assert sorted(_cooling(world)) == sorted(_node_ids(world))
+
+
+# -- heavy calls: their time and size are the caller's ------------------------------------
+
+N1, N2, N3 = "http://n1.node", "http://n2.node", "http://n3.node"
+WIDE_LOGS = scripted_rpc("eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0x1f4"}])
+HEAVY_CALL = scripted_rpc("eth_call", [{"to": "0x" + "11" * 20, "data": "0x"}, "latest"])
+
+
+def _heavy_or_quick(heavy: Any) -> Any:
+    """A node that answers quick look-ups, and `heavy` to anything else."""
+
+    def respond(command: Forward) -> Any:
+        method = json.loads(command.body)["method"]
+        return answering("0x10")(command) if method == "eth_blockNumber" else heavy(command)
+
+    return respond
+
+
+@pytest.mark.parametrize(
+    "heavy", [failing(FailureKind.TOO_LARGE), hanging()], ids=["too large", "too slow"]
+)
+def test_a_call_too_large_or_too_slow_for_every_node_cools_none_down(heavy: Any) -> None:
+    """An unfiltered eth_getLogs over hundreds of blocks is too large (or too slow) for every
+    node: that is the call, not the nodes; another customer is served right after."""
+    node = _heavy_or_quick(heavy)
+    world = scripted_world(
+        [(N1, 100, node), (N2, 100, node), (N3, 100, node)],
+        methods=("eth_getLogs", "eth_blockNumber"),
+    )
+    assert world.call(WIDE_LOGS).status in (424, 504)
+    assert world.cooling() == []
+    other = world.another_key(2, customer_id=2)
+    assert world.call(scripted_rpc("eth_blockNumber"), key=other).status == 200
+
+
+def test_a_node_too_slow_for_a_heavy_call_that_another_serves_is_cooled_down() -> None:
+    world = scripted_world(
+        [(N1, 100, _heavy_or_quick(hanging())), (N2, 200, answering("0x"))],
+        methods=("eth_call", "eth_blockNumber"),
+        tail=TailPolicy(hedge_max=0, timeout_ceiling_s=10),
+    )
+    assert world.call(HEAVY_CALL).status == 200
+    assert world.cooling() == [N1]
+
+
+def test_a_quick_look_up_timing_out_is_the_nodes_failure() -> None:
+    world = scripted_world(
+        [(N1, 100, hanging()), (N2, 200, hanging())],
+        methods=("eth_blockNumber",),
+        tail=TailPolicy(hedge_max=0, timeout_ceiling_s=0.2),  # within a cooldown's 1 s
+    )
+    assert world.call(scripted_rpc("eth_blockNumber")).status == 504
+    assert sorted(world.cooling()) == [N1, N2]
+
+
+def test_one_keys_heavy_calls_do_not_move_the_performance_order_of_others() -> None:
+    """A heavy call's time is the caller's: only quick look-ups (and health checks) set the
+    smoothed latency the performance strategy orders nodes by."""
+    world = scripted_world(
+        [(N1, 100, _heavy_or_quick(slow(3.0, answering("0x")))), (N2, 100, answering("0x10"))],
+        methods=("eth_blockNumber", "eth_call"),
+        tail=TailPolicy(hedge_max=0, timeout_ceiling_s=10),
+    )
+    health = world.deps.health
+    health.observe_latency(world.nodes[0].node_id, 20.0)
+    health.observe_latency(world.nodes[1].node_id, 60.0)
+    other = world.another_key(2, customer_id=2, strategy=RoutingStrategy.PERFORMANCE)
+    world.call(HEAVY_CALL)  # 3 s on n1
+    assert world.call(scripted_rpc("eth_blockNumber"), key=other).status == 200
+    assert world.urls_called()[-1] == N1
 
 
 # -- whatever the caller sends ---------------------------------------------------------------

@@ -187,9 +187,12 @@ class HealthMonitor:
         )
 
     def observe_answer(self, node_id: int, work: Work, seconds: float) -> None:
-        """A node answered a call of this kind in `seconds`: into its smoothed latency (the
-        `performance` strategy's order) and its recent record (hedges and time-outs)."""
-        self.observe_latency(node_id, seconds * 1000)
+        """A node answered a call of this kind in `seconds`: into its recent record for that
+        work (hedges and time-outs) and, for a quick look-up, whose time is the node's, its
+        smoothed latency (the `performance` order). A heavy call's time is the caller's: it must
+        not move other customers' calls off the node."""
+        if work is Work.QUICK:
+            self.observe_latency(node_id, seconds * 1000)
         self.recent.observe(node_id, work, seconds)
 
     # -- checking ----------------------------------------------------------------------------

@@ -53,7 +53,16 @@ class AttemptLimits:
 class _Tally:
     """What happened to the routes of one call that did not answer."""
 
-    __slots__ = ("faults", "free_in", "rate_limited", "rejections", "skipped", "timed_out", "tried")
+    __slots__ = (
+        "faults",
+        "free_in",
+        "rate_limited",
+        "rejections",
+        "skipped",
+        "suspects",
+        "timed_out",
+        "tried",
+    )
 
     def __init__(self) -> None:
         self.free_in: float | None = None  # seconds until the first route held back frees up
@@ -64,6 +73,9 @@ class _Tally:
         self.faults: list[NodeFault] = []  # nodes that said they cannot serve the call
         # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
         self.rejections: list[tuple[int, str]] = []
+        # Nodes that timed out on, or answered too much to, a call whose size is the caller's
+        # (not a quick look-up): cooled down only if another node then serves the call.
+        self.suspects: list[int] = []
 
     def held_back(self, seconds: float) -> None:
         """A route is out for `seconds` (cooling down, at a rate limit): the soonest counts."""
@@ -90,6 +102,9 @@ class _Served:
 
 
 _PEERS = 3  # routes whose latency may stand in for an unknown one
+# Failures that a call beyond a quick look-up may cause on any node: its time or its answer's
+# size is the caller's (a wide eth_getLogs, a heavy eth_call or trace).
+_CALLS_SIZE = (FailureKind.TIMEOUT, FailureKind.TOO_LARGE)
 
 
 class _GaveUp:
@@ -291,7 +306,7 @@ class Attempt:
         noted in `tally` and the next route to try."""
         node_id = route.node.node_id
         if isinstance(answer, Failure):
-            self._failed(node_id, answer, tally)
+            self._failed(node_id, answer, tally, work)
             return None
         verdict, error = judge_answer(answer, call.call.id)
         if verdict is Verdict.NOT_AN_ANSWER or (
@@ -308,8 +323,8 @@ class Attempt:
         if verdict is Verdict.REJECTED:
             tally.rejections.append((node_id, f"JSON-RPC error {error.get('code')!r}"))
             return None
-        if tally.rejections:  # this node read the request; the rejecting ones would not
-            self._cool_down(tally)
+        if tally.rejections or tally.suspects:  # this node did what the failed ones would not
+            self._cool_down(tally, suspects=True)
         if verdict is Verdict.CALLERS_FAULT:
             return _Served(
                 None, Scenario.REJECTED, 200, _under_callers_id(error, call.call.id_json)
@@ -435,23 +450,30 @@ class Attempt:
             data={"fault": last.fault.value},
         )
 
-    def _failed(self, node_id: int, failure: Failure, tally: _Tally) -> None:
-        status = failure.status
-        if failure.kind == FailureKind.TIMEOUT:
+    def _failed(self, node_id: int, failure: Failure, tally: _Tally, work: Work) -> None:
+        status, kind = failure.status, failure.kind
+        if kind == FailureKind.TIMEOUT:
             tally.timed_out += 1
-        elif failure.kind == FailureKind.RATE_LIMITED:
+        if work is not Work.QUICK and kind in _CALLS_SIZE:
+            tally.suspects.append(node_id)  # the caller's doing if it is so on every node
+        elif kind == FailureKind.RATE_LIMITED:
             tally.rate_limited += 1
             tally.held_back(self._cooldowns.failed(node_id))
-            return
-        elif status is not None and 400 <= status < 500:
+        elif kind != FailureKind.TIMEOUT and status is not None and 400 <= status < 500:
             tally.rejections.append((node_id, f"HTTP {status}"))
-            return
-        self._cooldowns.failed(node_id)
+        else:
+            self._cooldowns.failed(node_id)
 
-    def _cool_down(self, tally: _Tally) -> None:
+    def _cool_down(self, tally: _Tally, *, suspects: bool = False) -> None:
+        """Cool down the nodes that rejected the call, and with `suspects` (another node served
+        it) those that were slow or answered too much to it."""
         for node_id, _ in tally.rejections:
             self._cooldowns.failed(node_id)
         tally.rejections.clear()
+        if suspects:
+            for node_id in tally.suspects:
+                self._cooldowns.failed(node_id)
+            tally.suspects.clear()
 
 
 def _ranges(call: CallContext) -> list[tuple[int, int]]:
