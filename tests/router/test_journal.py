@@ -12,16 +12,20 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Engine, func, select
 
 from chainrouter.domain.enums import Scenario
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import parse_yaml, validate_document
 from chainrouter.router.journal import (
+    ReplayedFlush,
     UsageJournal,
     database_fingerprint,
     replay_journals,
     unwritten_flushes,
 )
 from chainrouter.router.metering import UsageMeter
+from chainrouter.router.sync import split_by_customer
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.usage import write_usage
@@ -138,6 +142,59 @@ async def test_replay_writes_once_even_a_flush_storage_already_had(
     assert world.stored_usage_by_scenario()[Scenario.FIRST_CHOICE] == (5, 5 * 10**6)
     assert not (tmp_path / "dead.journal").exists()
     assert replay_journals(tmp_path, DB, write) == 0
+
+
+TWO_CUSTOMERS = """
+chains:
+  - {chain_id: 31337, name: Local, short_name: local, native_currency: {name: E, symbol: E}}
+providers:
+  - slug: p
+    name: P
+    plans:
+      - name: flat
+        methods: [{method: eth_call, cost: "0.000001"}]
+        nodes: [{url: "http://127.0.0.1:1/n", chain_id: 31337}]
+customers:
+  - {email: a@example.com, name: A, credits: [{reference: a, amount: "1"}],
+     api_keys: [{name: a, allowed_domains: ["*"]}]}
+  - {email: b@example.com, name: B, credits: [{reference: b, amount: "1"}],
+     api_keys: [{name: b, allowed_domains: ["*"]}]}
+"""
+
+
+def test_a_flush_written_in_parts_then_replayed_whole_charges_each_part_once(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A router writes a failing customer's part of a flush apart from the others' (sync's
+    split by customer); killed before the rest is written, its journal's replay writes the
+    whole flush: what storage has is left out, what it lacks is written."""
+    apply_config(engine, validate_document(parse_yaml(TWO_CUSTOMERS)))
+    with engine.connect() as connection:
+        keys = connection.execute(select(t.api_keys.c.id, t.api_keys.c.customer_id)).all()
+    dead = UsageJournal(tmp_path, "dead", DB)
+    meter = UsageMeter(journal=dead)
+    for key_id, customer in keys:
+        meter.record(customer, key_id, 31337, "eth_call", Scenario.FIRST_CHOICE, 1000 * customer)
+    batch = meter.take()
+    first, _ = split_by_customer(batch)
+    before = _balances(engine)
+    write_usage(engine, first.rows, first.spend, reference=f"usage:dead:{batch.sequence}")
+    os.close(dead._fd)  # killed before the second part was written
+
+    def write(flush: ReplayedFlush) -> None:
+        write_usage(engine, flush.rows, flush.spend, reference=flush.reference)
+
+    assert replay_journals(tmp_path, DB, write) == 1
+    after = _balances(engine)
+    assert {c: before[c] - after[c] for c in before} == {c: 1000 * c for _, c in keys}
+    with engine.connect() as connection:
+        calls = connection.execute(select(func.sum(t.usage_aggregates.c.request_count))).scalar()
+    assert calls == 2
+
+
+def _balances(engine: Engine) -> dict[int, int]:
+    with engine.connect() as connection:
+        return dict(connection.execute(select(t.customers.c.id, t.customers.c.balance_nano)).all())
 
 
 def test_a_journal_is_locked_while_its_router_lives(tmp_path: Path) -> None:

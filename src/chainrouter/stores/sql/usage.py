@@ -72,11 +72,48 @@ def write_usage(
     """Store one flush in one transaction and return the balances as they then stand.
 
     `reference` names the flush (router instance and flush number). The flush leaves a mark per
-    customer under it (`usage_flushes`), and the storage refuses a second, so a flush retried
-    after a commit whose outcome was lost is detected, free calls included: the retry changes
-    nothing. Charged customers' ledger rows carry the same reference, a second guard. What plans'
-    nodes answered is added to their billing cycles in the same transaction.
+    customer under it (`usage_flushes`), and what a customer already has a mark for is left out:
+    a flush retried after a commit whose outcome was lost changes nothing, and one written in
+    parts (a router sets a failing customer's part aside and writes the others alone, then a
+    replay of its journal writes the whole flush) adds exactly the parts not yet in storage.
+    Charged customers' ledger rows carry the same reference, a second guard. What plans' nodes
+    answered is added to their billing cycles in the same transaction.
     """
+    try:
+        with engine.begin() as connection:
+            done = _marked(connection, _customers_of(rows, spend), reference)
+            if done:
+                rows = {key: counts for key, counts in rows.items() if key[0] not in done}
+                spend = {c: amount for c, amount in spend.items() if c not in done}
+            values, served = _aggregate(rows)
+            values, spend = _drop_vanished(connection, values, spend)
+            _mark_written(connection, _customers(values, spend), reference)
+            if values:
+                _write_aggregates(connection, values)
+            add_plan_use(connection, served)
+            for customer_id in sorted(spend):
+                if spend[customer_id]:
+                    record_credit_change(
+                        connection,
+                        customer_id=customer_id,
+                        kind=LedgerEntryKind.USAGE,
+                        amount_nano=-spend[customer_id],
+                        reference=reference,
+                    )
+    except IntegrityError:
+        # Another writer of the same flush got there first (a retry racing the original).
+        with engine.connect() as connection:
+            customers = _customers_of(rows, spend)
+            if set(customers) - _marked(connection, customers, reference):
+                raise
+    with engine.connect() as connection:
+        return read_balances(connection)
+
+
+def _aggregate(
+    rows: Mapping[UsageRowKey, list[int]],
+) -> tuple[list[dict[str, Any]], dict[tuple[int, datetime], CycleUse]]:
+    """The meter's rows as usage rows to add (summed per stored key), and the plans' use."""
     sums: dict[tuple[int, int, int, str, str, int], list[int]] = {}
     served: dict[tuple[int, datetime], CycleUse] = {}
     for (customer_id, key_id, chain_id, method, scenario, hour, plan_id), counts in rows.items():
@@ -105,28 +142,7 @@ def write_usage(
             credits_nano,
         ) in sorted(sums.items())
     ]
-    try:
-        with engine.begin() as connection:
-            values, spend = _drop_vanished(connection, values, spend)
-            _mark_written(connection, _customers(values, spend), reference)
-            if values:
-                _write_aggregates(connection, values)
-            add_plan_use(connection, served)
-            for customer_id in sorted(spend):
-                if spend[customer_id]:
-                    record_credit_change(
-                        connection,
-                        customer_id=customer_id,
-                        kind=LedgerEntryKind.USAGE,
-                        amount_nano=-spend[customer_id],
-                        reference=reference,
-                    )
-    except IntegrityError:
-        with engine.connect() as connection:
-            if not _already_written(connection, _customers(values, spend), reference):
-                raise
-    with engine.connect() as connection:
-        return read_balances(connection)
+    return values, served
 
 
 def _drop_vanished(
@@ -172,14 +188,19 @@ def _mark_written(connection: Connection, customers: list[int], reference: str) 
         )
 
 
-def _already_written(connection: Connection, customers: list[int], reference: str) -> bool:
-    """Whether this flush is in storage: one customer's mark is enough, as the flush was
-    written in one transaction."""
+def _customers_of(rows: Mapping[UsageRowKey, list[int]], spend: Mapping[int, int]) -> list[int]:
+    return sorted({key[0] for key in rows} | set(spend))
+
+
+def _marked(connection: Connection, customers: list[int], reference: str) -> set[int]:
+    """Which of `customers` have this flush in storage already."""
     if not customers:
-        return False
-    found = connection.execute(
-        select(t.usage_flushes.c.customer_id).where(
-            t.usage_flushes.c.customer_id.in_(customers), t.usage_flushes.c.reference == reference
-        )
-    ).first()
-    return found is not None
+        return set()
+    return set(
+        connection.execute(
+            select(t.usage_flushes.c.customer_id).where(
+                t.usage_flushes.c.customer_id.in_(customers),
+                t.usage_flushes.c.reference == reference,
+            )
+        ).scalars()
+    )
