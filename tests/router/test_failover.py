@@ -8,18 +8,21 @@ are in test_routing.py and test_rpc_statuses.py.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.errors import RpcCode
+from chainrouter.ratelimit.window import Bucket
 from chainrouter.router.answers import Verdict, answers_call, judge_answer
 from chainrouter.router.contract import FailureKind
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.latency import TailPolicy
-from chainrouter.testing.scripted import answering, erroring, failing, raw
-from tests.router.scripted_world import rpc, scripted_world
+from chainrouter.router.stages.attempt import Attempt
+from chainrouter.testing.scripted import answering, erroring, failing, hanging, raw
+from tests.router.scripted_world import CHAIN, METHOD, rpc, scripted_world
 
 A, B, C = "http://a.node", "http://b.node", "http://c.node"
 OK = answering("0x10d4f")
@@ -294,6 +297,34 @@ def test_a_failed_attempt_gives_its_price_back_to_the_plans_credit_limit() -> No
     for _ in range(3):
         assert world.call(rpc()).status == 200
     assert world.urls_called() == [A, B, A, A, B]
+
+
+def test_an_attempt_the_deadline_stops_before_it_is_sent_gives_its_limits_back() -> None:
+    """A hangs until the call's deadline has passed; B's limits were taken for the next attempt,
+    which is then never sent: B's plan (one call's price a minute) still has it for the next
+    call."""
+    world = scripted_world(
+        [(A, 100, [hanging()]), (B, 101, OK)],
+        plan_credits_per_minute=101,
+        deadline_s=5,
+        tail=TailPolicy(hedge_max=0, timeout_ceiling_s=10),
+    )
+    assert world.call(rpc()).status == 504
+    assert world.urls_called() == [A]
+    assert world.call(rpc()).status == 200  # A cools down: B
+    assert world.urls_called() == [A, B]
+
+
+def test_a_routes_limits_are_its_own_even_where_another_route_was_before() -> None:
+    """The attempt stage keeps each route's limits by the route's identity; a route of an older
+    snapshot, gone since, may have left an entry under an id a new route now has."""
+    world = scripted_world([(A, 100, OK)])
+    attempt = next(s for s in world.service.keyed.call_stages if isinstance(s, Attempt))
+    assert world.call(rpc()).status == 200
+    [route] = world.service.snapshot.routes.routes(CHAIN, METHOD)
+    spent = Bucket("plan-credits:gone", 1, 60, 10**9)  # would refuse any call
+    attempt._buckets[id(route)] = (dataclasses.replace(route), [spent])
+    assert world.call(rpc()).status == 200
 
 
 def test_an_answer_that_is_not_a_429_says_nothing_of_retrying() -> None:

@@ -184,7 +184,9 @@ class Attempt:
         self._count_attempt = (RouterMetrics() if metrics is None else metrics).attempt
         # Each route's limits, by the route's identity, for the snapshot the routes belong to.
         self._snapshot: RouterSnapshot | None = None
-        self._buckets: dict[int, list[Bucket]] = {}
+        # By the route's identity, the route kept beside them: a call of an older snapshot still
+        # in flight may add its routes here, and a freed route's id could be reused by another.
+        self._buckets: dict[int, tuple[Route, list[Bucket]]] = {}
         self._work: dict[str, Work] = {}  # each priced method's kind of work
 
     def run(self, call: CallContext) -> Coroutine[Any, Any, object]:
@@ -249,9 +251,12 @@ class Attempt:
                 continue
             attempts.busy += 1
             try:
-                buckets = self._buckets.get(id(route))
-                if buckets is None:
-                    buckets = self._buckets[id(route)] = route_buckets(route)
+                known = self._buckets.get(id(route))
+                if known is not None and known[0] is route:
+                    buckets = known[1]
+                else:
+                    buckets = route_buckets(route)
+                    self._buckets[id(route)] = (route, buckets)
                 if buckets:
                     wait_s = await Acquire(buckets)
                     if wait_s > 0:
@@ -260,7 +265,9 @@ class Attempt:
                         continue
                 sent = clock()
                 remaining = self._limits.deadline_s - (sent - attempts.started)
-                if remaining <= 0:
+                if remaining <= 0:  # the call's time is up: nothing is sent
+                    if buckets:
+                        await Acquire(_given_back(buckets))
                     tally.tried += 1
                     tally.timed_out += 1
                     break
@@ -557,6 +564,11 @@ def _plan_credits(route: Route, amount: int) -> Bucket | None:
             f"plan-credits:{plan.plan_id}", plan.credits_nano, plan.credits_interval_s, amount
         )
     return None
+
+
+def _given_back(buckets: list[Bucket]) -> list[Bucket]:
+    """What an attempt that took its limits and was never sent gives back: all of it."""
+    return [Bucket(b.key, b.limit, b.interval_s, -b.amount) for b in buckets]
 
 
 def credits_given_back(route: Route) -> Bucket | None:
