@@ -335,7 +335,14 @@ def test_a_range_wider_than_every_nodes_limit_is_split_merged_and_billed_per_ran
         ("0x33", "0x3c"),
     ]
     assert world.urls_called() == [n2, n2, n1]  # the last, 10-block range fits the cheaper node
-    assert world.metered() == {Scenario.SPLIT: (1, 300 + 300 + 100)}
+    # Each range counted at its route's price, under the plan whose node served it (n1's plan
+    # is 1, n2's 2): the plans' use in their cycles is what their nodes answered.
+    by_plan: dict[tuple[Scenario, int], list[int]] = {}
+    for key, (calls, credits) in world.deps.meter.take().rows.items():
+        counted = by_plan.setdefault((key[4], key[6]), [0, 0])
+        counted[0] += calls
+        counted[1] += credits
+    assert by_plan == {(Scenario.SPLIT, 2): [2, 600], (Scenario.SPLIT, 1): [1, 100]}
 
 
 def test_a_split_range_that_fails_in_part_fails_whole_and_unbilled() -> None:

@@ -64,6 +64,7 @@ class CallContext:
     scenario: Scenario | None = None  # None while the call goes on
     served_by: Route | None = None  # the route whose node answered, and is paid
     charged_nano: int | None = None  # what it costs when not one route's price (split calls)
+    ranges_served_by: tuple[Route, ...] = ()  # a split call's: the route of each range
     retry_after_s: float | None = None  # refused for limits: when the first route frees up
     attempts: int = 0  # nodes the call was sent to (hedges and failovers included)
     # The response cache's and coalescing's (router/stages/cache.py); None: neither applies.

@@ -401,6 +401,7 @@ class Attempt:
             call.end(scenario, failed.status, failed.answer)
             return
         call.served_by = parts[0].served_by
+        call.ranges_served_by = tuple(part.served_by for part in parts if part.served_by)
         call.charged_nano = sum(part.cost_nano for part in parts)
         call.request.split_ranges += len(parts)
         answer = b'{"jsonrpc":"2.0","id":' + call.call.id_json + b',"result":' + merged + b"}"

@@ -9,9 +9,10 @@ from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, UsageMeter
 
 class Meter:
     """Closing: count the call under (customer, key, chain, method, scenario) with what it cost,
-    and under the plan whose node answered it (the plan's use in its billing cycle). Method
-    names no plan prices are counted as `(unsupported)`: clients choose them. The free tier is
-    not metered."""
+    and under the plan whose node answered it (the plan's use in its billing cycle); a split
+    `eth_getLogs` counts each range served, at its route's price, under that route's plan.
+    Method names no plan prices are counted as `(unsupported)`: clients choose them. The free
+    tier is not metered."""
 
     def __init__(self, meter: UsageMeter) -> None:
         self._meter = meter
@@ -26,6 +27,18 @@ class Meter:
             UNSUPPORTED_METHOD_NAME if scenario is Scenario.UNSUPPORTED_METHOD else call.call.method
         )
         served_by = call.served_by
+        if call.ranges_served_by:
+            for route in call.ranges_served_by:
+                self._meter.record(
+                    access.customer_id,
+                    access.key_id,
+                    request.chain_id,
+                    method,
+                    scenario,
+                    route.price.cost_nano,
+                    route.plan.plan_id,
+                )
+            return
         self._meter.record(
             access.customer_id,
             access.key_id,
