@@ -337,7 +337,7 @@ def test_a_range_wider_than_every_nodes_limit_is_split_merged_and_billed_per_ran
     assert world.urls_called() == [n2, n2, n1]  # the last, 10-block range fits the cheaper node
     # Each range counted at its route's price, under the plan whose node served it (n1's plan
     # is 1, n2's 2): the plans' use in their cycles is what their nodes answered.
-    by_plan: dict[tuple[Scenario, int], list[int]] = {}
+    by_plan: dict[tuple[str, int], list[int]] = {}
     for key, (calls, credits) in world.deps.meter.take().rows.items():
         counted = by_plan.setdefault((key[4], key[6]), [0, 0])
         counted[0] += calls
