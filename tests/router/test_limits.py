@@ -84,6 +84,27 @@ def test_a_negative_amount_gives_units_back_but_never_more_than_were_taken() -> 
     assert taken == [True, True, False]
 
 
+def test_units_go_back_to_the_slot_they_were_taken_in_and_not_once_it_has_left() -> None:
+    """A failed attempt gives its price back to its plan's credits. Given back into the current
+    slot, the units would outlive their own take and cancel other calls' units once it left the
+    window; given back after it left, they would cancel others' at once. 1,000 per second."""
+    clock = Clock()
+    limiter = MemoryLimiter(clock=clock)
+    take = Bucket("plan-credits:1", 1000, 1.0, 100)
+    assert limiter.try_acquire([take]) == 0  # a call at 100.0 that will fail
+    clock.now += 0.5
+    assert limiter.try_acquire([Bucket("plan-credits:1", 1000, 1.0, -100, 0.5)]) == 0
+    clock.now += 0.65  # the take's slot has left the window; the give-back's would not have
+    assert sum(limiter.try_acquire([take]) == 0 for _ in range(11)) == 10
+    clock.now += 10
+    assert limiter.try_acquire([take]) == 0  # a slow call at 111.15 ...
+    clock.now += 9.5
+    assert sum(limiter.try_acquire([take]) == 0 for _ in range(10)) == 10
+    clock.now += 0.5  # ... gives back 10 s later: its take has long left the window
+    assert limiter.try_acquire([Bucket("plan-credits:1", 1000, 1.0, -100, 10.0)]) == 0
+    assert limiter.try_acquire([take]) > 0  # 1,000 taken in the last half second: full
+
+
 def test_a_limit_whose_interval_changes_starts_afresh() -> None:
     limiter = MemoryLimiter(clock=Clock())
     assert limiter.try_acquire([Bucket("node:1", 1, 60.0)]) == 0
@@ -215,6 +236,20 @@ async def test_redis_gives_units_back_but_never_more_than_were_taken(
     assert await first.acquire([Bucket(key, 10, 60, amount=-25)]) == 0
     taken = [await first.acquire([Bucket(key, 10, 60, amount=5)]) == 0 for _ in range(3)]
     assert taken == [True, True, False]
+
+
+@pytest.mark.anyio
+async def test_redis_gives_units_back_to_the_slot_they_were_taken_in_only(
+    redis_limiters: tuple[RedisLimiter, RedisLimiter],
+) -> None:
+    first, _ = redis_limiters
+    key = f"plan-credits:{uuid.uuid4().hex}"
+    assert await first.acquire([Bucket(key, 1000, 60, amount=1000)]) == 0
+    assert await first.acquire([Bucket(key, 1000, 60, amount=-400, taken_s_ago=0.0)]) == 0
+    assert await first.acquire([Bucket(key, 1000, 60, amount=400)]) == 0
+    # Taken 120 s ago: that slot left the window long since; nothing is given back.
+    assert await first.acquire([Bucket(key, 1000, 60, amount=-400, taken_s_ago=120.0)]) == 0
+    assert await first.acquire([Bucket(key, 1000, 60, amount=1)]) > 0
 
 
 @pytest.mark.anyio

@@ -27,7 +27,9 @@ _WARN_EVERY_S = 60.0
 
 _PREFIX = "chainrouter:rl:"
 
-# ARGV: slots per interval, then per bucket: slot width (microseconds), limit, amount.
+# ARGV: slots per interval, then per bucket: slot width (microseconds), limit, amount, and for a
+# negative amount (units given back) how long ago they were taken (microseconds): they go back
+# to that slot, at most what it holds, and not at all once it has left the window.
 # Returns 0 when every bucket took its amount, else the microseconds until each refusing
 # bucket would have room (the longest).
 _WINDOW = """
@@ -37,9 +39,9 @@ local slots = tonumber(ARGV[1])
 local current, totals = {}, {}
 local wait = 0
 for i = 1, #KEYS do
-  local width = tonumber(ARGV[i * 3 - 1])
-  local limit = tonumber(ARGV[i * 3])
-  local amount = tonumber(ARGV[i * 3 + 1])
+  local width = tonumber(ARGV[i * 4 - 2])
+  local limit = tonumber(ARGV[i * 4 - 1])
+  local amount = tonumber(ARGV[i * 4])
   local slot = math.floor(now / width)
   local raw = redis.call('HGETALL', KEYS[i])
   local kept = {}
@@ -72,10 +74,19 @@ for i = 1, #KEYS do
 end
 if wait > 0 then return math.max(1, math.ceil(wait)) end
 for i = 1, #KEYS do
-  local width = tonumber(ARGV[i * 3 - 1])
-  local amount = math.max(tonumber(ARGV[i * 3 + 1]), -totals[i])
-  redis.call('HINCRBY', KEYS[i], string.format('%d', current[i]), string.format('%d', amount))
-  redis.call('PEXPIREAT', KEYS[i], math.ceil((current[i] + slots + 1) * width / 1000) + 1)
+  local width = tonumber(ARGV[i * 4 - 2])
+  local amount = tonumber(ARGV[i * 4])
+  if amount >= 0 then
+    redis.call('HINCRBY', KEYS[i], string.format('%d', current[i]), string.format('%d', amount))
+    redis.call('PEXPIREAT', KEYS[i], math.ceil((current[i] + slots + 1) * width / 1000) + 1)
+  else
+    local taken = math.floor((now - tonumber(ARGV[i * 4 + 1])) / width)
+    local field = string.format('%d', taken)
+    local held = tonumber(redis.call('HGET', KEYS[i], field) or '0')
+    if taken >= current[i] - slots and held > 0 then
+      redis.call('HINCRBY', KEYS[i], field, string.format('%d', -math.min(-amount, held)))
+    end
+  end
 end
 return 0
 """
@@ -93,7 +104,12 @@ class RedisLimiter:
         keys = [f"{_PREFIX}{bucket.key}:{bucket.slot_s:g}" for bucket in buckets]
         args: list[float] = [SLOTS]
         for bucket in buckets:
-            args += [bucket.slot_s * 1_000_000, bucket.limit, bucket.amount]
+            args += [
+                bucket.slot_s * 1_000_000,
+                bucket.limit,
+                bucket.amount,
+                bucket.taken_s_ago * 1_000_000,
+            ]
         try:
             wait_us = await self._script(keys=keys, args=args)
         except (RedisError, OSError) as exc:

@@ -12,7 +12,9 @@ interval. The whole `limit` may arrive at once. (The GCRA used before admitted u
 
 A request that needs several buckets (node, plan, plan credits, method) takes all of them or
 none, so a refusal by one limit never spends another's budget. A refusal says how long until
-every refusing bucket would have room for it.
+every refusing bucket would have room for it. Units may be given back (a negative amount, as
+an attempt that got no answer gives back its price to the plan's credits): to the slot they
+were taken in.
 
 `MemoryLimiter` serves one process; `RedisLimiter` (`shared.py`) shares the same buckets across
 routers.
@@ -36,6 +38,10 @@ class Bucket:
     limit: int  # units per interval; > 0
     interval_s: float
     amount: int = 1  # units this request takes (1 call, or its price in nano-credits)
+    # A negative amount gives back units taken this many seconds ago: to the slot they were
+    # taken in, at most what it holds, and nothing once it has left the window (given back
+    # anywhere else, they would cancel other requests' units, or outlive their own).
+    taken_s_ago: float = 0.0
 
     @property
     def slot_s(self) -> float:
@@ -73,6 +79,17 @@ class _Window:
         else:
             slots.append([slot, amount])
         self.total += amount
+
+    def give_back(self, slot: int, amount: int) -> None:
+        """Take `amount` units out of `slot`, at most what it holds; none if it is gone."""
+        for held in reversed(self.slots):
+            if held[0] == slot:
+                back = min(amount, held[1])
+                held[1] -= back
+                self.total -= back
+                return
+            if held[0] < slot:
+                return
 
     def wait_s(self, bucket: Bucket, now: float) -> float:
         """Seconds until `bucket.amount` fits, with no other admission meanwhile: the oldest
@@ -112,8 +129,11 @@ class MemoryLimiter:
         if wait > 0:
             return float(wait)  # a float, always: the native driver tells it from a future so
         for bucket, (window, slot) in zip(buckets, found, strict=True):
-            # A negative amount gives units back (never more than the window holds).
-            window.add(slot, max(bucket.amount, -window.total))
+            if bucket.amount >= 0:
+                window.add(slot, bucket.amount)
+            else:
+                taken = math.floor((now - bucket.taken_s_ago) / window.slot_s)
+                window.give_back(taken, -bucket.amount)
         self._admissions += 1
         if self._admissions >= 100_000:
             self.sweep()

@@ -284,7 +284,7 @@ class Attempt:
             elapsed = clock() - sent
             served = self._judge(route, answer, call, tally, elapsed, work, attempts.racing)
             self._count_attempt(node_id, served is not None, elapsed)
-            if served is None and (back := credits_given_back(route)) is not None:
+            if served is None and (back := credits_given_back(route, elapsed)) is not None:
                 await Acquire([back])  # the provider bills answers: a failure spent nothing
             if served is not None:
                 if served.scenario is Scenario.FIRST_CHOICE and route is not ordered[0]:
@@ -558,11 +558,15 @@ def _under_callers_id(error: object, id_json: bytes) -> bytes:
     return b'{"jsonrpc":"2.0","id":' + id_json + b',"error":' + encode_json(error) + b"}"
 
 
-def _plan_credits(route: Route, amount: int) -> Bucket | None:
+def _plan_credits(route: Route, amount: int, taken_s_ago: float = 0.0) -> Bucket | None:
     plan, cost = route.plan, route.price.cost_nano
     if plan.credits_nano and plan.credits_interval_s and cost:
         return Bucket(
-            f"plan-credits:{plan.plan_id}", plan.credits_nano, plan.credits_interval_s, amount
+            f"plan-credits:{plan.plan_id}",
+            plan.credits_nano,
+            plan.credits_interval_s,
+            amount,
+            taken_s_ago,
         )
     return None
 
@@ -572,10 +576,11 @@ def _given_back(buckets: list[Bucket]) -> list[Bucket]:
     return [Bucket(b.key, b.limit, b.interval_s, -b.amount) for b in buckets]
 
 
-def credits_given_back(route: Route) -> Bucket | None:
-    """What an attempt that got no answer gives back: its price, to the plan's credit limit.
-    (Its requests stay counted: the node, or its provider's limiter, saw them.)"""
-    return _plan_credits(route, -route.price.cost_nano)
+def credits_given_back(route: Route, taken_s_ago: float) -> Bucket | None:
+    """What an attempt that got no answer gives back: its price, to the plan's credit limit,
+    into the slot it was taken in `taken_s_ago` seconds before. (Its requests stay counted: the
+    node, or its provider's limiter, saw them.)"""
+    return _plan_credits(route, -route.price.cost_nano, taken_s_ago)
 
 
 def route_buckets(route: Route) -> list[Bucket]:
