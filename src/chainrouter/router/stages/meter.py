@@ -27,24 +27,19 @@ class Meter:
             UNSUPPORTED_METHOD_NAME if scenario is Scenario.UNSUPPORTED_METHOD else call.call.method
         )
         served_by = call.served_by
-        if call.ranges_served_by:
-            for route in call.ranges_served_by:
-                self._meter.record(
-                    access.customer_id,
-                    access.key_id,
-                    request.chain_id,
-                    method,
-                    scenario,
-                    route.price.cost_nano,
-                    route.plan.plan_id,
-                )
-            return
-        self._meter.record(
-            access.customer_id,
-            access.key_id,
-            request.chain_id,
-            method,
-            scenario,
-            call.cost_nano,
-            0 if served_by is None else served_by.plan.plan_id,
+        # What was paid for: each range of a split call, else the call's one route (or none).
+        parts = (
+            [(route.price.cost_nano, route.plan.plan_id) for route in call.ranges_served_by]
+            if call.ranges_served_by
+            else [(call.cost_nano, 0 if served_by is None else served_by.plan.plan_id)]
         )
+        for cost_nano, plan_id in parts:
+            self._meter.record(
+                access.customer_id,
+                access.key_id,
+                request.chain_id,
+                method,
+                scenario,
+                cost_nano,
+                plan_id,
+            )
