@@ -139,8 +139,9 @@ class ScriptedExecutor:
         clock: FakeClock | None = None,
     ) -> None:
         self.nodes: dict[str, Script] = dict(nodes or {})
-        self.clock = clock or FakeClock()
-        self.limiter = limiter or MemoryLimiter(clock=self.clock)
+        self.clock = clock if clock is not None else FakeClock()
+        # Not `limiter or ...`: a limiter has a length, and an empty one is falsy.
+        self.limiter = limiter if limiter is not None else MemoryLimiter(clock=self.clock)
         self.forwarded: list[Forward] = []  # every Forward carried out, in order
         self.cancelled: list[Forward] = []  # cut off by the end of a race, in order
         self.spawned: list[Program] = []  # started by `Spawn`, not run: `run` them to
