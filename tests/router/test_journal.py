@@ -6,6 +6,8 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -71,6 +73,47 @@ def test_every_metered_call_and_every_take_is_journaled_as_it_happens(tmp_path: 
     assert lines[2] == b'{"t":1}'
     assert lines[-1] == b'{"w":1}'
     journal.close(remove=False)
+
+
+_FILLING_DISK = """
+import resource, signal, sys
+from pathlib import Path
+from chainrouter.domain.enums import Scenario
+from chainrouter.router.journal import UsageJournal
+from chainrouter.router.metering import UsageMeter
+
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the size limit: EFBIG, not a signal
+journal = UsageJournal(Path(sys.argv[1]), "full", sys.argv[2])
+meter = UsageMeter(journal=journal)
+meter.record(1, 7, 1, "eth_call", Scenario.FIRST_CHOICE, 100)
+soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+size = journal.path.stat().st_size
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 4, hard))  # 4 bytes of '{"t":1}' fit
+meter.take()  # flush 1's marker: written in part, then the disk is full
+resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # room again
+meter.record(1, 7, 1, "eth_call", Scenario.FIRST_CHOICE, 100)
+meter.record(1, 7, 1, "eth_call", Scenario.FIRST_CHOICE, 100)
+journal.close(remove=False)
+print(journal.failed_writes)
+"""
+
+
+def test_a_marker_lost_to_a_full_disk_is_written_once_there_is_room(tmp_path: Path) -> None:
+    """A file size limit (the kernel's EFBIG, as a full disk's ENOSPC) cuts the `t` line of
+    flush 1 after 4 bytes: the journal writes it again before the next line, so the replay
+    keeps flush 1's row apart from the two after it, and the torn bytes are a line of their
+    own, skipped."""
+    child = subprocess.run(
+        [sys.executable, "-c", _FILLING_DISK, str(tmp_path), DB],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert child.stdout.strip() == "1"
+    lines = _lines(tmp_path / "full.journal")
+    assert lines[2:] == [b'{"t"', b'{"t":1}', lines[4], lines[5]]
+    flushes = unwritten_flushes("full", iter(lines))
+    assert [(f.sequence, sum(c for c, _ in f.rows.values())) for f in flushes] == [(1, 1), (2, 2)]
 
 
 def test_unwritten_flushes_are_those_not_marked_written_and_the_rows_after_the_last_take(

@@ -56,6 +56,8 @@ class UsageJournal:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.failed_writes = 0
+        self._torn = False  # a write failed: the file may end in part of a line
+        self._unwritten_markers = b""  # `t` and `w` lines whose write failed, to write first
         self._append(orjson.dumps({"db": database}))
 
     def metered(self, key: RowKey, credits_nano: int) -> None:
@@ -77,15 +79,27 @@ class UsageJournal:
         )
 
     def taken(self, sequence: int) -> None:
-        self._append(b'{"t":%d}' % sequence)
+        self._append(b'{"t":%d}' % sequence, marker=True)
 
     def written(self, sequence: int) -> None:
-        self._append(b'{"w":%d}' % sequence)
+        self._append(b'{"w":%d}' % sequence, marker=True)
 
-    def _append(self, line: bytes) -> None:
+    def _append(self, line: bytes, *, marker: bool = False) -> None:
+        data = line + b"\n"
+        if self._unwritten_markers or self._torn:
+            # After a failed write: a newline first, so that a torn line stays a line of its own
+            # (unreadable, skipped by the replay), then the flush markers that failed, in order:
+            # a lost `t` would have the replay take two flushes' rows for the later one.
+            data = b"\n" + self._unwritten_markers + data
         try:
-            os.write(self._fd, line + b"\n")
+            written = os.write(self._fd, data)
+            while written < len(data):  # a short write (a disk filling up): the rest, or raise
+                written += os.write(self._fd, data[written:])
+            self._torn, self._unwritten_markers = False, b""
         except OSError as exc:  # a full disk must not stop serving: storage still gets it all
+            self._torn = True
+            if marker:
+                self._unwritten_markers += line + b"\n"
             self.failed_writes += 1
             if self.failed_writes == 1 or self.failed_writes % 10_000 == 0:
                 log.error(
