@@ -14,7 +14,9 @@ its URL without the password): a journal is replayed only into that database.
 - `{"w": N}`: flush N is in storage.
 A `write` is in the kernel when it returns: a process killed after it loses nothing; only a
 machine that loses power before the page cache reaches the disk does (no `fsync` per call: it
-would cost milliseconds).
+would cost milliseconds). On a full disk the router keeps serving (storage still gets every
+flush); a line the disk refused is lost to the journal, but a refused `t` or `w` is written again
+before the next line once there is room, so the flushes stay apart.
 
 The live process holds an exclusive lock (`flock`) on its file, which the kernel drops when the
 process dies, however it dies. At start, a router replays every journal in the directory whose
