@@ -316,7 +316,9 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
             max_connections_per_key=settings.ws_max_connections_per_key,
             health=ws_health,
         ),
-        ws_limits=WsLimits(settings.ws_max_subscriptions, settings.ws_send_queue),
+        ws_limits=WsLimits(
+            settings.ws_max_subscriptions, settings.ws_send_queue, settings.max_batch_size
+        ),
     )
 
 

@@ -89,7 +89,9 @@ class SocketLink:
 
     async def send(self, message: bytes) -> None:
         if self._frames.state is not ConnectionState.OPEN:
-            return
+            # Closing (a ping unanswered, a message too large): the session must not count it
+            # as sent, nor bill it.
+            raise ConnectionError("the WebSocket is closing")
         self._writer.write(self._frames.send(TextMessage(data=message.decode())))
         await self._writer.drain()
 

@@ -113,7 +113,9 @@ class ChainFeed:
         routes = list(self._routes())
         for index, route in enumerate(routes):
             if self._cooling.get(route.node_id, 0.0) <= now:
-                rest = routes[index:]
+                # The followed route's prices, then the next ones', then (a kind only a route
+                # this feed is cooling prices) those before it: a kind is never free.
+                rest = routes[index:] + routes[:index]
                 kinds = {kind for r in routes for kind in r.prices}
                 self.prices = {
                     kind: price
@@ -219,14 +221,25 @@ class ChainFeed:
             refused += fanout.logs(self._logs.pop(orphan.hash, []), removed=True)
         for head in advance.added:
             self.last_head_at = time.monotonic()
-            refused += fanout.heads((head,))
+            block_logs = None
             if fanout.wants(SubscriptionKind.LOGS):
-                logs = await upstream.call(
-                    "eth_getLogs", [{"blockHash": head.hash}], self._policy.call_timeout_s
-                )
+                # The logs before the head is announced: if the node fails here, the head and
+                # those after it leave the chain and the next node announces them with their logs
+                # (announced first, the head would not be again, and its logs would be a gap).
+                try:
+                    logs = await upstream.call(
+                        "eth_getLogs", [{"blockHash": head.hash}], self._policy.call_timeout_s
+                    )
+                except BaseException:
+                    self.chain.forget_from(head)
+                    if refused:
+                        self._on_refused(list(dict.fromkeys(refused)))
+                    raise
                 block_logs = (
                     [log for log in logs if isinstance(log, dict)] if isinstance(logs, list) else []
                 )
+            refused += fanout.heads((head,))
+            if block_logs is not None:
                 self._logs[head.hash] = block_logs
                 while len(self._logs) > self.chain.depth:
                     self._logs.popitem(last=False)

@@ -150,6 +150,19 @@ class HeadChain:
             taken += 1
         return taken
 
+    def forget_from(self, head: Head) -> None:
+        """`head`, and what came after it, were not delivered (the node failed while its logs
+        were read): off the chain, so that the next node's catch-up announces them again."""
+        tip = self._tip
+        if tip is None or self._by_number.get(head.number) is not head:
+            return
+        for number in range(tip.number, head.number - 1, -1):
+            dropped = self._by_number.pop(number, None)
+            if dropped is not None:
+                self._seeded.discard(dropped.hash)
+        self._tip = self._by_number.get(head.number - 1)
+        self._pending.clear()
+
     def _append(self, head: Head) -> None:
         self._by_number[head.number] = head
         self._tip = head

@@ -22,7 +22,7 @@ import orjson
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.ws_routes import WsRoute
-from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.jsonrpc.errors import RpcCode, RpcError, batch_too_large
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.router.context import RequestContext
 from chainrouter.router.metering import CreditView, UsageMeter
@@ -64,6 +64,7 @@ class ClientLink(Protocol):
 class WsLimits:
     max_subscriptions: int = 100  # per connection
     send_queue: int = 1000  # messages waiting for a client: beyond, it is closed (4008)
+    max_batch: int = 100  # calls in one message, subscriptions among them (as over HTTP)
 
 
 Outgoing = tuple[bytes, SubscriptionKind | None, WsRoute | None, int]
@@ -181,15 +182,19 @@ class WsSession:
                 with contextlib.suppress(Exception):
                     await self._link.close(code, reason)
                 return
-            if kind is not None and (
-                self._closing is not None or not self._bill(kind, route, price)
-            ):
+            if kind is not None and (self._closing is not None or not self._can_pay(price)):
                 continue
-            await self._link.send(message)
+            try:
+                await self._link.send(message)
+            except Exception:  # the client is gone, or its link closing: not sent, not billed
+                self._close_soon(NORMAL, "")
+                continue
+            if kind is not None:
+                self._charge(kind, route, price)
 
-    def _bill(self, kind: SubscriptionKind, route: WsRoute | None, price: int) -> bool:
-        """Charge one notification at the feed's price for its kind (its route's, `feed.py`);
-        out of credits: the subscriptions end with an error and the connection closes (4002)."""
+    def _can_pay(self, price: int) -> bool:
+        """Whether one notification at `price` may be sent; out of credits: the subscriptions
+        end with an error and the connection closes (4002)."""
         access = self._access
         short = self._credits.available(access.customer_id) < price
         if price and short and not access.bypass_credit_check:
@@ -198,6 +203,12 @@ class WsSession:
             )
             self._close_soon(OUT_OF_CREDITS, "insufficient credits", error_response(failure))
             return False
+        return True
+
+    def _charge(self, kind: SubscriptionKind, route: WsRoute | None, price: int) -> None:
+        """Charge one notification the client was sent, at the feed's price for its kind (its
+        route's, `feed.py`)."""
+        access = self._access
         self._credits.settle(access.customer_id, 0, price)
         self._meter.record(
             access.customer_id,
@@ -208,11 +219,12 @@ class WsSession:
             price,
             0 if route is None else route.plan_id,
         )
-        return True
 
     # -- the client's side: calls and subscriptions ----------------------------------------
 
     async def _answer(self, message: str | bytes) -> None:
+        if self._closing is not None:
+            return  # closing (out of credits, too slow): a message still in flight is not served
         body = message.encode() if isinstance(message, str) else message
         try:
             parsed = orjson.loads(body)
@@ -225,6 +237,9 @@ class WsSession:
         if isinstance(parsed, list) and any(
             isinstance(item, dict) and item.get("method") in _SUBSCRIBE_METHODS for item in parsed
         ):
+            if len(parsed) > self._limits.max_batch:  # the pipeline's bound, as it would say
+                self._reply(error_response(batch_too_large(len(parsed), self._limits.max_batch)))
+                return
             answers = [await self._one(item) for item in parsed]
             self._reply(b"[" + b",".join(answers) + b"]")
             return
@@ -248,6 +263,8 @@ class WsSession:
             return error_response(refused, id_json)
 
     def _subscribe(self, params: Any) -> str:
+        if self._closing is not None:  # a batch's item after the connection began to close
+            raise RpcError(503, RpcCode.SERVER_ERROR, "the connection is closing")
         wanted = read_subscribe(params)
         if not self._hub.served(self._chain_id, wanted.kind):
             raise RpcError(
@@ -277,6 +294,10 @@ class WsSession:
             return False
         self._subscriptions.discard(subscription_id)
         self._feed.fanout.remove(subscription_id)
+        if not self._subscriptions:
+            # Off the feed: the hub stops it once nobody is on it, and a later subscription
+            # asks the hub for a running one (holding this one, it could be stopped under it).
+            self._leave()
         return True
 
     def _reply(self, answer: bytes) -> None:
