@@ -21,6 +21,16 @@ def _chain(api: ApiHarness, chain_id: int) -> None:
         )
 
 
+def test_an_email_longer_than_its_column_once_lower_cased_is_refused(api: ApiHarness) -> None:
+    """ "\u0130" is one character, two in lower case: 305 as sent, 605 as stored (the column
+    holds 320). A 422, not a failure of the database (PostgreSQL refuses, SQLite does not)."""
+    long = "\u0130" * 300 + "@a.bc"
+    made = api.client.post(
+        "/admin/customers", json={"name": "Long", "email": long}, headers=api.admin
+    )
+    assert made.status_code == 422
+
+
 def test_customers_are_created_listed_and_unique_by_email(api: ApiHarness) -> None:
     made = api.client.post(
         "/admin/customers", json={"name": "Acme", "email": "Billing@Acme.io"}, headers=api.admin

@@ -99,13 +99,22 @@ def test_url_ownership_rules(api: ApiHarness, anvil: AnvilNodes) -> None:
 def test_another_spelling_of_a_nodes_url_is_the_same_node(
     api: ApiHarness, anvil: AnvilNodes
 ) -> None:
-    """Scheme and host case, the default port, the root's slash (security.md)."""
+    """Scheme and host case, the default port, the root's slash, dot segments, an IPv4 address
+    written as IPv6 (security.md; domain/urls.py)."""
     _catalog(api, 31337)
     mine, theirs = api.provider("mine"), api.provider("theirs")
     url = anvil.urls["a1"]  # http://127.0.0.1:PORT
     created = _put(api, mine, url)
     assert created.json()["node"]["url"] == url + "/"
-    spellings = [url + "/", url.upper(), url.replace("http", "HTTP") + "/"]
+    spellings = [
+        url + "/",
+        url.upper(),
+        url.replace("http", "HTTP") + "/",
+        url + "/./",
+        url + "/a/../",
+        url + "/%2E/",
+        url.replace("127.0.0.1", "[::ffff:127.0.0.1]"),
+    ]
     for spelling in spellings:
         assert _put(api, theirs, spelling).status_code == 404
         again = _put(api, mine, spelling)

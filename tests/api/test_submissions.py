@@ -229,6 +229,17 @@ def test_five_chain_requests_per_ip_per_day_failed_ones_included(
     assert wrong.status_code == 401
 
 
+def test_a_url_whose_host_is_no_name_fails_screening_and_counts_against_the_limit(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    """An empty label (`a..b`) fails where the host is resolved: a screening failure like any
+    (400), counted, not an error of the service that would leave the attempt uncounted and the
+    other URLs dialled without end."""
+    request = {**_chain_request(https_anvil["a1"]), "rpc_urls": ["https://a..b/"]}
+    codes = [api.client.post("/chains/requests", json=request).status_code for _ in range(6)]
+    assert codes == [400, 400, 400, 400, 400, 429]
+
+
 def test_submissions_with_an_agent_token_leave_the_ips_own_limit_alone(
     api: ApiHarness, https_anvil: dict[str, str]
 ) -> None:

@@ -43,6 +43,36 @@ def test_default_ports_escapes_and_credentials(url: str, normal: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("spelling", "normal"),
+    [
+        ("http://127.0.0.1:8545/./", "http://127.0.0.1:8545/"),
+        ("http://127.0.0.1:8545/a/../", "http://127.0.0.1:8545/"),
+        ("http://127.0.0.1:8545/%2E/", "http://127.0.0.1:8545/"),
+        ("http://[::ffff:127.0.0.1]:8545/", "http://127.0.0.1:8545/"),
+        ("http://[2001:db8:0:0::1]:8545/", "http://[2001:db8::1]:8545/"),
+        ("http://[2001:DB8::1]:8545/", "http://[2001:db8::1]:8545/"),
+        ("https://node.example./v1", "https://node.example/v1"),
+        ("https://\uff4e\uff4f\uff44\uff45.example/v1", "https://node.example/v1"),
+        ("https://b\u00fccher.example/", "https://xn--bcher-kva.example/"),
+    ],
+)
+def test_spellings_the_client_dials_alike_are_one_url(spelling: str, normal: str) -> None:
+    """Dot segments, IPv6 and IPv4-mapped forms, a trailing dot, full-width or other
+    internationalised hosts: the client dials each the same as its normal form, so another
+    provider could otherwise claim a node by writing its URL so."""
+    assert normalise_url(spelling) == normal
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["https://a..b/", f"https://{'a' * 64}.example/", "https://xn--zz/", "https://./"],
+)
+def test_a_host_that_is_no_host_name_is_refused(url: str) -> None:
+    with pytest.raises(ValueError, match="host"):
+        normalise_url(url)
+
+
+@pytest.mark.parametrize(
     "url", ["ftp://node.example/", "node.example", "http://", "http://node.example:99999/"]
 )
 def test_what_is_not_a_node_url_is_refused(url: str) -> None:

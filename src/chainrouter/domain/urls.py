@@ -3,10 +3,13 @@
 `http://Node.Example:80` and `http://node.example/` are the same node; so are `%7e` and `~` in a
 path. Node URLs are compared and stored in their normal form (docs/security.md):
 
-- scheme and host in lower case; an IPv6 host in brackets, as written;
+- scheme and host in lower case, the host as the client dials it: an internationalised name
+  in its IDNA (punycode) form, without a trailing dot; an IP address in its one normal
+  spelling (an IPv4 address written as IPv6, `::ffff:a.b.c.d`, as IPv4; IPv6 compressed, in
+  brackets); a name that is not one (an empty or too long label) refused;
 - the scheme's default port dropped (80 for http and ws, 443 for https and wss);
-- an empty path written `/`; any other path as written, a trailing slash included (`/v1/` and
-  `/v1` are different resources in HTTP);
+- an empty path written `/`; any other path with its dot segments (`/./`, `/a/../`) resolved,
+  a trailing slash kept (`/v1/` and `/v1` are different resources in HTTP);
 - percent-escapes of unreserved characters (letters, digits, `-._~`) decoded, the others in
   upper case; the query kept as written; the fragment, which never reaches a server, dropped;
 - credentials (`user:pass@`) kept as written: they are case-sensitive.
@@ -14,8 +17,11 @@ path. Node URLs are compared and stored in their normal form (docs/security.md):
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from urllib.parse import urlsplit, urlunsplit
+
+from yarl import URL
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
@@ -33,14 +39,34 @@ def normalise_url(url: str) -> str:
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS or not parts.hostname:
         raise ValueError("must be an absolute http(s) or ws(s) URL with a host")
-    host = parts.hostname  # lower case, without brackets
     port = parts.port  # ValueError for a port out of range
+    try:
+        dialled = URL(url)  # what the HTTP client makes of it: IDNA, dot segments resolved
+        host = _host(dialled.raw_host or "")
+    except (UnicodeError, ValueError) as exc:
+        raise ValueError(f"the host is not a valid host name: {exc}") from exc
     netloc = f"[{host}]" if ":" in host else host
     if port is not None and port != _DEFAULT_PORTS[scheme]:
         netloc += f":{port}"
     userinfo, _, _ = parts.netloc.rpartition("@")
     if userinfo:
         netloc = f"{userinfo}@{netloc}"
-    path = _ESCAPE.sub(_normal_escape, parts.path) or "/"
+    path = _ESCAPE.sub(_normal_escape, dialled.raw_path) or "/"
     query = _ESCAPE.sub(_normal_escape, parts.query)
     return urlunsplit((scheme, netloc, path, query, ""))
+
+
+def _host(raw: str) -> str:
+    """A host's one spelling: an IP address's normal form, else the name in lower case without
+    a trailing dot, refused unless every label is one (1 to 63 characters, IDNA-valid)."""
+    try:
+        address = ipaddress.ip_address(raw)
+    except ValueError:
+        name = raw.lower().rstrip(".")
+        if not name or len(name) > 253:
+            raise ValueError("a host name of 1 to 253 characters") from None
+        name.encode("idna").decode("idna")  # UnicodeError: an empty, long or bad label
+        return name
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)

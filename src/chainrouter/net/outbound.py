@@ -111,7 +111,10 @@ class CheckingResolver(AbstractResolver):
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        results = await self._inner.resolve(host, port, family)
+        try:
+            results = await self._inner.resolve(host, port, family)
+        except (UnicodeError, ValueError) as exc:  # not a name (an empty or too long label)
+            raise OSError(f"{host[:100]!r} is not a host name: {exc}") from exc
         if self._rule.checks:
             for result in results:
                 problem = self._rule.problem(ipaddress.ip_address(result["host"]))

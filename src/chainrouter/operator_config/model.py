@@ -119,10 +119,19 @@ Slug = Annotated[
     Field(json_schema_extra={"pattern": _SLUG.pattern}),
     _check(_SLUG, "lowercase letters, digits and '-', at most 64 characters"),
 ]
+def _lowered_email(value: str) -> str:
+    lowered = value.strip().lower()
+    # Checked again once lowered: some characters grow ("İ" is two in lower case), and the
+    # stored column holds 320.
+    if len(lowered) > 320:
+        raise ValueError("an e-mail address of at most 320 characters")
+    return lowered
+
+
 Email = Annotated[
     StrictStr,
     Field(max_length=320),
-    AfterValidator(lambda v: v.strip().lower()),
+    AfterValidator(_lowered_email),
     _check(_EMAIL, "an e-mail address"),
 ]
 TargetType = Annotated[StrictStr, _check(_TARGET_TYPE, "a lowercase word such as full or archive")]
