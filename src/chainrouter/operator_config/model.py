@@ -119,6 +119,8 @@ Slug = Annotated[
     Field(json_schema_extra={"pattern": _SLUG.pattern}),
     _check(_SLUG, "lowercase letters, digits and '-', at most 64 characters"),
 ]
+
+
 def _lowered_email(value: str) -> str:
     lowered = value.strip().lower()
     # Checked again once lowered: some characters grow ("İ" is two in lower case), and the
