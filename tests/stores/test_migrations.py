@@ -159,3 +159,52 @@ def test_node_urls_stored_before_are_put_in_their_one_spelling(empty_engine: Eng
     with empty_engine.connect() as connection:
         urls = set(connection.execute(select(t.nodes.c.url)).scalars())
     assert urls == {"https://n0.example/", "https://n1.example/~old", "https://N0.example"}
+
+
+def test_node_urls_stored_before_are_put_in_the_spelling_the_client_dials(
+    empty_engine: Engine,
+) -> None:
+    from sqlalchemy import select, update
+
+    from chainrouter.operator_config.apply import apply_config
+    from chainrouter.operator_config.load import validate_document
+    from chainrouter.stores.sql import schema as t
+
+    migrate.upgrade(empty_engine)
+    nodes = [{"url": f"https://n{i}.example/", "chain_id": 1} for i in range(4)]
+    apply_config(
+        empty_engine,
+        validate_document(
+            {
+                "version": 1,
+                "chains": [
+                    {
+                        "chain_id": 1,
+                        "name": "One",
+                        "short_name": "one",
+                        "native_currency": {"name": "Ether", "symbol": "ETH"},
+                    }
+                ],
+                "providers": [{"slug": "p", "name": "P", "plans": [{"name": "a", "nodes": nodes}]}],
+            }
+        ),
+    )
+    old = {
+        "https://n0.example/": "https://[::ffff:10.0.0.1]/v1/./",
+        "https://n1.example/": "https://n1.example./a/../",
+        "https://n2.example/": "https://10.0.0.1/v1/",  # n0's new form: a collision
+        "https://n3.example/": "https://a..b/",  # no host name: kept
+    }
+    with empty_engine.begin() as connection:
+        for now, before in old.items():
+            connection.execute(update(t.nodes).where(t.nodes.c.url == now).values(url=before))
+    migrate.downgrade(empty_engine, "0011")
+    migrate.upgrade(empty_engine)
+    with empty_engine.connect() as connection:
+        urls = set(connection.execute(select(t.nodes.c.url)).scalars())
+    assert urls == {
+        "https://[::ffff:10.0.0.1]/v1/./",  # its form belongs to the row after it
+        "https://n1.example/",
+        "https://10.0.0.1/v1/",
+        "https://a..b/",
+    }
