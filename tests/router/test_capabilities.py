@@ -142,6 +142,83 @@ def test_a_trace_goes_to_a_tracing_node_and_a_disabled_namespace_is_learned() ->
     assert world.metered() == {Scenario.FAILOVER: (1, 300), Scenario.FIRST_CHOICE: (1, 300)}
 
 
+def _by_method(answers: dict[str, tuple[str, Any]]) -> Any:
+    """A node answering each method as `answers` says ("result" or "error", value), else []."""
+
+    def respond(command: Any) -> bytes:
+        request = json.loads(command.body)
+        kind, value = answers.get(request["method"], ("result", []))
+        return json.dumps({"jsonrpc": "2.0", "id": request["id"], kind: value}).encode()
+
+    return respond
+
+
+def _missing(method: str) -> tuple[str, dict[str, Any]]:
+    return ("error", {"code": -32601, "message": f"the method {method} does not exist"})
+
+
+@pytest.mark.parametrize(
+    ("lacking", "then"),
+    [
+        (rpc("debug_getBadBlocks", []), rpc("debug_traceBlockByNumber", [RECENT, {}])),
+        (rpc("trace_rawTransaction", ["0x00", ["trace"]]), rpc("trace_block", [RECENT])),
+    ],
+)
+def test_one_method_a_node_lacks_is_learned_not_its_whole_namespace(
+    lacking: dict[str, Any], then: dict[str, Any]
+) -> None:
+    """Nodes and providers often lack one method of a namespace they serve: another caller's
+    call of that method must not take the others away (the probes judge the namespace)."""
+    node = _by_method({lacking["method"]: _missing(lacking["method"])})
+    world = scripted_world(
+        [(NO_TRACE, 100, node)],
+        methods=(*STATE_METHODS, lacking["method"]),
+        heads={NO_TRACE: HEAD},
+    )
+    other = world.another_key(2, customer_id=2)
+    refused = world.call(lacking, key=other)
+    assert _error(refused.body)["code"] == -32011  # that method: no node serves it
+    assert json.loads(world.call(then).body)["result"] == []
+
+
+def test_a_trace_filter_range_limit_is_not_learned_as_the_logs_limit() -> None:
+    """Nodes limit trace_filter's range far below eth_getLogs's: one caller's trace_filter must
+    not move everyone's log queries off the node."""
+    limited = ("error", {"code": -32000, "message": "block range too large, max 100 blocks"})
+    node = _by_method({"trace_filter": limited})
+    world = scripted_world(
+        [(ARCHIVE, 100, node), (PRUNED, 300, answering([]))],
+        methods=(*STATE_METHODS, "trace_filter"),
+        heads={ARCHIVE: HEAD, PRUNED: HEAD},
+    )
+    other = world.another_key(2, customer_id=2)
+    world.call(rpc("trace_filter", [{"fromBlock": hex(1000), "toBlock": hex(1500)}]), key=other)
+    world.call(_logs(5000, 5999))
+    assert world.urls_called()[-1] == ARCHIVE
+
+
+@pytest.mark.parametrize("block", [HEAD, HEAD - 1])
+def test_a_block_missing_near_the_head_takes_no_history_away(block: int) -> None:
+    """A provider's backend a block behind the one its health check reached says "header not
+    found" near the head: that says nothing of the history it keeps."""
+
+    def behind(command: Any) -> bytes:
+        request = json.loads(command.body)
+        if request["params"][0] == hex(block):
+            failure = {"code": -32000, "message": "header not found"}
+            return json.dumps({"jsonrpc": "2.0", "id": request["id"], "error": failure}).encode()
+        answer = {"number": request["params"][0]}
+        return json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": answer}).encode()
+
+    world = scripted_world(
+        [(ARCHIVE, 100, behind)], methods=("eth_getBlockByNumber",), heads={ARCHIVE: HEAD}
+    )
+    other = world.another_key(2, customer_id=2)
+    world.call(rpc("eth_getBlockByNumber", [hex(block), False]), key=other)
+    reply = world.call(rpc("eth_getBlockByNumber", [hex(1_000), False]))
+    assert json.loads(reply.body)["result"] == {"number": hex(1_000)}
+
+
 def test_no_tracing_node_is_minus_32011() -> None:
     world = scripted_world(
         [(NO_TRACE, 100, answering([]))],

@@ -9,8 +9,12 @@ import json
 import pytest
 
 from chainrouter.net.client_ip import client_address, peer_ip
+from chainrouter.router.stages.free_tier import client_block
 from chainrouter.testing.faulty_upstream import FaultyUpstream
+from chainrouter.testing.scripted import answering
 from tests.router.conftest import CHAIN_A, World, WorldFactory, provider, rpc, world_config
+from tests.router.scripted_world import rpc as scripted_rpc
+from tests.router.scripted_world import scripted_world
 
 pytestmark = pytest.mark.anyio
 
@@ -143,3 +147,26 @@ def test_the_client_ip_comes_from_the_socket_unless_a_trusted_proxy_forwarded_it
 )
 def test_the_peer_address_is_read_from_the_server_scope(scope_client: str, ip: str) -> None:
     assert peer_ip(scope_client) == ip
+
+
+def test_an_ipv6_64_is_one_client_for_the_per_ip_limit() -> None:
+    """One host or site usually has a whole /64: taking a new address for each call, it would
+    otherwise have the tier's total capacity to itself. 100 calls per minute per client here."""
+    world = scripted_world([("http://n.node", 0, answering("0x10"))])
+    statuses = [world.public(scripted_rpc(), ip=f"2001:db8:1:2::{i:x}").status for i in range(150)]
+    assert statuses.count(200) == 100
+    assert world.public(scripted_rpc(), ip="2001:db8:1:3::1").status == 200  # another /64
+    assert world.public(scripted_rpc(), ip="198.51.100.7").status == 200
+
+
+@pytest.mark.parametrize(
+    ("ip", "block"),
+    [
+        ("198.51.100.7", "198.51.100.7"),
+        ("::ffff:198.51.100.7", "198.51.100.7"),
+        ("2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::/64"),
+        ("2001:DB8:1:2::1", "2001:db8:1:2::/64"),
+    ],
+)
+def test_the_per_ip_limit_counts_ipv4_addresses_and_ipv6_64s(ip: str, block: str) -> None:
+    assert client_block(ip) == block

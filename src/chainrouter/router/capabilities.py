@@ -104,12 +104,12 @@ class CapabilityBook:
         head = self._health.node_head(node.node_id)  # its own: the chain's may be ahead of it
         kind = fault.fault
         if kind is Fault.METHOD_MISSING:
-            if needs.namespace == "trace":
-                return Capabilities(trace=False)
-            if needs.namespace == "debug":
-                return Capabilities(debug=False)
+            # That method only: a node often lacks one method of a namespace it serves
+            # (`debug_getBadBlocks`, `trace_rawTransaction`); the probes judge the namespace.
             return UNKNOWN.with_missing(method)
         if kind is Fault.RANGE_LIMIT:
+            if method != "eth_getLogs":
+                return None  # a limit of trace_filter's (often narrower) is not the logs' one
             span = logs_span(needs)
             if span is None or span <= 1:
                 return None
@@ -117,14 +117,18 @@ class CapabilityBook:
             return Capabilities(logs_max_range=stated if stated and stated < span else span - 1)
         if head is None:
             return None  # a block it lacks says nothing unless it is behind the node's head
+        # Only a block well behind the node's head says what history it keeps: near the head, a
+        # provider's backend a block or two behind the one its health check reached says "not
+        # found" too, and one call there would take all its history away.
+        settled = head - self._health.max_block_lag
         if kind is Fault.STATE_MISSING and needs.state_at is not None:
-            if needs.state_at < head:
+            if needs.state_at < settled:
                 return Capabilities(state_depth=head - needs.state_at - 1)
             return None
         if kind is Fault.BLOCK_MISSING:
             single = needs.history_from if needs.history_from == needs.history_to else None
             block = single if single is not None else needs.state_at
-            if block is not None and block <= head:
+            if block is not None and block < settled:
                 return Capabilities(blocks_from=block + 1)
         return None
 
@@ -202,12 +206,14 @@ class CapabilityBook:
                 "each is met by some node",
                 data={"requirements": sorted(s.value for s in frozenset().union(*lacking))},
             )
-        if Shortfall.NAMESPACE in common:
+        tracing = needs.namespace in ("trace", "debug")
+        if Shortfall.NAMESPACE in common or (tracing and Shortfall.METHOD in common):
             namespace = needs.namespace or "trace"
+            served = f"{namespace}_*" if Shortfall.NAMESPACE in common else method[:100]
             return RpcError(
                 REFUSAL_STATUS,
                 RpcCode.NO_OPCODE_CAPABLE_NODES,
-                f"no node of chain {chain_id} serves {namespace}_* (tracing): {method[:100]} "
+                f"no node of chain {chain_id} serves {served} (tracing): {method[:100]} "
                 "cannot be answered",
                 data={"requirement": namespace},
             )

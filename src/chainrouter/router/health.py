@@ -130,6 +130,7 @@ class HealthMonitor:
         self._concurrency = concurrency
         self._timeout_s = timeout_s
         self._max_lag = max_block_lag
+        self.max_block_lag = max_block_lag
         self._states: dict[int, NodeState] = {}
         # What the request path reads, updated in place (never replaced): set and dictionary
         # look-ups, nothing built per call.

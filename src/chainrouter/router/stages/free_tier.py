@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from chainrouter.jsonrpc.envelope import RpcCall
@@ -54,7 +55,10 @@ class FreeTierRoom:
         if calls == 0:
             return
         per_ip = Bucket(
-            f"free:ip:{request.client_ip}", limits.ip_requests, limits.ip_interval_s, calls
+            f"free:ip:{client_block(request.client_ip)}",
+            limits.ip_requests,
+            limits.ip_interval_s,
+            calls,
         )
         capacity = Bucket("free:capacity", limits.capacity_per_s, 1.0, calls)
         if wait_s := await Acquire([per_ip]):
@@ -72,3 +76,18 @@ class FreeTierRoom:
                 f"the public free tier is at capacity; {limits.signup_hint}",
                 retry_after_s=wait_s,
             )
+
+
+def client_block(ip: str | None) -> str:
+    """What the per-IP limit counts by: an IPv4 address, or an IPv6 address's /64 (one host or
+    site usually has a whole /64, and could otherwise take a new address for every call); an
+    IPv4 address written as IPv6 as the IPv4 address."""
+    try:
+        address = ipaddress.ip_address(ip or "")
+    except ValueError:
+        return ip or ""
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
