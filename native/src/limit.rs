@@ -6,7 +6,9 @@
 //!   previous answer: a connection that sends nothing, or drips its head, is closed. (hyper
 //!   0.14.19, Debian's, has a header read timeout that never fires, and none for a silent
 //!   connection.) The server disarms the deadline while it serves a request (`HeadDeadline`),
-//!   and leaves it disarmed after a 101: a WebSocket's liveness is its session's pings.
+//!   and leaves it disarmed after a 101: a WebSocket's liveness is its session's pings;
+//! - what the server sends must move within `head_timeout` too: a client that stops reading its
+//!   answers (its window full, a write waiting) is closed instead of holding its place for ever.
 
 use std::future::Future;
 use std::io;
@@ -79,6 +81,10 @@ pub struct Counted {
     _permit: OwnedSemaphorePermit,
     sleep: Pin<Box<Sleep>>,
     sleeping_until: Option<Instant>,
+    /// How long a write may wait for the client to read, and since when one has waited.
+    send_timeout: Duration,
+    send_sleep: Pin<Box<Sleep>>,
+    send_stalled: bool,
 }
 
 impl Counted {
@@ -91,6 +97,33 @@ impl Counted {
             _permit: permit,
             sleep: Box::pin(tokio::time::sleep_until(first.unwrap_or_else(Instant::now))),
             sleeping_until: first,
+            send_timeout: head_timeout,
+            send_sleep: Box::pin(tokio::time::sleep(head_timeout)),
+            send_stalled: false,
+        }
+    }
+
+    /// A write's outcome, or a time-out once writes have waited `send_timeout` in a row for
+    /// the client to read.
+    fn sent<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        outcome: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if outcome.is_ready() {
+            self.send_stalled = false;
+            return outcome;
+        }
+        if !self.send_stalled {
+            self.send_stalled = true;
+            self.send_sleep.as_mut().reset(Instant::now() + self.send_timeout);
+        }
+        match self.send_sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client did not read what it was sent in time",
+            ))),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -162,11 +195,15 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+        let this = self.get_mut();
+        let outcome = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.sent(cx, outcome)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        let outcome = Pin::new(&mut this.stream).poll_flush(cx);
+        this.sent(cx, outcome)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -178,7 +215,9 @@ impl AsyncWrite for Counted {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let outcome = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.sent(cx, outcome)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -225,6 +264,29 @@ mod tests {
             drop(first);
             assert!(accept(&mut limited).await.is_some(), "then takes the freed place");
             drop(clients);
+        });
+    }
+
+    #[test]
+    fn a_client_that_stops_reading_fails_the_write_waiting_for_it() {
+        runtime().block_on(async {
+            use tokio::io::AsyncWriteExt;
+            let (mut limited, address) = listening(2, Duration::from_millis(200));
+            let _not_reading = std::net::TcpStream::connect(address).unwrap();
+            let mut connection = accept(&mut limited).await.expect("accepted");
+            connection.deadline.disarm();
+            let chunk = vec![0u8; 1 << 16];
+            let writing = async {
+                loop {
+                    if let Err(error) = connection.write_all(&chunk).await {
+                        break error;
+                    }
+                }
+            };
+            let failed = tokio::time::timeout(Duration::from_secs(5), writing)
+                .await
+                .expect("the write waited past its deadline");
+            assert_eq!(failed.kind(), io::ErrorKind::TimedOut);
         });
     }
 
