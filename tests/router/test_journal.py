@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, func, select
 from chainrouter.domain.enums import Scenario
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import parse_yaml, validate_document
+from chainrouter.router import journal as journal_module
 from chainrouter.router.journal import (
     ReplayedFlush,
     UsageJournal,
@@ -114,6 +115,38 @@ def test_a_marker_lost_to_a_full_disk_is_written_once_there_is_room(tmp_path: Pa
     assert lines[2:] == [b'{"t"', b'{"t":1}', lines[4], lines[5]]
     flushes = unwritten_flushes("full", iter(lines))
     assert [(f.sequence, sum(c for c, _ in f.rows.values())) for f in flushes] == [(1, 1), (2, 2)]
+
+
+def test_a_live_routers_journal_starts_afresh_once_everything_in_it_is_in_storage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It would otherwise grow with every call the router serves. Past its size bound, with
+    every flush taken in storage, the file is replaced by one holding only the calls metered
+    since, under the flush numbers that follow; a replay then writes exactly those."""
+    monkeypatch.setattr(journal_module, "ROTATE_BYTES", 200)
+    journal = UsageJournal(tmp_path, "r1", DB)
+    meter = UsageMeter(journal=journal)
+    for _ in range(5):
+        meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 100)
+    meter.take()  # flush 1
+    for _ in range(3):
+        meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 100)
+    assert len(_lines(journal.path)) == 1 + 5 + 1 + 3
+    journal.written(1)
+    meter.rotate_journal(1)  # what the sync does once flush 1, the last taken, is in storage
+    lines = _lines(journal.path)
+    assert lines[0] == b'{"db":"%s","s":1}' % DB.encode()
+    assert len(lines) == 2  # the three calls since flush 1, as one row with its count
+    meter.take()  # flush 2
+    meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 100)
+    os.close(journal._fd)  # killed
+    found: list[ReplayedFlush] = []
+    assert replay_journals(tmp_path, DB, found.append) == 2
+    assert [(f.reference, sum(c for c, _ in f.rows.values())) for f in found] == [
+        ("usage:r1:2", 3),
+        ("usage:r1:3", 1),
+    ]
+    assert [f.spend for f in found] == [{1: 300}, {1: 100}]
 
 
 def test_unwritten_flushes_are_those_not_marked_written_and_the_rows_after_the_last_take(

@@ -12,6 +12,13 @@ its URL without the password): a journal is replayed only into that database.
 - `{"t": N}`: the meter's rows so far were taken as flush N (the `u` lines since the previous
   `t` belong to it);
 - `{"w": N}`: flush N is in storage.
+
+A live router's journal would grow with every call it serves: once every flush it took is in
+storage and the file is over `ROTATE_BYTES`, it is replaced (`rotate`, under the meter's lock)
+by a new one holding only what is not: its header says the flushes before continue after N
+(`{"db": ..., "s": N}`), and the calls metered since flush N follow as `u` lines with a count (a
+ninth field). The new file is written beside the old and renamed over it, so a replay finds one
+or the other, never both.
 A `write` is in the kernel when it returns: a process killed after it loses nothing; only a
 machine that loses power before the page cache reaches the disk does (no `fsync` per call: it
 would cost milliseconds). On a full disk the router keeps serving (storage still gets every
@@ -45,6 +52,7 @@ from chainrouter.domain.enums import Scenario
 log = logging.getLogger(__name__)
 
 SUFFIX = ".journal"
+ROTATE_BYTES = 1 << 20  # a journal whose flushes are all in storage is replaced past this size
 # (customer, key, chain, method, scenario, hour, plan): the meter's row key (router/metering.py)
 RowKey = tuple[int, int, int, str, str, int, int]
 
@@ -55,6 +63,7 @@ class UsageJournal:
     def __init__(self, directory: Path, instance: str, database: str) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{instance}{SUFFIX}"
+        self._database = database
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.failed_writes = 0
@@ -79,6 +88,36 @@ class UsageJournal:
                 plan,
             )
         )
+
+    def rotate(self, after: int, rows: dict[RowKey, list[int]]) -> bool:
+        """Replace the file, once past `ROTATE_BYTES`, by one that holds only `rows` (the calls
+        metered since flush `after`, every flush up to which is in storage). The caller holds
+        the meter's lock: nothing is metered meanwhile. True if replaced."""
+        try:
+            if os.fstat(self._fd).st_size < ROTATE_BYTES:
+                return False
+            fresh = self.path.with_name(self.path.name + ".new")  # not a journal to a replay
+            fd = os.open(fresh, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError as exc:
+            log.warning("usage journal %s not rotated: %s", self.path, exc)
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lines = [orjson.dumps({"db": self._database, "s": after})]
+            lines += [_row_line(key, credits, count) for key, (count, credits) in rows.items()]
+            data = b"\n".join(lines) + b"\n"
+            written = os.write(fd, data)
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.rename(fresh, self.path)
+        except OSError as exc:
+            os.close(fd)
+            fresh.unlink(missing_ok=True)
+            log.warning("usage journal %s not rotated: %s", self.path, exc)
+            return False
+        os.close(self._fd)
+        self._fd, self._torn, self._unwritten_markers = fd, False, b""
+        return True
 
     def taken(self, sequence: int) -> None:
         self._append(b'{"t":%d}' % sequence, marker=True)
@@ -138,24 +177,49 @@ def database_fingerprint(url: str) -> str:
     return hashlib.sha256(url.encode()).hexdigest()[:32]
 
 
+def _row_line(key: RowKey, credits_nano: int, count: int) -> bytes:
+    customer, api_key, chain, method, scenario, hour, plan = key
+    return b'{"u":[%d,%d,%d,%b,"%b",%d,%d,%d,%d]}' % (
+        customer,
+        api_key,
+        chain,
+        orjson.dumps(method),
+        scenario.encode(),
+        hour,
+        credits_nano,
+        plan,
+        count,
+    )
+
+
 def journal_database(lines: Iterator[bytes]) -> str | None:
     """The database fingerprint a journal's first line names, if it names one."""
-    first = next(lines, b"")
+    return _header(next(lines, b""))[0]
+
+
+def _header(first: bytes) -> tuple[str | None, int]:
+    """A journal's database, and the flush its rows continue after (0 but in a rotated one)."""
     try:
         header = orjson.loads(first)
     except orjson.JSONDecodeError:
-        return None
-    database = header.get("db") if isinstance(header, dict) else None
-    return database if isinstance(database, str) else None
+        return None, 0
+    if not isinstance(header, dict):
+        return None, 0
+    database, after = header.get("db"), header.get("s", 0)
+    return (database if isinstance(database, str) else None), (
+        after if isinstance(after, int) and after >= 0 else 0
+    )
 
 
-def unwritten_flushes(instance: str, lines: Iterator[bytes]) -> list[ReplayedFlush]:
+def unwritten_flushes(
+    instance: str, lines: Iterator[bytes], after: int = 0
+) -> list[ReplayedFlush]:
     """The flushes a journal holds that it does not mark written, rows after the last `t`
     included (as the flush after it). A torn last line (the process died inside a `write`) or
     any line that is not an event is skipped."""
     flushes: dict[int, ReplayedFlush] = {}
     written: set[int] = set()
-    current = ReplayedFlush(instance, 1, {}, {})
+    current = ReplayedFlush(instance, after + 1, {}, {})
     for raw in lines:
         try:
             event: Any = orjson.loads(raw)
@@ -171,23 +235,27 @@ def unwritten_flushes(instance: str, lines: Iterator[bytes]) -> list[ReplayedFlu
             current = ReplayedFlush(instance, current.sequence + 1, {}, {})
         elif isinstance(event.get("w"), int):
             written.add(event["w"])
+        elif isinstance(event.get("s"), int) and not current.rows:  # a rotated file's header
+            current.sequence = event["s"] + 1
     if current.rows:
         flushes[current.sequence] = current
     return [f for n, f in sorted(flushes.items()) if n not in written and f.rows]
 
 
 def _add(flush: ReplayedFlush, fields: Any) -> None:
-    if not isinstance(fields, list) or len(fields) not in (7, 8):
+    if not isinstance(fields, list) or len(fields) not in (7, 8, 9):
         return
     customer, api_key, chain, method, scenario, hour, credits, *rest = fields
     plan = rest[0] if rest else 0
-    if not all(isinstance(v, int) for v in (customer, api_key, chain, hour, credits, plan)):
+    count = rest[1] if len(rest) > 1 else 1  # a rotated file's rows carry their count
+    values = (customer, api_key, chain, hour, credits, plan, count)
+    if not all(isinstance(v, int) for v in values) or count < 1:
         return
     if not isinstance(method, str) or scenario not in Scenario._value2member_map_:
         return
     key = (customer, api_key, chain, method, Scenario(scenario), hour, plan)
     row = flush.rows.setdefault(key, [0, 0])
-    row[0] += 1
+    row[0] += count
     row[1] += credits
     if credits:
         flush.spend[customer] = flush.spend.get(customer, 0) + credits
@@ -218,9 +286,10 @@ def replay_journals(directory: Path, database: str, write: WriteFlush) -> int:
                 continue  # replayed and removed while this one waited
             with open(fd, "rb", closefd=False) as journal:
                 lines = iter(journal)
-                if journal_database(lines) != database:
+                named, after = _header(next(lines, b""))
+                if named != database:
                     continue  # another database's usage: not this router's to write
-                flushes = unwritten_flushes(path.stem, lines)
+                flushes = unwritten_flushes(path.stem, lines, after)
             for flush in flushes:
                 write(flush)
                 replayed += 1

@@ -86,6 +86,13 @@ class UsageMeter:
             _fold(self._taken, batch.rows)
         return batch
 
+    def rotate_journal(self, written: int) -> None:
+        """Flush `written` and every one before it are in storage: the journal may start
+        afresh with only what was metered since (journal.py), if no later flush was taken."""
+        with self._lock:
+            if self.journal is not None and written == self._sequence:
+                self.journal.rotate(written, self._rows)
+
     def totals(self) -> dict[tuple[int, str, str], list[int]]:
         """Calls and nano-credits metered since the process started, taken or not, by
         (chain, method, scenario): what the metrics show of keyed calls."""

@@ -222,6 +222,8 @@ class StorageSync:
         if any(b.sequence == sequence for b in (*self._unwritten, *self._set_aside)):
             return
         self._journal.written(sequence)
+        if not self._unwritten and not self._set_aside:  # every flush taken is in storage
+            self._meter.rotate_journal(sequence)
 
     def close_journal(self) -> None:
         """At exit: the journal is removed when everything in it is in storage, else kept for
