@@ -35,8 +35,13 @@ from chainrouter.router.ws.upstream import UpstreamClosedError, UpstreamSocket
 pytestmark = pytest.mark.anyio
 CHAIN, CUSTOMER, KEY_ID = 7, 1, 11
 ROUTE = WsRoute(3, 5, CHAIN, "ws://node", {"newHeads": 100, "logs": 100})
+ACCESS = KeyAccess(KEY_ID, CUSTOMER, ("*",), RoutingStrategy.ECONOMY, False)
 SNAP = RouterSnapshot(
-    0, {}, RouteTable.build([], [], []), {}, ws_routes=WsRouteTable.build([ROUTE])
+    0,
+    {"the key's digest": ACCESS},
+    RouteTable.build([], [], []),
+    {},
+    ws_routes=WsRouteTable.build([ROUTE]),
 )
 
 
@@ -70,7 +75,7 @@ async def _unreachable(url: str) -> UpstreamSocket:
 
 def _session(link: Any, hub: Any, balance: int, handle: Any = None) -> tuple[WsSession, UsageMeter]:
     request = RequestContext(SNAP, "b1", b"", str(CHAIN), "crk_x", None, None, None)
-    request.access = KeyAccess(KEY_ID, CUSTOMER, ("*",), RoutingStrategy.ECONOMY, False)
+    request.access = ACCESS
     request.chain_id = CHAIN
     credits = CreditView()
     credits.replace_stored({CUSTOMER: balance})

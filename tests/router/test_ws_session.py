@@ -22,7 +22,13 @@ from chainrouter.router.pipeline import Reply
 from chainrouter.router.ws.feed import ChainFeed
 from chainrouter.router.ws.heads import Head
 from chainrouter.router.ws.protocol import SubscriptionKind
-from chainrouter.router.ws.session import OUT_OF_CREDITS, SLOW_CLIENT, WsLimits, WsSession
+from chainrouter.router.ws.session import (
+    KEY_REVOKED,
+    OUT_OF_CREDITS,
+    SLOW_CLIENT,
+    WsLimits,
+    WsSession,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -62,6 +68,7 @@ class Hub:
         self.the_feed.route = ROUTE
         self.the_feed.prices = dict(ROUTE.prices)
         self.left = 0
+        self.revoked: set[int] = set()
 
     def feed(self, chain_id: int, access: KeyAccess) -> ChainFeed:
         return self.the_feed
@@ -71,6 +78,9 @@ class Hub:
 
     def leave(self, feed: ChainFeed) -> None:
         self.left += 1
+
+    def key_live(self, key_id: int) -> bool:
+        return key_id not in self.revoked
 
 
 async def _never(url: str) -> Any:
@@ -134,6 +144,25 @@ async def test_each_notification_is_billed_at_the_route_price_until_the_credits_
     ]
     assert len(hub.the_feed.fanout) == 0  # its subscriptions ended
     assert hub.left == 1
+
+
+async def test_a_key_revoked_while_subscribed_ends_its_subscriptions_unbilled() -> None:
+    """A revocation takes effect on open connections as on calls: the next notification is
+    not sent nor billed, and the connection closes (4001)."""
+    link, hub = Link(), Hub()
+    session, meter = _session(link, hub, balance=10**9)
+    running = asyncio.create_task(session.run())
+    await _subscribe(link)
+    _heads(hub, 1, 1)
+    await asyncio.sleep(0.05)
+    hub.revoked.add(KEY_ID)  # the next snapshot no longer holds the key
+    _heads(hub, 2, 3)
+    await asyncio.wait_for(running, 5)
+    notifications = [m for m in link.got if m.get("method") == "eth_subscription"]
+    assert [n["params"]["result"]["number"] for n in notifications] == ["0x1"]
+    assert link.got[-1]["error"]["message"] == "API key revoked: subscriptions ended"
+    assert link.closed == (KEY_REVOKED, "API key revoked")
+    assert list(meter.take().rows.values()) == [[1, 100]]
 
 
 async def test_a_client_that_does_not_read_is_dropped_and_the_others_go_on() -> None:

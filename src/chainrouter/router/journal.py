@@ -211,9 +211,7 @@ def _header(first: bytes) -> tuple[str | None, int]:
     )
 
 
-def unwritten_flushes(
-    instance: str, lines: Iterator[bytes], after: int = 0
-) -> list[ReplayedFlush]:
+def unwritten_flushes(instance: str, lines: Iterator[bytes], after: int = 0) -> list[ReplayedFlush]:
     """The flushes a journal holds that it does not mark written, rows after the last `t`
     included (as the flush after it). A torn last line (the process died inside a `write`) or
     any line that is not an event is skipped."""

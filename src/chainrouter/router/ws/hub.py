@@ -39,6 +39,17 @@ class Hub:
         self._max_per_key = max_connections_per_key
         self._feeds: dict[tuple[int, RoutingStrategy], tuple[ChainFeed, asyncio.Task[None]]] = {}
         self._connections: dict[int, int] = {}  # key id -> open connections
+        self._keys_of: RouterSnapshot | None = None  # the snapshot `_live_keys` was read from
+        self._live_keys: frozenset[int] = frozenset()
+
+    def key_live(self, key_id: int) -> bool:
+        """Whether the key is still in the configuration (not revoked or deleted since its
+        connection opened); read once per snapshot."""
+        snapshot = self._snapshot()
+        if snapshot is not self._keys_of:
+            self._keys_of = snapshot
+            self._live_keys = frozenset(a.key_id for a in snapshot.keys_by_hash.values())
+        return key_id in self._live_keys
 
     # -- connections ------------------------------------------------------------------------
 

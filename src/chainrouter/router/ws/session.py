@@ -38,8 +38,10 @@ from chainrouter.router.ws.protocol import (
 
 log = logging.getLogger(__name__)
 
-# Close codes (docs/websocket.md): 1000 normal; 4002 out of credits; 4008 too slow to read.
+# Close codes (docs/websocket.md): 1000 normal; 4001 key revoked; 4002 out of credits; 4008 too
+# slow to read.
 NORMAL = 1000
+KEY_REVOKED = 4001
 OUT_OF_CREDITS = 4002
 SLOW_CLIENT = 4008
 _SUBSCRIBE_METHODS = frozenset({"eth_subscribe", "eth_unsubscribe"})
@@ -78,6 +80,7 @@ class SessionHub(Protocol):
     def served(self, chain_id: int, kind: SubscriptionKind) -> bool: ...
 
     def leave(self, feed: ChainFeed) -> None: ...
+    def key_live(self, key_id: int) -> bool: ...
 
 
 Handle = Callable[[bytes], Awaitable[Reply]]  # a call or batch through the keyed pipeline
@@ -196,6 +199,10 @@ class WsSession:
         """Whether one notification at `price` may be sent; out of credits: the subscriptions
         end with an error and the connection closes (4002)."""
         access = self._access
+        if not self._hub.key_live(access.key_id):
+            failure = RpcError(401, RpcCode.SERVER_ERROR, "API key revoked: subscriptions ended")
+            self._close_soon(KEY_REVOKED, "API key revoked", error_response(failure))
+            return False
         short = self._credits.available(access.customer_id) < price
         if price and short and not access.bypass_credit_check:
             failure = RpcError(
