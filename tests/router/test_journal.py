@@ -149,6 +149,36 @@ def test_a_live_routers_journal_starts_afresh_once_everything_in_it_is_in_storag
     assert [f.spend for f in found] == [{1: 300}, {1: 100}]
 
 
+def test_a_journal_rotated_while_another_router_waits_to_replay_it_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A starting router opens the file, the live one renames its new journal over it and lets
+    the old go, and only then the starting one takes the lock: what it holds is no longer the
+    journal at the path, and it must neither replay nor remove it."""
+    monkeypatch.setattr(journal_module, "ROTATE_BYTES", 10)
+    live = UsageJournal(tmp_path, "live", DB)
+    meter = UsageMeter(journal=live)
+    meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 100)
+    meter.take()
+    live.written(1)
+    meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 100)
+    real_flock = fcntl.flock
+    old_file = live._fd
+
+    def rotate_first(fd: int, operation: int) -> None:
+        if fd not in (old_file, live._fd):  # the starting router's lock on the file it opened
+            monkeypatch.setattr(fcntl, "flock", real_flock)
+            meter.rotate_journal(1)
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", rotate_first)
+    found: list[ReplayedFlush] = []
+    assert replay_journals(tmp_path, DB, found.append) == 0
+    assert found == []
+    assert live.path.exists()
+    live.close(remove=True)
+
+
 def test_unwritten_flushes_are_those_not_marked_written_and_the_rows_after_the_last_take(
     tmp_path: Path,
 ) -> None:

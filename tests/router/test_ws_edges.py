@@ -73,12 +73,15 @@ async def _unreachable(url: str) -> UpstreamSocket:
     raise OSError("no node")
 
 
-def _session(link: Any, hub: Any, balance: int, handle: Any = None) -> tuple[WsSession, UsageMeter]:
+def _session(
+    link: Any, hub: Any, balance: int, handle: Any = None, credits: CreditView | None = None
+) -> tuple[WsSession, UsageMeter]:
     request = RequestContext(SNAP, "b1", b"", str(CHAIN), "crk_x", None, None, None)
     request.access = ACCESS
     request.chain_id = CHAIN
-    credits = CreditView()
-    credits.replace_stored({CUSTOMER: balance})
+    if credits is None:
+        credits = CreditView()
+        credits.replace_stored({CUSTOMER: balance})
     meter = UsageMeter()
 
     async def no_calls(body: bytes) -> Reply:
@@ -287,3 +290,41 @@ async def test_a_node_failing_while_a_blocks_logs_are_read_leaves_no_gap() -> No
     await asyncio.gather(task, return_exceptions=True)
     assert [log["blockNumber"] for log in logs.got] == ["0x1", "0x2", "0x3"]
     assert [head["number"] for head in heads.got] == ["0x1", "0x2", "0x3"]  # none twice
+
+
+class SlowLink(Link):
+    """A client whose notifications wait to be read until told."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = asyncio.Event()
+
+    async def send(self, message: bytes) -> None:
+        if b"eth_subscription" in message:
+            await self.reading.wait()
+        await super().send(message)
+
+
+async def test_a_customers_connections_cannot_spend_one_balance_twice_while_sending() -> None:
+    """The price is held while a notification is sent: two connections of one customer with
+    credit for one notification, both waiting for their client, send and bill one."""
+    hub = Hub(lambda: SNAP, _unreachable, lambda c: None)
+    credits = CreditView()
+    credits.replace_stored({CUSTOMER: 100})  # one notification's worth
+    links = [SlowLink(), SlowLink()]
+    sessions = [_session(link, hub, 0, credits=credits) for link in links]
+    tasks = [asyncio.create_task(session.run()) for session, _ in sessions]
+    for link in links:
+        link.said.put_nowait(_sub())
+    await _settle()
+    _heads(hub.feeds()[0], 1, 1)
+    await _settle()
+    for link in links:
+        link.reading.set()
+        link.said.put_nowait(None)
+    await asyncio.wait_for(asyncio.gather(*tasks), 5)
+    await hub.stop()
+    billed = sum(sum(v[1] for v in meter.take().rows.values()) for _, meter in sessions)
+    delivered = sum(1 for link in links for m in link.got if m.get("method") == "eth_subscription")
+    assert (billed, delivered) == (100, 1)
+    assert credits.available(CUSTOMER) == 0

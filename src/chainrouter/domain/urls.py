@@ -58,14 +58,16 @@ def normalise_url(url: str) -> str:
 
 def _host(raw: str) -> str:
     """A host's one spelling: an IP address's normal form, else the name in lower case without
-    a trailing dot, refused unless every label is one (1 to 63 characters, IDNA-valid)."""
+    a trailing dot (as the client encodes it: punycode), refused unless every label is 1 to 63
+    characters. A label that is not valid punycode fails where it is resolved (screening)."""
     try:
         address = ipaddress.ip_address(raw)
     except ValueError:
         name = raw.lower().rstrip(".")
         if not name or len(name) > 253:
             raise ValueError("a host name of 1 to 253 characters") from None
-        name.encode("idna").decode("idna")  # UnicodeError: an empty, long or bad label
+        if any(not 0 < len(label) <= 63 for label in name.split(".")):
+            raise ValueError("a host name's labels are 1 to 63 characters") from None
         return name
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return str(address.ipv4_mapped)

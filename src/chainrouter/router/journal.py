@@ -40,6 +40,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,7 @@ class UsageJournal:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.failed_writes = 0
+        self._writing = threading.Lock()  # calls are metered on one thread, flushes on another
         self._torn = False  # a write failed: the file may end in part of a line
         self._unwritten_markers = b""  # `t` and `w` lines whose write failed, to write first
         self._append(orjson.dumps({"db": database}))
@@ -115,8 +117,9 @@ class UsageJournal:
             fresh.unlink(missing_ok=True)
             log.warning("usage journal %s not rotated: %s", self.path, exc)
             return False
-        os.close(self._fd)
-        self._fd, self._torn, self._unwritten_markers = fd, False, b""
+        with self._writing:
+            os.close(self._fd)
+            self._fd, self._torn, self._unwritten_markers = fd, False, b""
         return True
 
     def taken(self, sequence: int) -> None:
@@ -126,6 +129,10 @@ class UsageJournal:
         self._append(b'{"w":%d}' % sequence, marker=True)
 
     def _append(self, line: bytes, *, marker: bool = False) -> None:
+        with self._writing:
+            self._append_locked(line, marker)
+
+    def _append_locked(self, line: bytes, marker: bool) -> None:
         data = line + b"\n"
         if self._unwritten_markers or self._torn:
             # After a failed write: a newline first, so that a torn line stays a line of its own
@@ -280,8 +287,12 @@ def replay_journals(directory: Path, database: str, write: WriteFlush) -> int:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue  # its router is alive
-            if not path.exists():
+            try:
+                current = os.stat(path)
+            except FileNotFoundError:
                 continue  # replayed and removed while this one waited
+            if current.st_ino != os.fstat(fd).st_ino:
+                continue  # its live router rotated it: the file locked here is not the journal
             with open(fd, "rb", closefd=False) as journal:
                 lines = iter(journal)
                 named, after = _header(next(lines, b""))

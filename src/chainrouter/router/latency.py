@@ -111,7 +111,7 @@ class RecentLatency:
         """The node's q-quantile for this work, in seconds; where it is unknown (a new node, or
         one that never answers: a hung node), the quickest q-quantile known among `peers` (the
         call's other routes), else, when `smoothed_ms` is given, the quickest smoothed latency
-        (calls and health checks) of the node or its peers; None when nothing is known (a
+        (quick calls and health checks) of the node or its peers; None when nothing is known (a
         router just started)."""
         own = self.quantile(node_id, work, q)
         if own is not None:

@@ -82,10 +82,12 @@ def client_block(ip: str | None) -> str:
     """What the per-IP limit counts by: an IPv4 address, or an IPv6 address's /64 (one host or
     site usually has a whole /64, and could otherwise take a new address for every call); an
     IPv4 address written as IPv6 as the IPv4 address."""
+    if not ip or ":" not in ip:
+        return ip or ""  # IPv4 (or none): as it is
     try:
-        address = ipaddress.ip_address(ip or "")
+        address = ipaddress.ip_address(ip)
     except ValueError:
-        return ip or ""
+        return ip
     if isinstance(address, ipaddress.IPv6Address):
         if address.ipv4_mapped is not None:
             return str(address.ipv4_mapped)

@@ -185,26 +185,28 @@ class WsSession:
                 with contextlib.suppress(Exception):
                     await self._link.close(code, reason)
                 return
-            if kind is not None and (self._closing is not None or not self._can_pay(price)):
+            if kind is not None and (self._closing is not None or not self._hold(price)):
                 continue
             try:
                 await self._link.send(message)
             except Exception:  # the client is gone, or its link closing: not sent, not billed
+                if kind is not None:
+                    self._credits.settle(self._access.customer_id, price, 0)
                 self._close_soon(NORMAL, "")
                 continue
             if kind is not None:
                 self._charge(kind, route, price)
 
-    def _can_pay(self, price: int) -> bool:
-        """Whether one notification at `price` may be sent; out of credits: the subscriptions
-        end with an error and the connection closes (4002)."""
+    def _hold(self, price: int) -> bool:
+        """Hold one notification's `price` while it is sent (the customer's other connections
+        cannot spend it meanwhile); out of credits: the subscriptions end with an error and
+        the connection closes (4002); the key revoked: likewise (4001)."""
         access = self._access
         if not self._hub.key_live(access.key_id):
             failure = RpcError(401, RpcCode.SERVER_ERROR, "API key revoked: subscriptions ended")
             self._close_soon(KEY_REVOKED, "API key revoked", error_response(failure))
             return False
-        short = self._credits.available(access.customer_id) < price
-        if price and short and not access.bypass_credit_check:
+        if not self._credits.hold(access.customer_id, price, check=not access.bypass_credit_check):
             failure = RpcError(
                 402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits: subscriptions ended"
             )
@@ -214,9 +216,9 @@ class WsSession:
 
     def _charge(self, kind: SubscriptionKind, route: WsRoute | None, price: int) -> None:
         """Charge one notification the client was sent, at the feed's price for its kind (its
-        route's, `feed.py`)."""
+        route's, `feed.py`), out of what was held for it."""
         access = self._access
-        self._credits.settle(access.customer_id, 0, price)
+        self._credits.settle(access.customer_id, price, price)
         self._meter.record(
             access.customer_id,
             access.key_id,

@@ -46,7 +46,8 @@ def _host(raw: str) -> str:
         name = raw.lower().rstrip(".")
         if not name or len(name) > 253:
             raise ValueError("no host name") from None
-        name.encode("idna").decode("idna")
+        if any(not 0 < len(label) <= 63 for label in name.split(".")):
+            raise ValueError("a host name's labels are 1 to 63 characters") from None
         return name
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return str(address.ipv4_mapped)
