@@ -129,8 +129,7 @@ class HealthMonitor:
         self._max_per_s = max_per_s
         self._concurrency = concurrency
         self._timeout_s = timeout_s
-        self._max_lag = max_block_lag
-        self.max_block_lag = max_block_lag
+        self.max_block_lag = max_block_lag  # the capability book reads it too
         self._states: dict[int, NodeState] = {}
         # What the request path reads, updated in place (never replaced): set and dictionary
         # look-ups, nothing built per call.
@@ -344,7 +343,7 @@ class HealthMonitor:
         in_sync = not state.wrong_chain and (
             state.head is None
             or chain_head is None
-            or -_IMPLAUSIBLE_LEAD <= chain_head - state.head <= self._max_lag
+            or -_IMPLAUSIBLE_LEAD <= chain_head - state.head <= self.max_block_lag
         )
         if in_sync:
             self._out_of_sync.discard(node_id)

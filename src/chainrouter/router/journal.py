@@ -74,22 +74,7 @@ class UsageJournal:
         self._append(orjson.dumps({"db": database}))
 
     def metered(self, key: RowKey, credits_nano: int) -> None:
-        customer, api_key, chain, method, scenario, hour, plan = key
-        # Formatted, not a dictionary encoded: this runs once per call. The method (a name some
-        # plan prices, or "(unsupported)") is the one field that may need escaping.
-        self._append(
-            b'{"u":[%d,%d,%d,%b,"%b",%d,%d,%d]}'
-            % (
-                customer,
-                api_key,
-                chain,
-                orjson.dumps(method),
-                scenario.encode(),
-                hour,
-                credits_nano,
-                plan,
-            )
-        )
+        self._append(_row_line(key, credits_nano))
 
     def rotate(self, after: int, rows: dict[RowKey, list[int]]) -> bool:
         """Replace the file, once past `ROTATE_BYTES`, by one that holds only `rows` (the calls
@@ -107,10 +92,7 @@ class UsageJournal:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             lines = [orjson.dumps({"db": self._database, "s": after})]
             lines += [_row_line(key, credits, count) for key, (count, credits) in rows.items()]
-            data = b"\n".join(lines) + b"\n"
-            written = os.write(fd, data)
-            while written < len(data):
-                written += os.write(fd, data[written:])
+            _write_all(fd, b"\n".join(lines) + b"\n")
             os.rename(fresh, self.path)
         except OSError as exc:
             os.close(fd)
@@ -140,9 +122,7 @@ class UsageJournal:
             # a lost `t` would have the replay take two flushes' rows for the later one.
             data = b"\n" + self._unwritten_markers + data
         try:
-            written = os.write(self._fd, data)
-            while written < len(data):  # a short write (a disk filling up): the rest, or raise
-                written += os.write(self._fd, data[written:])
+            _write_all(self._fd, data)
             self._torn, self._unwritten_markers = False, b""
         except OSError as exc:  # a full disk must not stop serving: storage still gets it all
             self._torn = True
@@ -184,9 +164,12 @@ def database_fingerprint(url: str) -> str:
     return hashlib.sha256(url.encode()).hexdigest()[:32]
 
 
-def _row_line(key: RowKey, credits_nano: int, count: int) -> bytes:
+def _row_line(key: RowKey, credits_nano: int, count: int = 1) -> bytes:
+    """A `u` line: one metered call, or (a rotated file's) `count` calls of one row."""
     customer, api_key, chain, method, scenario, hour, plan = key
-    return b'{"u":[%d,%d,%d,%b,"%b",%d,%d,%d,%d]}' % (
+    # Formatted, not a dictionary encoded: this runs once per call. The method (a name some plan
+    # prices, or "(unsupported)") is the one field that may need escaping.
+    line = b'{"u":[%d,%d,%d,%b,"%b",%d,%d,%d' % (
         customer,
         api_key,
         chain,
@@ -195,8 +178,16 @@ def _row_line(key: RowKey, credits_nano: int, count: int) -> bytes:
         hour,
         credits_nano,
         plan,
-        count,
     )
+    return line + (b"]}" if count == 1 else b",%d]}" % count)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of `data`: a short write (a disk filling up) is followed by the rest, or by
+    the OSError that stopped it."""
+    written = os.write(fd, data)
+    while written < len(data):
+        written += os.write(fd, data[written:])
 
 
 def journal_database(lines: Iterator[bytes]) -> str | None:
