@@ -117,91 +117,62 @@ def test_the_usage_roll_ups_are_filled_from_usage_written_before_them(
     assert tuple(totals) == (3, 6)
 
 
-def test_node_urls_stored_before_are_put_in_their_one_spelling(empty_engine: Engine) -> None:
+def _respelled_nodes(
+    engine: Engine, count: int, spellings: dict[str, str], back_to: str
+) -> set[str]:
+    """Nodes `https://n{i}.example/` stored by today's code, their URLs then spelled as
+    `spellings` says (as an older version stored them), the schema taken back to `back_to` and
+    upgraded again: the URLs stored after."""
     from sqlalchemy import select, update
 
     from chainrouter.operator_config.apply import apply_config
     from chainrouter.operator_config.load import validate_document
     from chainrouter.stores.sql import schema as t
 
-    # Rows written by today's code, then spelled the old ways, then taken back to 0004.
-    migrate.upgrade(empty_engine)
-    nodes = [
-        {"url": f"https://n{i}.example/", "chain_id": 1} for i in range(3)
-    ]  # stored in their normal form by today's code; spelled the old ways below
-    apply_config(
-        empty_engine,
-        validate_document(
-            {
-                "version": 1,
-                "chains": [
-                    {
-                        "chain_id": 1,
-                        "name": "One",
-                        "short_name": "one",
-                        "native_currency": {"name": "Ether", "symbol": "ETH"},
-                    }
-                ],
-                "providers": [{"slug": "p", "name": "P", "plans": [{"name": "a", "nodes": nodes}]}],
-            }
-        ),
-    )
+    migrate.upgrade(engine)
+    nodes = [{"url": f"https://n{i}.example/", "chain_id": 1} for i in range(count)]
+    chain = {
+        "chain_id": 1,
+        "name": "One",
+        "short_name": "one",
+        "native_currency": {"name": "Ether", "symbol": "ETH"},
+    }
+    plans = [{"name": "a", "nodes": nodes}]
+    document = {
+        "version": 1,
+        "chains": [chain],
+        "providers": [{"slug": "p", "name": "P", "plans": plans}],
+    }
+    apply_config(engine, validate_document(document))
+    with engine.begin() as connection:
+        for now, before in spellings.items():
+            connection.execute(update(t.nodes).where(t.nodes.c.url == now).values(url=before))
+    migrate.downgrade(engine, back_to)
+    migrate.upgrade(engine)
+    with engine.connect() as connection:
+        return set(connection.execute(select(t.nodes.c.url)).scalars())
+
+
+def test_node_urls_stored_before_are_put_in_their_one_spelling(empty_engine: Engine) -> None:
     old = {
         "https://n0.example/": "HTTPS://N0.Example:443",
         "https://n1.example/": "https://n1.example:443/%7eold",
         "https://n2.example/": "https://N0.example",  # n0's spelling: a collision
     }
-    with empty_engine.begin() as connection:
-        for now, before in old.items():
-            connection.execute(update(t.nodes).where(t.nodes.c.url == now).values(url=before))
-    migrate.downgrade(empty_engine, "0004")
-    migrate.upgrade(empty_engine)
-    with empty_engine.connect() as connection:
-        urls = set(connection.execute(select(t.nodes.c.url)).scalars())
+    urls = _respelled_nodes(empty_engine, 3, old, "0004")
     assert urls == {"https://n0.example/", "https://n1.example/~old", "https://N0.example"}
 
 
 def test_node_urls_stored_before_are_put_in_the_spelling_the_client_dials(
     empty_engine: Engine,
 ) -> None:
-    from sqlalchemy import select, update
-
-    from chainrouter.operator_config.apply import apply_config
-    from chainrouter.operator_config.load import validate_document
-    from chainrouter.stores.sql import schema as t
-
-    migrate.upgrade(empty_engine)
-    nodes = [{"url": f"https://n{i}.example/", "chain_id": 1} for i in range(4)]
-    apply_config(
-        empty_engine,
-        validate_document(
-            {
-                "version": 1,
-                "chains": [
-                    {
-                        "chain_id": 1,
-                        "name": "One",
-                        "short_name": "one",
-                        "native_currency": {"name": "Ether", "symbol": "ETH"},
-                    }
-                ],
-                "providers": [{"slug": "p", "name": "P", "plans": [{"name": "a", "nodes": nodes}]}],
-            }
-        ),
-    )
     old = {
         "https://n0.example/": "https://[::ffff:10.0.0.1]/v1/./",
         "https://n1.example/": "https://n1.example./a/../",
         "https://n2.example/": "https://10.0.0.1/v1/",  # n0's new form: a collision
         "https://n3.example/": "https://a..b/",  # no host name: kept
     }
-    with empty_engine.begin() as connection:
-        for now, before in old.items():
-            connection.execute(update(t.nodes).where(t.nodes.c.url == now).values(url=before))
-    migrate.downgrade(empty_engine, "0011")
-    migrate.upgrade(empty_engine)
-    with empty_engine.connect() as connection:
-        urls = set(connection.execute(select(t.nodes.c.url)).scalars())
+    urls = _respelled_nodes(empty_engine, 4, old, "0011")
     assert urls == {
         "https://[::ffff:10.0.0.1]/v1/./",  # its form belongs to the row after it
         "https://n1.example/",
