@@ -7,6 +7,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from fastapi.testclient import TestClient
 
 from chainrouter.management.account import MAX_LIVE_TOKENS
 from tests.api.conftest import ApiFactory, ApiHarness
@@ -116,6 +117,23 @@ def test_sign_up_grants_the_free_credits_and_a_first_token_once_per_email(
     limited = api.client.post("/signup", json={"name": "Third", "email": "third@example.com"})
     assert limited.status_code == 429  # two sign-ups from this IP today (the 409 counted)
     assert int(limited.headers["retry-after"]) > 0
+
+
+def test_sign_ups_from_one_ipv6_64_share_its_limit(make_api: ApiFactory) -> None:
+    """Each sign-up carries free credits: a host taking a fresh address of its /64 for each one
+    would otherwise sign up without end."""
+    api = make_api(signup_enabled=True, signup_free_credits="0.25", signups_per_ip_per_day=2)
+
+    def sign_up(address: str, n: int) -> int:
+        client = TestClient(api.client.app, client=(address, 5000))
+        body = {"name": "New", "email": f"user{n}@example.com"}
+        return client.post("/signup", json=body).status_code
+
+    codes = [sign_up(f"2001:db8:7:7:{n:x}::1", n) for n in range(1, 4)]
+    assert codes == [201, 201, 429]
+    assert sign_up("::ffff:192.0.2.7", 4) == 201
+    assert sign_up("192.0.2.7", 5) == 201
+    assert sign_up("::ffff:192.0.2.7", 6) == 429  # the same IPv4 address, written as IPv6
 
 
 def test_only_a_provider_lists_nodes(api: ApiHarness) -> None:

@@ -253,6 +253,21 @@ def test_submissions_with_an_agent_token_leave_the_ips_own_limit_alone(
     assert codes == [201, 201, 201, 429]
 
 
+def test_a_hosts_ipv6_addresses_share_one_limit_per_64(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    """A host is usually given a whole IPv6 /64: a fresh address per attempt is the same client."""
+    body = {"name": "my node", "url": https_anvil["b1"], "email": "ops@node.io"}
+
+    def post(address: str) -> int:
+        client = TestClient(api.client.app, client=(address, 5000))
+        return client.post("/nodes/requests", json=body).status_code
+
+    codes = [post(f"2001:db8:1:2::{i:x}") for i in range(1, 5)]
+    assert codes == [201, 201, 201, 429]
+    assert post("2001:db8:1:3::1") == 201  # the next /64 is another client
+
+
 def test_three_node_requests_per_ip_per_day(api: ApiHarness, https_anvil: dict[str, str]) -> None:
     body = {"name": "my node", "url": https_anvil["b1"], "email": "ops@node.io"}
     codes = [api.client.post("/nodes/requests", json=body).status_code for _ in range(4)]

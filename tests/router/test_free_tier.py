@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from chainrouter.net.client_ip import client_address, peer_ip
-from chainrouter.router.stages.free_tier import client_block
+from chainrouter.net.client_ip import client_address, client_block, peer_ip
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from chainrouter.testing.scripted import answering
 from tests.router.conftest import CHAIN_A, World, WorldFactory, provider, rpc, world_config

@@ -18,7 +18,7 @@ from chainrouter.api.common import (
     TokenOut,
     credits_out,
 )
-from chainrouter.api.deps import Caller, ClientIp, Context
+from chainrouter.api.deps import Caller, ClientBlock, Context
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
 from chainrouter.domain.enums import Role
@@ -151,12 +151,12 @@ async def revoke_token(token_id: PathId, caller: Caller, ctx: Context) -> Respon
     },
     summary="Create an account with free credits and a first management token (when enabled)",
 )
-async def sign_up(body: SignUpIn, ip: ClientIp, ctx: Context) -> Response:
+async def sign_up(body: SignUpIn, client: ClientBlock, ctx: Context) -> Response:
     settings = ctx.settings
     if not settings.signup_enabled:
         raise NotFoundError("sign-up is not enabled on this service; ask its operator for access")
     limit = settings.signups_per_ip_per_day
-    wait = await ctx.limiter.acquire([Bucket(f"signup:{ip}", limit, _DAY_S)])
+    wait = await ctx.limiter.acquire([Bucket(f"signup:{client}", limit, _DAY_S)])
     if wait > 0:
         raise RateLimitedError(f"at most {limit} sign-ups per IP address in 24 hours", wait)
     done = await run_in_threadpool(

@@ -20,7 +20,7 @@ from chainrouter.management.access import (
 )
 from chainrouter.management.catalog import CatalogLists
 from chainrouter.management.submissions import SubmissionGate
-from chainrouter.net.client_ip import IpNetwork, client_address
+from chainrouter.net.client_ip import IpNetwork, client_address, client_block
 from chainrouter.ratelimit.window import Limiter
 from chainrouter.screening.guard import OutboundGuard
 from chainrouter.settings import Settings
@@ -88,9 +88,11 @@ Administrator = Annotated[Principal, Depends(_administrator)]
 ProviderId = Annotated[int, Depends(_provider_id)]
 
 
-def client_ip(request: Request, ctx: Context) -> str:
+def _client_block(request: Request, ctx: Context) -> str:
     peer = request.client.host if request.client else "unknown"
-    return client_address(peer, request.headers.get("x-forwarded-for"), ctx.trusted_proxies)
+    address = client_address(peer, request.headers.get("x-forwarded-for"), ctx.trusted_proxies)
+    return client_block(address)
 
 
-ClientIp = Annotated[str, Depends(client_ip)]
+ClientBlock = Annotated[str, Depends(_client_block)]
+"""What the per-IP limits count by: the client's IPv4 address, or its IPv6 address's /64."""

@@ -11,7 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 
 from chainrouter.api.common import ChainIdOut, Created, CreditsOut, OutModel, credits_out
-from chainrouter.api.deps import ApiContext, ClientIp, Context, OptionalCaller
+from chainrouter.api.deps import ApiContext, ClientBlock, Context, OptionalCaller
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
 from chainrouter.domain.cacheable import CachePrices
@@ -129,9 +129,11 @@ async def list_ws_chains(ctx: Context) -> Response:
     return respond([ChainOut.of(chain) for chain in lists.ws_chains])
 
 
-async def _price_list_admission(ctx: Context, ip: str) -> None:
+async def _price_list_admission(ctx: Context, client: str) -> None:
     settings = ctx.settings
-    bucket = Bucket(f"prices:{ip}", settings.price_list_requests, settings.price_list_interval_s)
+    bucket = Bucket(
+        f"prices:{client}", settings.price_list_requests, settings.price_list_interval_s
+    )
     wait = await ctx.limiter.acquire([bucket])
     if wait > 0:
         raise RateLimitedError(
@@ -147,8 +149,8 @@ async def _price_list_admission(ctx: Context, ip: str) -> None:
     responses=_LIMITED,
     summary="What an RPC call costs now, per (vm, chain, method, strategy)",
 )
-async def list_prices(ctx: Context, ip: ClientIp) -> Response:
-    await _price_list_admission(ctx, ip)
+async def list_prices(ctx: Context, client: ClientBlock) -> Response:
+    await _price_list_admission(ctx, client)
     lists = await run_in_threadpool(ctx.catalog.current)
     return respond(
         [
@@ -171,8 +173,8 @@ async def list_prices(ctx: Context, ip: ClientIp) -> Response:
     responses=_LIMITED,
     summary="What a WebSocket notification costs, per (chain, subscription type)",
 )
-async def list_ws_prices(ctx: Context, ip: ClientIp) -> Response:
-    await _price_list_admission(ctx, ip)
+async def list_ws_prices(ctx: Context, client: ClientBlock) -> Response:
+    await _price_list_admission(ctx, client)
     lists = await run_in_threadpool(ctx.catalog.current)
     return respond(
         [
@@ -202,8 +204,8 @@ class CachePriceOut(OutModel):
     "costs the most specific price here instead of its route's (docs/cache.md); a call that "
     "matches none is free. No provider earns it.",
 )
-async def list_cache_prices(ctx: Context, ip: ClientIp) -> Response:
-    await _price_list_admission(ctx, ip)
+async def list_cache_prices(ctx: Context, client: ClientBlock) -> Response:
+    await _price_list_admission(ctx, client)
     prices = []
     for key, nano in CachePrices(ctx.settings.cache_prices_nano()).items():
         chain, _, method = key.partition(":")
@@ -265,9 +267,9 @@ _SUBMISSION_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _submitter(ip: str, caller: Principal | None, daily_limit: int) -> submissions.Submitter:
+def _submitter(client: str, caller: Principal | None, daily_limit: int) -> submissions.Submitter:
     exempt = caller is not None and caller.skips_submission_limits
-    return submissions.Submitter(ip=ip, exempt=exempt, daily_limit=daily_limit)
+    return submissions.Submitter(client=client, exempt=exempt, daily_limit=daily_limit)
 
 
 @router.post(
@@ -278,9 +280,9 @@ def _submitter(ip: str, caller: Principal | None, daily_limit: int) -> submissio
     summary="Ask for a new chain to be listed",
 )
 async def submit_chain_request(
-    body: ChainRequestIn, ctx: Context, ip: ClientIp, caller: OptionalCaller
+    body: ChainRequestIn, ctx: Context, client: ClientBlock, caller: OptionalCaller
 ) -> Response:
-    submitter = _submitter(ip, caller, ctx.settings.chain_requests_per_ip_per_day)
+    submitter = _submitter(client, caller, ctx.settings.chain_requests_per_ip_per_day)
     values = body.model_dump()
     request_id = await submissions.submit_chain_request(
         ctx.engine, ctx.guard, ctx.submission_gate, submitter, values
@@ -296,9 +298,9 @@ async def submit_chain_request(
     summary="Offer a node to be added",
 )
 async def submit_node_request(
-    body: NodeRequestIn, ctx: Context, ip: ClientIp, caller: OptionalCaller
+    body: NodeRequestIn, ctx: Context, client: ClientBlock, caller: OptionalCaller
 ) -> Response:
-    submitter = _submitter(ip, caller, ctx.settings.node_requests_per_ip_per_day)
+    submitter = _submitter(client, caller, ctx.settings.node_requests_per_ip_per_day)
     request_id = await submissions.submit_node_request(
         ctx.engine, ctx.guard, ctx.submission_gate, submitter, body.model_dump()
     )

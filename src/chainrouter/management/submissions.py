@@ -45,7 +45,7 @@ _DAY = timedelta(days=1)
 
 @dataclass(frozen=True, slots=True)
 class Submitter:
-    ip: str
+    client: str  # net.client_ip.client_block: an IPv4 address or an IPv6 /64
     exempt: bool  # an agent or administrator token came with the request
     daily_limit: int
 
@@ -72,7 +72,7 @@ class SubmissionGate:
         if submitter.exempt:  # no limit, nothing to keep consistent
             yield
             return
-        ip = submitter.ip
+        ip = submitter.client
         lock = self._locks.get(ip)
         if lock is None:
             lock = self._locks[ip] = asyncio.Lock()
@@ -94,7 +94,7 @@ class SubmissionGate:
 def _check_limit(engine: Engine, table: Table, submitter: Submitter, what: str) -> None:
     now = datetime.now(UTC)
     with engine.connect() as connection:
-        recent = store.submissions_since(connection, table, submitter.ip, now - _DAY)
+        recent = store.submissions_since(connection, table, submitter.client, now - _DAY)
     if len(recent) >= submitter.daily_limit:
         oldest_counted = recent[len(recent) - submitter.daily_limit]
         retry_after = max(1.0, (oldest_counted + _DAY - now).total_seconds())
@@ -110,7 +110,7 @@ def _store(engine: Engine, table: Table, submitter: Submitter, values: dict[str,
         return store.insert_submission(
             connection,
             table,
-            {**values, "submitter_ip": submitter.ip, "limit_exempt": submitter.exempt},
+            {**values, "submitter_ip": submitter.client, "limit_exempt": submitter.exempt},
         )
 
 

@@ -48,3 +48,21 @@ def peer_ip(client: str) -> str:
     """`scope.client` is "host:port"; IPv6 hosts may come bracketed."""
     host = client.rsplit(":", 1)[0] if client.count(":") == 1 or "]" in client else client
     return host.strip("[]")
+
+
+def client_block(ip: str | None) -> str:
+    """What every per-IP limit counts by, the free tier's and the management API's: an IPv4
+    address, or an IPv6 address's /64 (one host or site usually has a whole /64, and could
+    otherwise take a new address for every call or sign-up); an IPv4 address written as IPv6 as
+    the IPv4 address."""
+    if not ip or ":" not in ip:
+        return ip or ""  # IPv4 (or none): as it is
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        return ip
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)

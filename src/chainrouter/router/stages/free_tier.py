@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from chainrouter.jsonrpc.envelope import RpcCall
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.net.client_ip import client_block
 from chainrouter.ratelimit.window import Bucket
 from chainrouter.router.context import RequestContext
 from chainrouter.router.contract import Acquire
@@ -76,20 +76,3 @@ class FreeTierRoom:
                 f"the public free tier is at capacity; {limits.signup_hint}",
                 retry_after_s=wait_s,
             )
-
-
-def client_block(ip: str | None) -> str:
-    """What the per-IP limit counts by: an IPv4 address, or an IPv6 address's /64 (one host or
-    site usually has a whole /64, and could otherwise take a new address for every call); an
-    IPv4 address written as IPv6 as the IPv4 address."""
-    if not ip or ":" not in ip:
-        return ip or ""  # IPv4 (or none): as it is
-    try:
-        address = ipaddress.ip_address(ip)
-    except ValueError:
-        return ip
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            return str(address.ipv4_mapped)
-        return str(ipaddress.IPv6Network((address, 64), strict=False))
-    return str(address)

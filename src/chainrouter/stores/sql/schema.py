@@ -429,7 +429,7 @@ chain_requests = Table(
     Column("requestor_email", String(320)),
     Column("requestor_name", String(200)),
     Column("screening", JSON),  # outcome per submitted RPC URL
-    Column("submitter_ip", String(45)),
+    Column("submitter_ip", String(45)),  # what the limit counts: an IPv4 address or an IPv6 /64
     # Sent with an agent or administrator token: not counted against the IP's daily limit.
     Column("limit_exempt", Boolean, nullable=False, server_default=text("false")),
     Column("review_note", Text),
@@ -452,7 +452,7 @@ node_requests = Table(
     Column("privacy_policy_url", String(2048)),
     Column("notes", Text),
     Column("screening", JSON),
-    Column("submitter_ip", String(45)),
+    Column("submitter_ip", String(45)),  # what the limit counts: an IPv4 address or an IPv6 /64
     Column("limit_exempt", Boolean, nullable=False, server_default=text("false")),
     Column("review_note", Text),
     Column("reviewed_at", UtcDateTime()),
