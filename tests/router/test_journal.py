@@ -4,11 +4,14 @@ once at the next start, and is never charged twice."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,6 +26,7 @@ from chainrouter.router import journal as journal_module
 from chainrouter.router.journal import (
     ReplayedFlush,
     UsageJournal,
+    _row_line,
     database_fingerprint,
     replay_journals,
     unwritten_flushes,
@@ -31,7 +35,7 @@ from chainrouter.router.metering import UsageMeter
 from chainrouter.router.sync import split_by_customer
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
-from chainrouter.stores.sql.usage import write_usage
+from chainrouter.stores.sql.usage import FLUSH_MARK_RETENTION, write_usage
 from tests.router.conftest import CHAIN_A, AnvilNodes, WorldFactory, provider, rpc, world_config
 from tests.router.test_server import ACCOUNT, Served, start_router, start_router_on
 
@@ -58,6 +62,18 @@ def _key(customer: int = 1) -> tuple[int, int, int, str, Scenario, int, int]:
     return (customer, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 3600, 0)
 
 
+def _replay(
+    directory: Path, write: Callable[[ReplayedFlush], None], now: float | None = None
+) -> int:
+    return replay_journals(
+        directory,
+        DB,
+        write,
+        marks_kept_s=FLUSH_MARK_RETENTION.total_seconds(),
+        now=time.time if now is None else lambda: now,
+    )
+
+
 def _lines(path: Path) -> list[bytes]:
     return path.read_bytes().splitlines()
 
@@ -71,7 +87,8 @@ def test_every_metered_call_and_every_take_is_journaled_as_it_happens(tmp_path: 
     journal.written(1)
     lines = _lines(tmp_path / "r1.journal")
     assert lines[0] == b'{"db":"%s"}' % DB.encode()
-    assert lines[2] == b'{"t":1}'
+    assert re.fullmatch(rb'\{"t":1,"at":(\d+)\}', lines[2])
+    assert abs(int(json.loads(lines[2])["at"]) - time.time()) < 60
     assert lines[-1] == b'{"w":1}'
     journal.close(remove=False)
 
@@ -89,7 +106,7 @@ meter = UsageMeter(journal=journal)
 meter.record(1, 7, 1, "eth_call", Scenario.FIRST_CHOICE, 100)
 soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
 size = journal.path.stat().st_size
-resource.setrlimit(resource.RLIMIT_FSIZE, (size + 4, hard))  # 4 bytes of '{"t":1}' fit
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 4, hard))  # 4 bytes of flush 1's marker fit
 meter.take()  # flush 1's marker: written in part, then the disk is full
 resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))  # room again
 meter.record(1, 7, 1, "eth_call", Scenario.FIRST_CHOICE, 100)
@@ -112,7 +129,8 @@ def test_a_marker_lost_to_a_full_disk_is_written_once_there_is_room(tmp_path: Pa
     )
     assert child.stdout.strip() == "1"
     lines = _lines(tmp_path / "full.journal")
-    assert lines[2:] == [b'{"t"', b'{"t":1}', lines[4], lines[5]]
+    assert lines[2] == b'{"t"'
+    assert lines[3].startswith(b'{"t":1,"at":')
     flushes = unwritten_flushes("full", iter(lines))
     assert [(f.sequence, sum(c for c, _ in f.rows.values())) for f in flushes] == [(1, 1), (2, 2)]
 
@@ -141,7 +159,7 @@ def test_a_live_routers_journal_starts_afresh_once_everything_in_it_is_in_storag
     meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 100)
     os.close(journal._fd)  # killed
     found: list[ReplayedFlush] = []
-    assert replay_journals(tmp_path, DB, found.append) == 2
+    assert _replay(tmp_path, found.append) == 2
     assert [(f.reference, sum(c for c, _ in f.rows.values())) for f in found] == [
         ("usage:r1:2", 3),
         ("usage:r1:3", 1),
@@ -173,7 +191,7 @@ def test_a_journal_rotated_while_another_router_waits_to_replay_it_is_left_alone
 
     monkeypatch.setattr(fcntl, "flock", rotate_first)
     found: list[ReplayedFlush] = []
-    assert replay_journals(tmp_path, DB, found.append) == 0
+    assert _replay(tmp_path, found.append) == 0
     assert found == []
     assert live.path.exists()
     live.close(remove=True)
@@ -209,7 +227,7 @@ def test_a_live_routers_journal_and_another_databases_are_not_replayed(tmp_path:
     other.metered(_key(), 10)
     other.close(remove=False)  # dead, but another database's
     written: list[str] = []
-    assert replay_journals(tmp_path, DB, lambda flush: written.append(flush.reference)) == 0
+    assert _replay(tmp_path, lambda flush: written.append(flush.reference)) == 0
     assert written == []
     assert (tmp_path / "live.journal").exists()
     assert (tmp_path / "other.journal").exists()
@@ -243,11 +261,11 @@ async def test_replay_writes_once_even_a_flush_storage_already_had(
         assert isinstance(flush, ReplayedFlush)
         write_usage(world.engine, flush.rows, flush.spend, reference=flush.reference)
 
-    assert replay_journals(tmp_path, DB, write) == 2  # flush 1 again (a no-op) and the rest
+    assert _replay(tmp_path, write) == 2  # flush 1 again (a no-op) and the rest
     assert before - world.stored_balance() == 2 * 10**6
     assert world.stored_usage_by_scenario()[Scenario.FIRST_CHOICE] == (5, 5 * 10**6)
     assert not (tmp_path / "dead.journal").exists()
-    assert replay_journals(tmp_path, DB, write) == 0
+    assert _replay(tmp_path, write) == 0
 
 
 TWO_CUSTOMERS = """
@@ -290,12 +308,78 @@ def test_a_flush_written_in_parts_then_replayed_whole_charges_each_part_once(
     def write(flush: ReplayedFlush) -> None:
         write_usage(engine, flush.rows, flush.spend, reference=flush.reference)
 
-    assert replay_journals(tmp_path, DB, write) == 1
+    assert _replay(tmp_path, write) == 1
     after = _balances(engine)
     assert {c: before[c] - after[c] for c in before} == {c: 1000 * c for _, c in keys}
     with engine.connect() as connection:
         calls = connection.execute(select(func.sum(t.usage_aggregates.c.request_count))).scalar()
     assert calls == 2
+
+
+_DAY_S = 86_400
+
+
+def test_a_flush_taken_before_storage_forgets_its_marks_is_set_aside_not_counted_again(
+    engine: Engine, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Storage tells a flush it has by its marks, kept FLUSH_MARK_RETENTION. A journal replayed
+    later than that (a disk re-attached after a week) cannot know whether its flushes reached
+    storage: a free call has no ledger row to guard it and would be counted twice, a charged
+    one would be refused by the ledger's reference at every start. Such a flush is not written:
+    the journal is set aside and an operator told; rows never taken are still written."""
+    apply_config(engine, validate_document(parse_yaml(TWO_CUSTOMERS)))
+    with engine.connect() as connection:
+        (key_id, customer), _ = connection.execute(
+            select(t.api_keys.c.id, t.api_keys.c.customer_id).order_by(t.api_keys.c.id)
+        ).all()
+    dead = UsageJournal(tmp_path, "dead", DB)
+    meter = UsageMeter(journal=dead)
+    meter.record(customer, key_id, 31337, "eth_call", Scenario.CACHE, 0)  # free
+    meter.record(customer, key_id, 31337, "eth_call", Scenario.FIRST_CHOICE, 1000)
+    flush = meter.take()  # it reached storage; the process died before marking it written
+    write_usage(engine, flush.rows, flush.spend, reference=f"usage:dead:{flush.sequence}")
+    meter.record(customer, key_id, 31337, "eth_call", Scenario.FIRST_CHOICE, 1000)  # untaken
+    os.close(dead._fd)
+    with engine.begin() as connection:  # a week on: storage has let the flush's marks go
+        connection.execute(t.usage_flushes.delete())
+    before = _balances(engine)
+    written: list[ReplayedFlush] = []
+
+    def write(flush: ReplayedFlush) -> None:
+        write_usage(engine, flush.rows, flush.spend, reference=flush.reference)
+        written.append(flush)
+
+    assert _replay(tmp_path, write, now=time.time() + 8 * _DAY_S) == 1
+    assert [f.sequence for f in written] == [2]  # only the rows never taken
+    assert before[customer] - _balances(engine)[customer] == 1000
+    with engine.connect() as connection:
+        calls = dict(
+            connection.execute(
+                select(
+                    t.usage_aggregates.c.scenario, func.sum(t.usage_aggregates.c.request_count)
+                ).group_by(t.usage_aggregates.c.scenario)
+            ).all()
+        )
+    assert calls == {"cache": 1, "first_choice": 2}  # the free call once, not twice
+    assert not (tmp_path / "dead.journal").exists()
+    assert (tmp_path / "dead.journal.stale").exists()
+    assert "usage:dead:1" in caplog.text
+    assert "set aside" in caplog.text
+    assert _replay(tmp_path, write) == 0  # set aside: not tried again at every start
+
+
+def test_a_take_written_before_takes_had_their_time_is_dated_by_the_files_last_change(
+    tmp_path: Path,
+) -> None:
+    lines = [b'{"db":"%s"}' % DB.encode(), _row_line(_key(), 10), b'{"t":1}']
+    for name, age_s in (("recent", _DAY_S), ("old", 8 * _DAY_S)):
+        path = tmp_path / f"{name}.journal"
+        path.write_bytes(b"\n".join(lines) + b"\n")
+        os.utime(path, (time.time() - age_s, time.time() - age_s))
+    found: list[ReplayedFlush] = []
+    assert _replay(tmp_path, found.append) == 1
+    assert [f.reference for f in found] == ["usage:recent:1"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.journal.stale"]
 
 
 def _balances(engine: Engine) -> dict[int, int]:

@@ -9,8 +9,9 @@ its URL without the password): a journal is replayed only into that database.
 - `{"u": [customer, key, chain, method, scenario, hour, nano-credits, plan]}`: a call was
   metered (`plan` 0 when no plan's node answered it; lines written before plans were counted
   have no `plan` and replay as 0);
-- `{"t": N}`: the meter's rows so far were taken as flush N (the `u` lines since the previous
-  `t` belong to it);
+- `{"t": N, "at": unix seconds}`: the meter's rows so far were taken as flush N at that time
+  (the `u` lines since the previous `t` belong to it; lines written before the time was kept
+  have no `at`);
 - `{"w": N}`: flush N is in storage.
 
 A live router's journal would grow with every call it serves: once every flush it took is in
@@ -32,6 +33,13 @@ storage under the dead process's own flush reference, `usage:<instance>:<N>`, wh
 accepts once per customer (stores/sql/usage.py), so a flush that did reach storage before the
 crash is not charged twice. Then the file is removed. A graceful stop removes its own file once
 everything is written.
+
+Storage keeps those marks for a while only (`usage_flushes`, FLUSH_MARK_RETENTION). A flush
+taken longer ago than that, less a margin for clocks, may or may not be in storage, and nothing
+can tell which: replayed, it could be counted twice (a free call has no ledger row to guard it);
+refused by the ledger's unique reference, it would be tried again at every start. Such a flush is
+not written: the journal is set aside as `<instance>.journal.stale` and the flush logged as an
+error, with its calls and credits, for an operator to decide (docs/router.md, "Usage").
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ import hashlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +63,10 @@ log = logging.getLogger(__name__)
 
 SUFFIX = ".journal"
 ROTATE_BYTES = 1 << 20  # a journal whose flushes are all in storage is replaced past this size
+STALE_SUFFIX = ".stale"  # a journal with a flush too old to replay safely, set aside
+# Storage's flush marks are written on the router's clock and deleted on another's: a flush is
+# replayed only while its marks, if any, are sure to be there, this much before they go.
+CLOCK_MARGIN_S = 3600.0
 # (customer, key, chain, method, scenario, hour, plan): the meter's row key (router/metering.py)
 RowKey = tuple[int, int, int, str, str, int, int]
 
@@ -105,7 +118,7 @@ class UsageJournal:
         return True
 
     def taken(self, sequence: int) -> None:
-        self._append(b'{"t":%d}' % sequence, marker=True)
+        self._append(b'{"t":%d,"at":%d}' % (sequence, time.time()), marker=True)
 
     def written(self, sequence: int) -> None:
         self._append(b'{"w":%d}' % sequence, marker=True)
@@ -153,6 +166,9 @@ class ReplayedFlush:
     sequence: int
     rows: dict[RowKey, list[int]]  # key -> [calls, nano-credits]
     spend: dict[int, int]  # customer -> nano-credits
+    # Unix seconds it was taken at (the `t` line's `at`, or the file's last change for a `t`
+    # without one); None for rows after the last `t`: never taken, so never in storage.
+    taken_at: float | None = None
 
     @property
     def reference(self) -> str:
@@ -209,10 +225,13 @@ def _header(first: bytes) -> tuple[str | None, int]:
     )
 
 
-def unwritten_flushes(instance: str, lines: Iterator[bytes], after: int = 0) -> list[ReplayedFlush]:
+def unwritten_flushes(
+    instance: str, lines: Iterator[bytes], after: int = 0, changed_at: float = 0.0
+) -> list[ReplayedFlush]:
     """The flushes a journal holds that it does not mark written, rows after the last `t`
     included (as the flush after it). A torn last line (the process died inside a `write`) or
-    any line that is not an event is skipped."""
+    any line that is not an event is skipped. `changed_at`: when the file last changed, taken as
+    the time of a `t` that does not say its own."""
     flushes: dict[int, ReplayedFlush] = {}
     written: set[int] = set()
     current = ReplayedFlush(instance, after + 1, {}, {})
@@ -227,6 +246,8 @@ def unwritten_flushes(instance: str, lines: Iterator[bytes], after: int = 0) -> 
             _add(current, event["u"])
         elif isinstance(event.get("t"), int):
             current.sequence = event["t"]
+            at = event.get("at")
+            current.taken_at = at if isinstance(at, int) else changed_at
             flushes[current.sequence] = current
             current = ReplayedFlush(instance, current.sequence + 1, {}, {})
         elif isinstance(event.get("w"), int):
@@ -260,11 +281,19 @@ def _add(flush: ReplayedFlush, fields: Any) -> None:
 WriteFlush = Callable[[ReplayedFlush], None]
 
 
-def replay_journals(directory: Path, database: str, write: WriteFlush) -> int:
+def replay_journals(
+    directory: Path,
+    database: str,
+    write: WriteFlush,
+    *,
+    marks_kept_s: float,
+    now: Callable[[], float] = time.time,
+) -> int:
     """Write what dead routers' journals of `database` in `directory` hold and storage may
     lack; remove each journal once done. Journals of live routers (locked) and of other
     databases are left alone. The number of flushes written. A flush storage refuses for good
-    is logged and its journal kept, for an operator."""
+    is logged and its journal kept, for an operator. `marks_kept_s`: how long storage keeps a
+    flush's marks; a flush taken longer ago (less CLOCK_MARGIN_S) is set aside, not written."""
     if not directory.is_dir():
         return 0
     replayed = 0
@@ -289,8 +318,12 @@ def replay_journals(directory: Path, database: str, write: WriteFlush) -> int:
                 named, after = _header(next(lines, b""))
                 if named != database:
                     continue  # another database's usage: not this router's to write
-                flushes = unwritten_flushes(path.stem, lines, after)
+                flushes = unwritten_flushes(path.stem, lines, after, current.st_mtime)
+            oldest_safe = now() - marks_kept_s + CLOCK_MARGIN_S
+            stale = [f for f in flushes if f.taken_at is not None and f.taken_at < oldest_safe]
             for flush in flushes:
+                if flush.taken_at is not None and flush.taken_at < oldest_safe:
+                    continue
                 write(flush)
                 replayed += 1
                 log.warning(
@@ -300,9 +333,32 @@ def replay_journals(directory: Path, database: str, write: WriteFlush) -> int:
                     flush.sequence,
                     sum(row[0] for row in flush.rows.values()),
                 )
-            path.unlink()
+            if stale:
+                path.rename(path.with_name(path.name + STALE_SUFFIX))
+                _log_stale(path, stale)
+            else:
+                path.unlink()
         except Exception:
             log.exception("usage journal %s not replayed; kept for the next start", path)
         finally:
             os.close(fd)
     return replayed
+
+
+def _log_stale(path: Path, stale: list[ReplayedFlush]) -> None:
+    for flush in stale:
+        log.error(
+            "usage journal %s set aside as %s%s: flush %d (%s), taken at %s, is older than "
+            "storage keeps its marks, so whether storage has it cannot be told; not written: "
+            "%d calls, %d nano-credits; check the usage and ledger of its customers %s and "
+            "replay or remove it by hand",
+            path.name,
+            path.name,
+            STALE_SUFFIX,
+            flush.sequence,
+            flush.reference,
+            time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(flush.taken_at or 0)),
+            sum(row[0] for row in flush.rows.values()),
+            sum(row[1] for row in flush.rows.values()),
+            sorted({key[0] for key in flush.rows}),
+        )

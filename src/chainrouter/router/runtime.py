@@ -55,7 +55,7 @@ from chainrouter.router.ws.node_health import WsHealthPolicy, WsNodeHealth
 from chainrouter.router.ws.session import WsLimits
 from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
 from chainrouter.settings import Settings, TailOverrides
-from chainrouter.stores.sql.usage import write_usage
+from chainrouter.stores.sql.usage import FLUSH_MARK_RETENTION, write_usage
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,12 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         directory = Path(settings.usage_journal_dir)
         database = database_fingerprint(engine.url.render_as_string(hide_password=True))
         try:
-            replay_journals(directory, database, lambda flush: _write_replayed(engine, flush))
+            replay_journals(
+                directory,
+                database,
+                lambda flush: _write_replayed(engine, flush),
+                marks_kept_s=FLUSH_MARK_RETENTION.total_seconds(),
+            )
             journal = UsageJournal(directory, instance, database)
         except OSError as exc:  # a read-only or missing disk must not keep the router down
             log.error(
