@@ -4,12 +4,15 @@ the provider's node list, and the API's answer to browsers of other origins."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
 import pytest
 from fastapi.testclient import TestClient
 
+from chainrouter.management import account
 from chainrouter.management.account import MAX_LIVE_TOKENS
+from chainrouter.management.errors import ConflictError
 from tests.api.conftest import ApiFactory, ApiHarness
 
 
@@ -82,6 +85,25 @@ def test_labels_are_unique_and_live_tokens_are_bounded(api: ApiHarness) -> None:
     assert "revoke one first" in over.json()["error"]["message"]
     empty = api.client.post("/tokens", json={"label": ""}, headers=customer.headers)
     assert empty.status_code == 422
+
+
+def test_tokens_issued_at_once_cannot_pass_the_bound_together(api: ApiHarness) -> None:
+    """Each issue counts the live tokens, then adds one: issued at once, each would count the
+    same number and all pass. The customer is locked while one is issued."""
+    customer = api.customer()  # one token live already
+
+    def issue(number: int) -> str:
+        try:
+            account.issue_own_token(api.engine, customer.id, f"t{number}")
+        except ConflictError:
+            return "refused"
+        return "issued"
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(issue, range(40)))
+    assert outcomes.count("issued") == MAX_LIVE_TOKENS - 1
+    live = api.client.get("/tokens", headers=customer.headers).json()
+    assert len(live) == MAX_LIVE_TOKENS
 
 
 def test_revoking_the_token_in_use_signs_out(api: ApiHarness) -> None:

@@ -4,6 +4,7 @@ isolation between customers, and changes reaching a router."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -122,6 +123,35 @@ def test_a_customer_holds_a_bounded_number_of_keys(
     assert third.status_code == 409
     assert "at most 2 API keys" in third.json()["error"]["message"]
     assert api.create_key(api.customer("Someone else"))["active"] is True
+
+
+def test_keys_created_at_once_cannot_pass_the_bound_together(
+    api: ApiHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chainrouter.domain.enums import RoutingStrategy
+    from chainrouter.management import api_keys
+    from chainrouter.management.errors import ConflictError
+
+    monkeypatch.setattr(api_keys, "MAX_KEYS_PER_CUSTOMER", 5)
+    customer = api.customer()
+
+    def create(number: int) -> bool:
+        try:
+            api_keys.create_api_key(
+                api.engine,
+                customer.id,
+                name=f"k{number}",
+                allowed_domains=["*"],
+                routing_strategy=RoutingStrategy.ECONOMY,
+            )
+        except ConflictError:
+            return False
+        return True
+
+    with ThreadPoolExecutor(8) as pool:
+        created = list(pool.map(create, range(30)))
+    assert created.count(True) == 5
+    assert len(api.client.get("/api-keys", headers=customer.headers).json()) == 5
 
 
 def test_a_body_that_is_not_json_is_400(api: ApiHarness) -> None:

@@ -64,6 +64,7 @@ def issue_own_token(engine: Engine, customer_id: int, label: str) -> IssuedToken
     """A new customer token; 409 when the label is taken (revoked tokens keep theirs) or the
     customer already holds `MAX_LIVE_TOKENS` live tokens."""
     with engine.begin() as connection:
+        accounts.lock_customer(connection, customer_id)
         live = [t for t in accounts.list_tokens(connection, customer_id) if t.revoked_at is None]
         if len(live) >= MAX_LIVE_TOKENS:
             raise ConflictError(

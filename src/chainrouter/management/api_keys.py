@@ -16,6 +16,7 @@ from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.records import ApiKey
 from chainrouter.management.errors import ConflictError, NotFoundError
 from chainrouter.stores.sql import api_keys as store
+from chainrouter.stores.sql.accounts import lock_customer
 from chainrouter.stores.sql.config_version import bump_config_version
 
 MAX_KEYS_PER_CUSTOMER = 1000
@@ -62,6 +63,7 @@ def create_api_key(
 ) -> CreatedApiKey:
     secret = generate_secret(SecretKind.API_KEY)
     with engine.begin() as connection:
+        lock_customer(connection, customer_id)
         if store.count_api_keys(connection, customer_id) >= MAX_KEYS_PER_CUSTOMER:
             raise ConflictError(
                 f"a customer may hold at most {MAX_KEYS_PER_CUSTOMER} API keys; "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection, Row, delete, select
+from sqlalchemy import Connection, Row, delete, select, update
 
 from chainrouter.domain.enums import LedgerEntryKind, Role
 from chainrouter.domain.records import Customer, LedgerLine, ManagementToken, Principal, Provider
@@ -28,6 +28,22 @@ def _customers_query() -> Any:
     return select(t.customers, t.provider_customers.c.provider_id).outerjoin(
         t.provider_customers, t.provider_customers.c.customer_id == t.customers.c.id
     )
+
+
+def lock_customer(connection: Connection, customer_id: int) -> None:
+    """Hold the customer until the transaction ends, so that a count and the insert it allows
+    (a bounded number of tokens or keys) are not interleaved with another's. SQLite locks the
+    whole database at a transaction's first write, and pysqlite starts the transaction there:
+    a write that changes nothing takes it."""
+    customers = t.customers
+    if connection.dialect.name == "sqlite":
+        connection.execute(
+            update(customers).where(customers.c.id == customer_id).values(id=customers.c.id)
+        )
+    else:
+        connection.execute(
+            select(customers.c.id).where(customers.c.id == customer_id).with_for_update()
+        )
 
 
 def get_customer(connection: Connection, customer_id: int) -> Customer | None:
