@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from web3 import AsyncWeb3, WebSocketProvider
 from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
@@ -200,6 +200,25 @@ async def test_web3_py_subscribes_to_new_heads_unmodified(served: Served, node: 
                 break
         assert numbers[1] == numbers[0] + 1
         assert await w3.eth.unsubscribe(subscription)
+
+
+async def test_a_message_over_the_byte_bound_closes_with_1009_however_few_its_characters(
+    served: Served,
+) -> None:
+    """CHAINROUTER_WS_MAX_MESSAGE_BYTES counts UTF-8 bytes: a message of two-byte characters
+    one byte over it is refused, though it holds about half as many characters."""
+    bound = 1 << 20  # the default
+    head, tail = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":["', '"]}'
+    room = bound + 1 - len(head) - len(tail)
+    message = head + "x" * (room % 2) + "é" * (room // 2) + tail
+    assert len(message.encode()) == bound + 1
+    assert len(message) < bound * 0.6
+    async with connect(_ws(served)) as ws:
+        await ws.send(message)
+        with pytest.raises(ConnectionClosed) as closed:
+            await asyncio.wait_for(ws.recv(), 10)
+    assert closed.value.rcvd is not None
+    assert closed.value.rcvd.code == 1009
 
 
 async def test_hundreds_of_clients_share_one_feed_and_each_gets_every_head_once(

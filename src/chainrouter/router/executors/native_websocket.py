@@ -63,7 +63,9 @@ class SocketLink:
                 if isinstance(event, TextMessage | BytesMessage):
                     data = event.data
                     self._parts.append(data if isinstance(data, str) else bytes(data))
-                    self._size += len(data)
+                    # The bound is in bytes, as the client sent them: wsproto hands text over
+                    # decoded, and a character is up to 4 bytes of UTF-8.
+                    self._size += len(data.encode() if isinstance(data, str) else data)
                     if self._size > self._max:
                         await self.close(_TOO_BIG, "message too big")
                         return None
