@@ -290,6 +290,8 @@ def companion_env(service: Service, **overrides: str | None) -> dict[str, str]:
         "SERVICE_BACKUP_BASE_URL": service.backup,
         "SERVICE_TIMEOUT_MS": "5000",
     }
+    if "PYTHONPATH" in os.environ:  # the code under test, when it is not the installed one
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     for name, value in overrides.items():
         if value is None:
             env.pop(name, None)
