@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from chainrouter.companion.toolkit import MAX_RESULT_BYTES
 from tests.anvil import CHAIN_A, CHAIN_B
 from tests.companion.conftest import (
     ACCOUNT,
@@ -187,6 +188,36 @@ async def test_trace_falls_back_to_the_other_method_when_the_first_is_not_offere
     assert payload(strict)["error"]["code"] == -32002
     assert "fallback" not in geth
     assert geth["result"] == traced["result"]
+
+
+async def test_an_answer_over_the_result_bound_is_cut_with_a_note_of_its_size(
+    service: Service,
+) -> None:
+    # eth_call of code put at an address for the call (a state override): the code returns
+    # 300,000 zero bytes, 600 KB of hex; the small one returns 32.
+    def returning(size: int) -> dict[str, Any]:
+        code = "0x62" + size.to_bytes(3).hex() + "6000f3"  # RETURN(0, size)
+        to = "0x" + "11" * 20
+        params = [{"to": to, "data": "0x"}, "latest", {to: {"code": code}}]
+        return {"chainId": CHAIN_A, "method": "eth_call", "params": params}
+
+    async with companion(companion_env(service)) as session:
+        cut = await session.call_tool("rpc_call", returning(300_000))
+        whole = await session.call_tool("rpc_call", returning(32))
+    assert not cut.is_error, cut.content
+    text = cut.content[0].text  # type: ignore[union-attr]
+    assert len(text.encode()) <= MAX_RESULT_BYTES
+    answer = payload(cut)  # still one JSON object, the same as the structured content
+    assert BATCH_ID.match(answer["batchId"])
+    assert (answer["chainId"], answer["method"]) == (CHAIN_A, "eth_call")
+    assert "result" not in answer
+    full = len(f'"result": "0x{"00" * 300_000}"')
+    assert full < answer["truncated"]["bytes"] < full + 200
+    assert answer["truncated"]["limit"] == MAX_RESULT_BYTES
+    assert "cut" in answer["truncated"]["note"]
+    assert answer["partial"].startswith('{"batchId": ')
+    assert payload(whole)["result"] == "0x" + "00" * 32
+    assert "truncated" not in payload(whole)
 
 
 async def test_logs_come_in_pages(service: Service) -> None:

@@ -11,7 +11,16 @@ from pydantic import Field
 
 from chainrouter.companion.evm_values import to_block_tag, to_quantity, wei_to_ether, wei_to_gwei
 from chainrouter.companion.management_calls import credits_as_strings
-from chainrouter.companion.toolkit import CamelArguments, Result, ToolError, ToolSpec, input_schema
+from chainrouter.companion.toolkit import (
+    MAX_RESULT_BYTES,
+    CamelArguments,
+    Result,
+    ToolError,
+    ToolSpec,
+    error_result,
+    input_schema,
+    success_result,
+)
 from chainrouter.contracts.provider import WsNodeIn
 
 pytestmark = pytest.mark.anyio
@@ -47,6 +56,24 @@ async def test_expected_failures_and_crashes_are_error_results() -> None:
     crashed = await ECHO.call({"chainId": 3})
     assert crashed.is_error
     assert crashed.content[0].text == "echo failed unexpectedly; the companion's log says why"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("filler", ['"', "é", "\u2028", "\U0001f600", "\\"])
+def test_a_result_of_escapes_and_wide_characters_is_cut_within_the_result_bound(
+    filler: str,
+) -> None:
+    for result in (
+        success_result({"batchId": "b-1", "result": [filler * 1000] * 1000}),
+        error_result(filler * 20_000, {"batchId": "b-1", "error": {"data": filler * 10**6}}),
+    ):
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert len(text.encode()) <= MAX_RESULT_BYTES + 16 * 1024 + 100
+        cut = json.loads(text.rsplit("\n", 1)[-1])
+        assert cut == result.structured_content
+        assert cut["batchId"] == "b-1"
+        assert cut["truncated"]["bytes"] > MAX_RESULT_BYTES
+        assert len(json.dumps(cut, ensure_ascii=False).encode()) <= MAX_RESULT_BYTES
+    assert "[cut: the message was " in text
 
 
 async def test_invalid_arguments_never_echo_their_values() -> None:

@@ -24,6 +24,12 @@ log = logging.getLogger("chainrouter.companion")
 Result = dict[str, Any]
 ArgsT = TypeVar("ArgsT", bound=BaseModel)
 
+# What one tool call gives an agent, as JSON (docs/mcp-companion.md): an agent's context holds a
+# few hundred KB, a router's answer up to 32 MiB. Larger results are cut (`bounded`).
+MAX_RESULT_BYTES = 256 * 1024
+_MAX_MESSAGE_BYTES = 16 * 1024  # an error's message, before its payload
+_SHORT_FIELD = 200  # top-level strings kept in a cut result (a batch id, a method name)
+
 
 class Arguments(BaseModel):
     """Tool arguments: unknown names are refused, so a misspelt argument is never ignored."""
@@ -141,18 +147,64 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _prefix(text: str, room: int) -> str:
+    """The longest start of `text` whose JSON string (quotes left out) is at most `room`
+    bytes."""
+    part = text.encode()[:room].decode(errors="ignore")
+    # Escapes make the JSON longer than the text; each character dropped saves at least a byte.
+    while (excess := len(_json(part).encode()) - 2 - room) > 0:
+        part = part[:-excess]
+    return part
+
+
+def bounded(result: Result) -> Result:
+    """`result`, or when its JSON is larger than MAX_RESULT_BYTES, its short top-level fields
+    (batchId, chainId, method, ...), its size and the start of its JSON as text: a router answers
+    up to 32 MiB, which would flood an agent's context."""
+    size = len(_json(result).encode())
+    if size <= MAX_RESULT_BYTES:
+        return result
+    kept = {
+        name: value
+        for name, value in result.items()
+        if value is None
+        or isinstance(value, bool | int)
+        or (isinstance(value, str) and len(value) <= _SHORT_FIELD)
+    }
+    note = (
+        f"the answer was {size} bytes of JSON, more than the {MAX_RESULT_BYTES} a tool returns, "
+        "so it was cut: `partial` is its start, as text that does not parse. Ask for less (a "
+        "smaller block range or page, fewer fields, a narrower call)."
+    )
+    cut: Result = {
+        **kept,
+        "truncated": {"bytes": size, "limit": MAX_RESULT_BYTES, "note": note},
+        "partial": "",
+    }
+    cut["partial"] = _prefix(_json(result), MAX_RESULT_BYTES - len(_json(cut).encode()))
+    return cut
+
+
 def success_result(result: Result) -> mcp.CallToolResult:
-    plain = _plain(result)
+    plain = bounded(_plain(result))
     return mcp.CallToolResult(
-        content=[mcp.TextContent(text=json.dumps(plain, ensure_ascii=False))],
+        content=[mcp.TextContent(text=_json(plain))],
         structured_content=plain,
     )
 
 
 def error_result(message: str, payload: Result | None = None) -> mcp.CallToolResult:
-    text = message if payload is None else f"{message}\n{json.dumps(_plain(payload))}"
+    # A router's error message and data are passed through, and may be as large as an answer.
+    size = len(message.encode())
+    if size > _MAX_MESSAGE_BYTES:
+        start = message.encode()[:_MAX_MESSAGE_BYTES].decode(errors="ignore")
+        message = f"{start} [cut: the message was {size} bytes]"
+    plain = None if payload is None else bounded(_plain(payload))
+    text = message if plain is None else f"{message}\n{_json(plain)}"
     return mcp.CallToolResult(
-        content=[mcp.TextContent(text=text)],
-        structured_content=None if payload is None else _plain(payload),
-        is_error=True,
+        content=[mcp.TextContent(text=text)], structured_content=plain, is_error=True
     )
