@@ -314,6 +314,12 @@ def test_prices_of_an_unknown_plan_are_404(api: ApiHarness) -> None:
         {"overage_limit": "-5"},
         {"billing_fixed_day": 32},
         {"billing_interval_days": 0},
+        # A cycle's end must be a date: past year 9999 every router failed to load its routes.
+        {"billing_interval_days": 3_000_000},
+        {"billing_interval_days": 3661},
+        {"billing_anchored_start_date": "0001-01-01T00:00:00+01:00"},
+        {"billing_anchored_start_date": "9999-12-31T23:00:00-05:00"},
+        {"billing_anchored_start_date": "1969-12-31T23:59:59+00:00"},
     ],
 )
 def test_plan_terms_the_router_cannot_count_are_refused(
@@ -322,3 +328,19 @@ def test_plan_terms_the_router_cannot_count_are_refused(
     plan_id = _plan(api)
     response = api.client.patch(f"/admin/plans/{plan_id}", json=terms, headers=api.admin)
     assert response.status_code == 422, response.text
+
+
+def test_the_longest_billing_cycle_from_the_latest_anchor_is_still_shown(api: ApiHarness) -> None:
+    plan_id = _plan(api)
+    terms = {
+        "quota": "5",
+        "billing_interval_days": 3660,
+        "billing_anchored_start_date": "9000-12-31T00:00:00+00:00",
+    }
+    response = api.client.patch(f"/admin/plans/{plan_id}", json=terms, headers=api.admin)
+    assert response.status_code == 200, response.text
+    provider_id = response.json()["provider_id"]
+    plans = api.client.get(f"/admin/providers/{provider_id}/plans", headers=api.admin)
+    assert plans.status_code == 200, plans.text
+    [plan] = plans.json()
+    assert plan["cycle"]["standing"] == "within_quota"

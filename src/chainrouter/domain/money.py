@@ -71,6 +71,8 @@ def parse_exact_decimal(value: object, places: int = CREDIT_DECIMALS) -> Decimal
     # Checked before quantizing: a huge exponent would overflow the decimal context.
     if amount != 0 and amount.adjusted() > _MAX_INTEGER_DIGITS:
         raise MoneyError("is too large")
+    if not amount:  # 0E+999999999 is zero too, but no database column holds its exponent
+        return Decimal(0)
     if amount != amount.quantize(Decimal(1).scaleb(-places), rounding="ROUND_DOWN"):
         raise MoneyError(f"has more than {places} decimal places")
     return amount

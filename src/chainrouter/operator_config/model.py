@@ -11,6 +11,7 @@ credit entries by `reference` within their customer.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -303,6 +304,22 @@ _PLAN_COLUMNS = {
 }
 
 
+# Billing cycles are computed as dates: bounded so that a cycle's end is always a date.
+MAX_BILLING_INTERVAL_DAYS = 3660
+BILLING_ANCHOR_YEARS = (1970, 9000)
+
+
+def _billing_anchor(value: datetime) -> datetime:
+    try:
+        year = value.astimezone(UTC).year
+    except OverflowError:
+        year = 0
+    low, high = BILLING_ANCHOR_YEARS
+    if not low <= year <= high:
+        raise ValueError(f"must be in the years {low} to {high} (UTC)")
+    return value
+
+
 class PlanTerms(_Strict):
     """A plan's price, quota, limits and billing terms: what the operator file and the admin API
     both set."""
@@ -326,8 +343,10 @@ class PlanTerms(_Strict):
     )
     rate_limit_cr_interval_sec: PositiveInt | None = None
     billing_fixed_day: Annotated[StrictInt, Field(ge=1, le=31)] | None = None
-    billing_interval_days: PositiveInt | None = None
-    billing_anchored_start_date: AwareDatetime | None = None
+    billing_interval_days: Annotated[PositiveInt, Field(le=MAX_BILLING_INTERVAL_DAYS)] | None = None
+    billing_anchored_start_date: (
+        Annotated[AwareDatetime, AfterValidator(_billing_anchor)] | None
+    ) = None
 
     def term_columns(self, *, only_given: bool = False) -> dict[str, Any]:
         """The plan columns these terms fill (all, or only the fields that were given)."""
