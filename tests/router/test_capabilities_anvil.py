@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from chainrouter.domain.enums import Scenario
+from chainrouter.domain.enums import LedgerEntryKind, Scenario
 from chainrouter.domain.urls import normalise_url
+from chainrouter.stores.sql.ledger import record_credit_change
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.anvil import AnvilNodes, start_anvil_nodes
 from tests.router.conftest import CHAIN_A, World, WorldFactory, provider, rpc, world_config
@@ -244,6 +245,43 @@ async def test_a_range_wider_than_every_nodes_limit_is_split_and_merged_as_the_n
         assert world.stored_usage_by_scenario()[Scenario.SPLIT] == (3, 3 * NANO)  # ranges
     finally:
         started.close()
+
+
+async def test_a_split_range_holds_what_each_range_may_cost_so_it_is_never_billed_past_the_check(
+    make_world_on_each_backend: WorldFactory, nodes: AnvilNodes, upstream: FaultyUpstream
+) -> None:
+    # The cheap node serves 5 blocks, the dear one 10: blocks 1 to 25 are asked as 1-10 and
+    # 11-20 (the dear node alone can) and 21-25 (the cheap node first, the dear one after it).
+    # They may cost 4 + 4 + 4; they will cost 4 + 4 + 1. The first route's price times the
+    # ranges (1 x 3) would let a customer with 5 credits through, to be billed 9.
+    port = _port(nodes.urls["archive"])
+    cheap = upstream.url(f"/relay/{port}/logs-range/5/held-cheap")
+    dear = upstream.url(f"/relay/{port}/logs-range/10/held-dear")
+    prices = {cheap: ("1", {"logs_max_block_range": 5}), dear: ("4", {"logs_max_block_range": 10})}
+    world = await make_world_on_each_backend(world_config(_world_providers(prices), credits="5"))
+    for node in world.runtime.current_nodes():
+        await world.check_health(node)
+    query = [{"fromBlock": "0x1", "toBlock": "0x19"}]
+    status, answer = await _call(world, "eth_getLogs", query)
+    assert (status, answer["error"]["code"]) == (402, -32601)
+    assert await _spent(world, world.stored_balance()) == 0
+    assert world.stored_balance() == 5 * NANO
+
+    with world.engine.begin() as connection:  # exactly what the three ranges may cost
+        record_credit_change(
+            connection,
+            customer_id=world.customer_id,
+            kind=LedgerEntryKind.GRANT,
+            amount_nano=7 * NANO,
+            reference="top-up",
+        )
+    await world.runtime.sync.flush()
+    status, answer = await _call(world, "eth_getLogs", query)
+    assert (status, answer["result"]) == (200, [])
+    credits = world.runtime.service.credits
+    assert credits.available(world.customer_id) == 3 * NANO  # the unused hold given back
+    assert await world.runtime.sync.flush()
+    assert world.stored_balance() == 3 * NANO
 
 
 async def test_the_prober_finds_what_each_node_can_answer(

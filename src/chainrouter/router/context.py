@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.cacheable import Pinned
 from chainrouter.domain.enums import RoutingStrategy, Scenario
-from chainrouter.domain.requirements import NOTHING, Needs, logs_span
+from chainrouter.domain.requirements import NOTHING, Needs
 from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
@@ -80,13 +80,15 @@ class CallContext:
         served_by = self.served_by
         return 0 if served_by is None else served_by.price.cost_nano
 
-    @property
-    def parts(self) -> int:
-        """Ranges a split call is asked in (1: not split)."""
-        span = logs_span(self.needs)
-        if not self.split_size or span is None:
-            return 1
-        return -(-span // self.split_size)
+    def split_needs(self) -> list[Needs]:
+        """What each range of a split call needs, in block order (none: not split)."""
+        start, end, size = self.needs.history_from, self.needs.history_to, self.split_size
+        if not size or start is None or end is None:
+            return []
+        return [
+            Needs(history_from=first, history_to=min(first + size - 1, end))
+            for first in range(start, end + 1, size)
+        ]
 
     def end(self, scenario: Scenario, status: int, answer: bytes) -> None:
         """End the call with this outcome; no later call stage runs."""

@@ -152,7 +152,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
         # the cache price when its answer comes (a leader refused credits lands at once, with
         # no one joined: nothing awaits between the two).
         *coalesced,
-        CreditHold(deps.credits),
+        CreditHold(deps.credits, deps.capabilities),
         Attempt(
             deps.cooldowns,
             deps.health,

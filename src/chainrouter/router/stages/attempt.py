@@ -383,7 +383,7 @@ class Attempt:
         logs in block order, none twice. Billed per range served; if any range cannot be
         served, the call fails with that range's error and nothing is billed. The ranges share
         the call's deadline: none is started once it has passed."""
-        parts = [self._part(call, start, end) for start, end in _ranges(call)]
+        parts = [self._part(call, needs) for needs in call.split_needs()]
         step, started = self._limits.split_concurrency, self._clock()
         for first in range(0, len(parts), step):
             if self._clock() - started >= self._limits.deadline_s:
@@ -407,8 +407,11 @@ class Attempt:
         answer = b'{"jsonrpc":"2.0","id":' + call.call.id_json + b',"result":' + merged + b"}"
         call.end(Scenario.SPLIT, 200, answer)
 
-    def _part(self, call: CallContext, start: int, end: int) -> CallContext:
+    def _part(self, call: CallContext, needs: Needs) -> CallContext:
         rpc = call.call
+        start, end = needs.history_from, needs.history_to
+        assert start is not None
+        assert end is not None
         query = {**rpc.params[0], "fromBlock": hex(start), "toBlock": hex(end)}  # type: ignore[index]
         body = (
             b'{"jsonrpc":"2.0","id":'
@@ -417,10 +420,10 @@ class Attempt:
             + orjson.dumps([query])
             + b"}"
         )
-        part = CallContext(call.request, rpc, body, Needs(history_from=start, history_to=end))
+        part = CallContext(call.request, rpc, body, needs)
         part.routes = call.routes
-        shortfalls = self._capabilities.shortfalls
-        part.ordered = [r for r in call.ordered if not shortfalls(r.node, part.needs, rpc.method)]
+        # The routes the credit hold priced this range at (router/stages/credit.py).
+        part.ordered = self._capabilities.eligible(call.ordered, needs, rpc.method)[0]
         return part
 
     def _faulted(self, route: Route, fault: NodeFault, call: CallContext, tally: _Tally) -> None:
@@ -482,13 +485,6 @@ class Attempt:
             for node_id in tally.suspects:
                 self._cooldowns.failed(node_id)
             tally.suspects.clear()
-
-
-def _ranges(call: CallContext) -> list[tuple[int, int]]:
-    start, end, size = call.needs.history_from, call.needs.history_to, call.split_size
-    assert start is not None
-    assert end is not None
-    return [(first, min(first + size - 1, end)) for first in range(start, end + 1, size)]
 
 
 def _is_result(answer: bytes) -> bool:

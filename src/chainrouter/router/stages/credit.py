@@ -6,25 +6,27 @@ from __future__ import annotations
 from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
+from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.metering import CreditView
 
 
 class CreditHold:
-    """The first route's price (times the ranges of a split eth_getLogs) is held against the
-    customer's balance while the call is in flight, so that concurrent calls cannot spend the
-    same credits. Unless the key bypasses the
-    check, a balance that cannot cover it ends the call: HTTP 402, -32601. The free tier pays
-    nothing and holds nothing."""
+    """The first route's price is held against the customer's balance while the call is in
+    flight, so that concurrent calls cannot spend the same credits; for a split eth_getLogs,
+    each range's dearest route that can take it. Unless the key bypasses the check, a balance
+    that cannot cover it ends the call: HTTP 402, -32601. The free tier pays nothing and holds
+    nothing."""
 
-    def __init__(self, credits: CreditView) -> None:
+    def __init__(self, credits: CreditView, book: CapabilityBook) -> None:
         self._credits = credits
+        self._book = book
 
     def run(self, call: CallContext) -> None:
         access = call.request.access
         if access is None:
             return
-        price = call.ordered[0].price.cost_nano * call.parts
+        price = self._price(call)
         if self._credits.hold(access.customer_id, price, check=not access.bypass_credit_check):
             call.held_nano = price
             return
@@ -34,6 +36,18 @@ class CreditHold:
             failure.http_status,
             error_response(failure, call.call.id_json),
         )
+
+    def _price(self, call: CallContext) -> int:
+        if not call.split_size:
+            return call.ordered[0].price.cost_nano
+        # Each range goes to whichever of its routes answers (router/stages/attempt.py, which
+        # picks the same routes): the first route's price times the ranges would let through a
+        # call billed more than the balance, when only a dearer node can take a range.
+        held = 0
+        for needs in call.split_needs():
+            able, _ = self._book.eligible(call.ordered, needs, call.call.method)
+            held += max((route.price.cost_nano for route in able), default=0)
+        return held
 
 
 class SettleCredits:
