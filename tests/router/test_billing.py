@@ -15,7 +15,7 @@ from decimal import Decimal
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from sqlalchemy import create_engine, func, select, update
+from sqlalchemy import create_engine, delete, func, select, update
 
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.money import MAX_NANO
@@ -306,6 +306,35 @@ async def test_shutdown_writes_what_was_metered(
     await world.call([rpc("eth_getBalance", [], 1), rpc("eth_blockNumber", [], 2)])
     await world.runtime.stop()
     assert before - world.stored_balance() == 1_700 + 300
+
+
+async def test_calls_of_a_key_deleted_before_the_flush_are_charged_and_counted_for_the_customer(
+    make_world_on_each_backend: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    # Nothing in the product deletes a key (keys are deactivated); an operator may, by hand.
+    world = await make_world_on_each_backend(_world_config(upstream))
+    before = world.stored_balance()
+    await world.call(rpc("eth_getBalance"))
+    with world.engine.begin() as connection:
+        connection.execute(delete(t.api_keys).where(t.api_keys.c.customer_id == world.customer_id))
+    assert await world.runtime.sync.flush()
+    assert before - world.stored_balance() == 1_700  # served before the key went: paid for
+    totals = t.usage_hourly_totals
+    with world.engine.connect() as connection:
+        charged = connection.execute(
+            select(func.sum(t.credit_ledger.c.amount_nano)).where(
+                t.credit_ledger.c.customer_id == world.customer_id,
+                t.credit_ledger.c.kind == "usage",
+            )
+        ).scalar_one()
+        counted = connection.execute(
+            select(func.sum(totals.c.request_count), func.sum(totals.c.credits_nano)).where(
+                totals.c.customer_id == world.customer_id
+            )
+        ).one()
+    assert charged == -1_700
+    assert tuple(counted) == (1, 1_700)  # the customer's usage explains the charge
+    assert world.stored_usage_by_scenario() == {}  # per-key rows went with the key
 
 
 def _set_balance(world: World, customer_id: int, nano: int) -> None:

@@ -49,11 +49,18 @@ def _roll_up(
     ]
 
 
-def _write_aggregates(connection: Connection, rows: list[dict[str, Any]]) -> None:
+def _write_aggregates(
+    connection: Connection, keyed: list[dict[str, Any]], rows: list[dict[str, Any]]
+) -> None:
+    """`keyed`: the rows whose key still exists, for the tables by key; `rows`: all of them,
+    for the customer's hourly totals."""
     # Sorted keys give every writer the same lock order, so concurrent flushes of several
     # routers cannot deadlock on PostgreSQL.
-    add_counts(connection, t.usage_aggregates, _KEY_COLUMNS, rows)
-    add_counts(connection, t.usage_daily, _DAILY_COLUMNS, _roll_up(rows, _DAILY_COLUMNS, day=True))
+    if keyed:
+        add_counts(connection, t.usage_aggregates, _KEY_COLUMNS, keyed)
+        add_counts(
+            connection, t.usage_daily, _DAILY_COLUMNS, _roll_up(keyed, _DAILY_COLUMNS, day=True)
+        )
     add_counts(
         connection,
         t.usage_hourly_totals,
@@ -86,10 +93,10 @@ def write_usage(
                 rows = {key: counts for key, counts in rows.items() if key[0] not in done}
                 spend = {c: amount for c, amount in spend.items() if c not in done}
             values, served = _aggregate(rows)
-            values, spend = _drop_vanished(connection, values, spend)
+            keyed, values, spend = _drop_vanished(connection, values, spend)
             _mark_written(connection, _customers(values, spend), reference)
             if values:
-                _write_aggregates(connection, values)
+                _write_aggregates(connection, keyed, values)
             add_plan_use(connection, served)
             for customer_id in sorted(spend):
                 if spend[customer_id]:
@@ -147,24 +154,33 @@ def _aggregate(
 
 def _drop_vanished(
     connection: Connection, values: list[dict[str, Any]], spend: Mapping[int, int]
-) -> tuple[list[dict[str, Any]], Mapping[int, int]]:
-    """Leave out usage of keys or customers deleted since the calls were made.
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Mapping[int, int]]:
+    """What storage can still take of usage whose key or customer was deleted since the calls
+    were made: the rows whose key exists (for the tables by key), the rows and charges of
+    customers that exist.
 
+    A deleted key's calls were served before it went: they are charged and counted in the
+    customer's hourly totals, which name no key, as they would be had the flush come first (the
+    key's own rows then go with it, ON DELETE CASCADE), so the charge is explained by usage.
+    A deleted customer's usage and charge are both left out: nothing of theirs can be stored.
     Without this one deleted key would make every later flush fail on its foreign key.
     """
     key_ids = {row["api_key_id"] for row in values}
+    customer_ids = {row["customer_id"] for row in values} | set(spend)
     live_keys = set(
         connection.execute(select(t.api_keys.c.id).where(t.api_keys.c.id.in_(key_ids))).scalars()
     )
     live_customers = set(
         connection.execute(
-            select(t.customers.c.id).where(t.customers.c.id.in_(set(spend)))
+            select(t.customers.c.id).where(t.customers.c.id.in_(customer_ids))
         ).scalars()
     )
-    if len(live_keys) == len(key_ids) and len(live_customers) == len(spend):
-        return values, spend
+    if len(live_keys) == len(key_ids) and len(live_customers) == len(customer_ids):
+        return values, values, spend
+    values = [row for row in values if row["customer_id"] in live_customers]
     return (
         [row for row in values if row["api_key_id"] in live_keys],
+        values,
         {customer: amount for customer, amount in spend.items() if customer in live_customers},
     )
 
