@@ -11,6 +11,7 @@ import random
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -19,6 +20,7 @@ from sqlalchemy import create_engine, delete, func, select, update
 
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.money import MAX_NANO
+from chainrouter.router.journal import unwritten_flushes
 from chainrouter.router.metering import UsageBatch, UsageKey
 from chainrouter.router.sync import split_by_customer
 from chainrouter.stores.sql import schema as t
@@ -386,6 +388,82 @@ async def test_usage_that_can_never_be_written_holds_back_no_other_customer(
     assert await sync.flush()
     assert sync.unwritten_batches == 0
     assert world.stored_balance() == -1_700
+    assert world.stored_usage_by_scenario()["first_choice"] == (3, 3 * 1_700)
+
+
+def _refuse_usage_of(world: World, customer_id: int) -> None:
+    """Storage answers, but refuses every flush mark of one customer with an OperationalError, as
+    for a row that can never be written (on PostgreSQL, class 54: a program limit)."""
+    with world.engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql(
+                "CREATE FUNCTION refuse_usage() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                "RAISE EXCEPTION 'index row size exceeds btree maximum' USING ERRCODE = '54000'; "
+                "END $$"
+            )
+            connection.exec_driver_sql(
+                "CREATE TRIGGER refuse_usage BEFORE INSERT ON usage_flushes FOR EACH ROW "
+                f"WHEN (NEW.customer_id = {customer_id}) EXECUTE FUNCTION refuse_usage()"
+            )
+        else:  # json() of what is not JSON: SQLITE_ERROR, an OperationalError
+            connection.exec_driver_sql(
+                "CREATE TRIGGER refuse_usage BEFORE INSERT ON usage_flushes "
+                f"WHEN NEW.customer_id = {customer_id} BEGIN SELECT json('not json'); END"
+            )
+
+
+async def test_usage_failing_as_if_storage_were_away_while_it_answers_holds_back_no_one(
+    make_world_on_each_backend: WorldFactory,
+    upstream: FaultyUpstream,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+) -> None:
+    # An OperationalError is what an unreachable database raises, and also what one row that can
+    # never be written may raise: when storage still answers, the flush must not wait for it.
+    config = _world_config(upstream)
+    other_key = api_key("other")
+    config["customers"].append(  # type: ignore[attr-defined]
+        {
+            "email": "other@example.com",
+            "name": "Other",
+            "credits": [{"reference": "grant", "amount": Decimal("10")}],
+            "api_keys": [other_key],
+        }
+    )
+    world = await make_world_on_each_backend(config, usage_journal_dir=str(tmp_path))
+    with world.engine.connect() as connection:
+        other_id = connection.execute(
+            select(t.customers.c.id).where(t.customers.c.email == "other@example.com")
+        ).scalar_one()
+    before, other_before = world.stored_balance(), world.stored_balance(other_id)
+    _refuse_usage_of(world, world.customer_id)
+    sync = world.runtime.sync
+
+    await world.call(rpc("eth_getBalance"))
+    await world.call(rpc("eth_getBalance"), key=other_key["secret"])
+    with caplog.at_level(logging.ERROR, logger="chainrouter.router.sync"):
+        assert not await sync.flush()
+    assert world.stored_balance(other_id) == other_before - 1_700
+    assert world.stored_balance() == before
+    stuck = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert f"customer {world.customer_id}: 0.0000017 credits" in stuck[0].getMessage()
+
+    await world.call(rpc("eth_getBalance"), key=other_key["secret"])
+    assert not await sync.flush()
+    assert world.stored_balance(other_id) == other_before - 2 * 1_700
+    assert sync.unwritten_batches == 1  # the refused part, kept
+    [journal] = tmp_path.glob("*.journal")
+    lines = iter(journal.read_bytes().splitlines()[1:])
+    assert [flush.sequence for flush in unwritten_flushes(journal.stem, lines)] == [1]
+
+    with world.engine.begin() as connection:  # put right by hand
+        connection.exec_driver_sql(
+            "DROP TRIGGER refuse_usage ON usage_flushes"
+            if connection.dialect.name == "postgresql"
+            else "DROP TRIGGER refuse_usage"
+        )
+    assert await sync.flush()
+    assert world.stored_balance() == before - 1_700
     assert world.stored_usage_by_scenario()["first_choice"] == (3, 3 * 1_700)
 
 

@@ -6,8 +6,9 @@ snapshot; every `flush_interval_s` it writes the metered usage, re-reads balance
 where each plan with a quota stands in its billing cycle, installing the snapshot's routes in a
 new order when a standing changed (a plan into overage, or out of it as a cycle begins). Database
 calls run in a worker thread so the event loop keeps serving. A flush that fails because the
-database is away is kept and retried first next time; nothing metered is dropped, and the final
-flush runs at shutdown. A flush that fails for any other reason (a constraint, a balance out of
+database is away (an error of the kind an unreachable database raises, and a read then fails too)
+is kept and retried first next time; nothing metered is dropped, and the final flush runs at
+shutdown. A flush that fails for any other reason (a constraint, a balance out of
 range, a bug) would fail the same way every time, so it must not hold back the flushes behind it:
 it is split by customer, the parts that can be written are, and a part that still fails is set
 aside, logged, and tried again at every flush after the others.
@@ -147,7 +148,7 @@ class StorageSync:
                 await self._write(batch)
             except Exception as exc:
                 self.failed_flushes += 1
-                if _database_away(exc):
+                if await self._storage_away(exc):
                     log.warning(
                         "usage not written yet (%d flushes pending, kept for retry): %s",
                         len(self._unwritten),
@@ -164,7 +165,7 @@ class StorageSync:
             try:
                 await self._write(batch)
             except Exception as exc:
-                if _database_away(exc):
+                if await self._storage_away(exc):
                     return False
                 log.debug("usage set aside still not written: %s", _first_line(exc))
                 continue
@@ -251,6 +252,21 @@ class StorageSync:
         )
         self.last_contact = time.monotonic()
         self._credits.written(batch.spend, balances)
+
+    async def _storage_away(self, exc: Exception) -> bool:
+        """Whether a write failed because storage is away (then it is retried as it is, and
+        holds back what follows, which could not be written either). An OperationalError is also
+        what one row that can never be written may raise (a program limit, a statement time-out,
+        SQLite's errors): if storage still answers, the write failed for itself, and must not
+        hold back every later flush."""
+        if not _database_away(exc):
+            return False
+        try:
+            await asyncio.to_thread(_read_version, self.engine)
+        except SQLAlchemyError:
+            return True
+        self.last_contact = time.monotonic()
+        return False
 
     def _isolate(self, batch: UsageBatch, exc: Exception) -> list[UsageBatch]:
         """What to retry at once in place of a batch that failed for good: its customers' parts,
