@@ -313,6 +313,9 @@ def test_prices_of_an_unknown_plan_are_404(api: ApiHarness) -> None:
         {"quota": "-1"},
         {"overage_limit": "-5"},
         {"billing_fixed_day": 32},
+        # More digits than SQLite keeps (a double): it stored 123456789.123456791.
+        {"quota": "123456789.123456789"},
+        {"overage_limit": "1000000000.000000001"},
         {"billing_interval_days": 0},
         # A cycle's end must be a date: past year 9999 every router failed to load its routes.
         {"billing_interval_days": 3_000_000},
@@ -328,6 +331,19 @@ def test_plan_terms_the_router_cannot_count_are_refused(
     plan_id = _plan(api)
     response = api.client.patch(f"/admin/plans/{plan_id}", json=terms, headers=api.admin)
     assert response.status_code == 422, response.text
+
+
+def test_a_quota_of_fifteen_significant_digits_is_kept_exactly(api: ApiHarness) -> None:
+    plan_id = _plan(api)
+    terms = {"quota": "123456.123456789", "overage_limit": "999999999999999"}
+    response = api.client.patch(f"/admin/plans/{plan_id}", json=terms, headers=api.admin)
+    assert response.status_code == 200, response.text
+    provider_id = response.json()["provider_id"]
+    [plan] = api.client.get(f"/admin/providers/{provider_id}/plans", headers=api.admin).json()
+    assert (Decimal(str(plan["quota"])), Decimal(str(plan["overage_limit"]))) == (
+        Decimal("123456.123456789"),
+        Decimal("999999999999999"),
+    )
 
 
 def test_the_longest_billing_cycle_from_the_latest_anchor_is_still_shown(api: ApiHarness) -> None:

@@ -320,20 +320,31 @@ def _billing_anchor(value: datetime) -> datetime:
     return value
 
 
+# SQLite keeps a NUMERIC column's value as a double whatever its declared precision: a quota
+# with more significant digits than a double holds would come back another number.
+MAX_QUANTITY_DIGITS = 15
+
+
+def _stored_exactly(value: Decimal) -> Decimal:
+    if len(value.normalize().as_tuple().digits) > MAX_QUANTITY_DIGITS:
+        raise ValueError(f"has more than {MAX_QUANTITY_DIGITS} significant digits")
+    return value
+
+
 class PlanTerms(_Strict):
     """A plan's price, quota, limits and billing terms: what the operator file and the admin API
     both set."""
 
     description: Text = ""
     price: Annotated[Credits, Field(ge=0)] = 0
-    quota: Annotated[Quantity, Field(ge=0)] | None = None
+    quota: Annotated[Quantity, Field(ge=0), AfterValidator(_stored_exactly)] | None = None
     quota_unit: QuotaUnit | None = Field(
         default=None,
         description="What the quota counts: requests (calls the plan's nodes answered), or "
         "credits (their method prices). Unset: requests.",
     )
     overage_price: Annotated[Credits, Field(ge=0)] | None = None
-    overage_limit: Annotated[Quantity, Field(ge=0)] | None = None
+    overage_limit: Annotated[Quantity, Field(ge=0), AfterValidator(_stored_exactly)] | None = None
     rate_limit_req: NonNegativeInt | None = None
     rate_limit_req_interval_sec: PositiveInt | None = None
     rate_limit_cr: NonNegativeInt | None = Field(
