@@ -49,8 +49,8 @@ def _charged_by_plan(connection: Connection, served: int) -> int:
     """What `served` eth_getBalance calls cost, from which plan's node answered each (counted per
     plan by the same flushes): exact whichever node answered."""
     rows = connection.execute(
-        select(t.providers.c.slug, t.plan_cycle_usage.c.request_count)
-        .join(t.plans, t.plans.c.id == t.plan_cycle_usage.c.plan_id)
+        select(t.providers.c.slug, t.plan_hourly_usage.c.request_count)
+        .join(t.plans, t.plans.c.id == t.plan_hourly_usage.c.plan_id)
         .join(t.providers, t.providers.c.id == t.plans.c.provider_id)
     ).all()
     counts = {slug: int(count) for slug, count in rows}

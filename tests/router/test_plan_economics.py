@@ -112,19 +112,18 @@ async def test_a_plan_at_its_overage_limit_routes_nothing_until_its_cycle_ends(
     refused = await world.call(rpc("eth_blockNumber"))
     assert refused.status == 424
     assert json.loads(refused.body)["error"]["code"] == -32008
-    # The cycle's use was counted into the cycle that began on the 1st; a new cycle starts
-    # from nothing, here by moving the counted use into the previous month.
+    # The use was counted in this hour, in the cycle that began on the 1st; a new cycle starts
+    # from nothing, here by moving the counted hour into the month before.
     plan_id = _plan_id(world, "hard")
+    hourly = t.plan_hourly_usage
     with world.engine.begin() as connection:
-        [start] = connection.execute(
-            t.plan_cycle_usage.select()
-            .with_only_columns(t.plan_cycle_usage.c.cycle_start)
-            .where(t.plan_cycle_usage.c.plan_id == plan_id)
+        [hour] = connection.execute(
+            hourly.select().with_only_columns(hourly.c.hour).where(hourly.c.plan_id == plan_id)
         ).scalars()
         connection.execute(
-            t.plan_cycle_usage.update()
-            .where(t.plan_cycle_usage.c.plan_id == plan_id)
-            .values(cycle_start=start - timedelta(days=40))
+            hourly.update()
+            .where(hourly.c.plan_id == plan_id)
+            .values(hour=hour - timedelta(days=40))
         )
     await _flush(world)
     assert await _served_by(world, upstream, [path]) == path
@@ -144,11 +143,9 @@ async def test_a_plan_without_a_quota_is_never_held_back_by_its_use(
         await _flush(world)
     assert world.runtime.service.snapshot.routes.standings == {}
     with world.engine.connect() as connection:
-        [row] = connection.execute(t.plan_cycle_usage.select()).all()
+        [row] = connection.execute(t.plan_hourly_usage.select()).all()
     assert (row.request_count, row.credits_nano) == (3, 3_000)
-    assert row.cycle_start == datetime.now(UTC).replace(
-        day=1, hour=0, minute=0, second=0, microsecond=0
-    )
+    assert row.hour == datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def _plan_id(world: World, slug: str) -> int:

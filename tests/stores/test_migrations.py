@@ -29,7 +29,7 @@ EXPECTED_TABLES = {
     "usage_daily",
     "usage_flushes",
     "usage_hourly_totals",
-    "plan_cycle_usage",
+    "plan_hourly_usage",
     "ws_nodes",
     "ws_node_health",
 }

@@ -4,7 +4,7 @@ cycle is read back with the plan's standing; the route table orders and filters 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, select
 
@@ -115,6 +115,41 @@ def test_use_of_a_deleted_plan_is_dropped_and_the_rest_of_the_flush_is_written(
     now = datetime.now(UTC)
     _flush(engine, (key_id, customer), 999_999, now, 2, "usage:c:1")
     with engine.connect() as connection:
-        assert connection.execute(select(t.plan_cycle_usage)).all() == []
+        assert connection.execute(select(t.plan_hourly_usage)).all() == []
         calls = connection.execute(select(t.usage_aggregates.c.request_count)).scalar_one()
     assert calls == 2
+
+
+def test_a_change_of_billing_terms_counts_the_use_already_made_in_the_new_cycle(
+    engine: Engine,
+) -> None:
+    """Kept per cycle, a plan's use started from nothing when an administrator moved its cycle,
+    and an exhausted plan was routed to again."""
+    apply_config(engine, validate_document(parse_yaml(FILE)))
+    with engine.connect() as connection:
+        plan_id = connection.execute(select(t.plans.c.id).where(t.plans.c.name == "ten")).scalar()
+        key_id, customer_id = connection.execute(
+            select(t.api_keys.c.id, t.api_keys.c.customer_id)
+        ).one()
+    assert plan_id is not None
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    row = (customer_id, key_id, 31337, "eth_call", "first_choice", int(hour.timestamp()), plan_id)
+    write_usage(engine, {row: [16, 16_000]}, {}, reference="usage:r:1")
+
+    def standing() -> Standing:
+        with engine.connect() as connection:
+            plan = connection.execute(select(t.plans).where(t.plans.c.id == plan_id)).one()
+            return current_cycles(connection, {plan_id: terms_of(plan)})[plan_id].standing
+
+    assert standing() is Standing.EXHAUSTED  # 16 of a quota of 10 and 5 more
+    with engine.begin() as connection:
+        connection.execute(
+            t.plans.update()
+            .where(t.plans.c.id == plan_id)
+            .values(
+                billing_fixed_day=None,
+                billing_interval_days=30,
+                billing_anchored_start_date=hour - timedelta(hours=2),
+            )
+        )
+    assert standing() is Standing.EXHAUSTED

@@ -1,15 +1,15 @@
-"""Plan use per billing cycle (`plan_cycle_usage`): added to by every usage flush, read for the
-economy order of routes (`load_route_table`), for routers between configuration changes, and for
-the plan views of providers and administrators."""
+"""Plan use by hour (`plan_hourly_usage`), summed per billing cycle: added to by every usage
+flush, read for the economy order of routes (`load_route_table`), for routers between
+configuration changes, and for the plan views of providers and administrators."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Row, select
+from sqlalchemy import Connection, Row, func, select
 
 from chainrouter.domain.plan_cycle import (
     BillingCycle,
@@ -58,58 +58,53 @@ def terms_of(row: _PlanFields | Row[Any]) -> PlanTerms:
     )
 
 
-def _terms(connection: Connection, plan_ids: Iterable[int]) -> dict[int, PlanTerms]:
-    query = select(t.plans).where(t.plans.c.id.in_(set(plan_ids)))
-    return {row.id: terms_of(row) for row in connection.execute(query)}
-
-
 def add_plan_use(connection: Connection, served: Mapping[tuple[int, datetime], CycleUse]) -> None:
-    """Add what plans' nodes answered, by (plan, hour the calls were made in), to each plan's
-    cycle of that hour. Plans deleted since are left out."""
+    """Add what plans' nodes answered, by (plan, hour the calls were made in). Plans deleted
+    since are left out."""
     if not served:
         return
-    terms = _terms(connection, {plan_id for plan_id, _ in served})
-    sums: dict[tuple[int, datetime], CycleUse] = {}
-    for (plan_id, hour), use in served.items():
-        plan = terms.get(plan_id)
-        if plan is not None:
-            key = (plan_id, plan.cycle.bounds(hour)[0])
-            sums[key] = sums.get(key, CycleUse()) + use
+    query = select(t.plans.c.id).where(t.plans.c.id.in_({plan_id for plan_id, _ in served}))
+    live = set(connection.execute(query).scalars())
     rows = [
         {
             "plan_id": plan_id,
-            "cycle_start": start,
+            "hour": hour,
             "request_count": use.requests,
             "credits_nano": use.credits_nano,
         }
-        for (plan_id, start), use in sorted(sums.items())
+        for (plan_id, hour), use in sorted(served.items())
+        if plan_id in live
     ]
     if rows:
-        add_counts(connection, t.plan_cycle_usage, ("plan_id", "cycle_start"), rows)
+        add_counts(connection, t.plan_hourly_usage, ("plan_id", "hour"), rows)
 
 
 def current_cycles(
     connection: Connection, plans: Mapping[int, PlanTerms], now: datetime | None = None
 ) -> dict[int, CycleReport]:
-    """Each plan's cycle holding `now` (default: now), with its use so far."""
+    """Each plan's cycle holding `now` (default: now), with its use so far: the hours from the
+    cycle's start (an hour that began before it belongs to the cycle before) to its end."""
     now = now or datetime.now(UTC)
     bounds = {plan_id: terms.cycle.bounds(now) for plan_id, terms in plans.items()}
-    if not bounds:
-        return {}
-    earliest = min(start for start, _ in bounds.values())
-    found = connection.execute(
-        select(t.plan_cycle_usage).where(
-            t.plan_cycle_usage.c.plan_id.in_(set(bounds)),
-            t.plan_cycle_usage.c.cycle_start >= earliest,
+    # One query per distinct cycle: plans on calendar months, or on one day, share theirs.
+    plans_by_cycle: dict[tuple[datetime, datetime], list[int]] = {}
+    for plan_id, cycle in bounds.items():
+        plans_by_cycle.setdefault(cycle, []).append(plan_id)
+    hourly = t.plan_hourly_usage
+    used: dict[int, CycleUse] = {}
+    for (start, end), plan_ids in plans_by_cycle.items():
+        query = (
+            select(
+                hourly.c.plan_id, func.sum(hourly.c.request_count), func.sum(hourly.c.credits_nano)
+            )
+            .where(hourly.c.plan_id.in_(plan_ids), hourly.c.hour >= start, hourly.c.hour < end)
+            .group_by(hourly.c.plan_id)
         )
-    )
-    used = {
-        (row.plan_id, row.cycle_start): CycleUse(row.request_count, row.credits_nano)
-        for row in found
-    }
+        for plan_id, requests, credits_nano in connection.execute(query):
+            used[plan_id] = CycleUse(int(requests), int(credits_nano))
     reports = {}
     for plan_id, (start, end) in bounds.items():
-        use = used.get((plan_id, start), CycleUse())
+        use = used.get(plan_id, CycleUse())
         reports[plan_id] = CycleReport(start, end, use, standing_of(plans[plan_id].quota, use))
     return reports
 

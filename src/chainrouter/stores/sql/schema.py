@@ -351,16 +351,17 @@ usage_hourly_totals = Table(
     Column("credits_nano", BigInteger, nullable=False),
 )
 
-# What each plan's nodes answered per billing cycle (domain/plan_cycle.py), added to by every
-# usage flush in the same transaction; routers read the current cycles' rows to order economy
-# routes by what the operator pays next.
-plan_cycle_usage = Table(
-    "plan_cycle_usage",
+# What each plan's nodes answered, by the hour the calls were made in, added to by every usage
+# flush in the same transaction; routers sum the current cycle's hours (domain/plan_cycle.py) to
+# order economy routes by what the operator pays next. By hour, not by cycle: a change of the
+# plan's billing terms counts what was already used into the new cycle.
+plan_hourly_usage = Table(
+    "plan_hourly_usage",
     metadata,
     Column(
         "plan_id", ForeignKey("plans.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
     ),
-    Column("cycle_start", UtcDateTime(), primary_key=True),
+    Column("hour", UtcDateTime(), primary_key=True),
     Column("request_count", BigInteger, nullable=False),
     Column("credits_nano", BigInteger, nullable=False),
 )
