@@ -167,6 +167,22 @@ def test_a_live_routers_journal_starts_afresh_once_everything_in_it_is_in_storag
     assert [f.spend for f in found] == [{1: 300}, {1: 100}]
 
 
+def test_a_rotation_its_router_died_in_is_replayed_from_the_old_file_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    """Killed after writing the replacement and before renaming it: the old file holds every
+    call, and is replayed; the unrenamed replacement goes with it."""
+    journal = UsageJournal(tmp_path, "r1", DB)
+    meter = UsageMeter(journal=journal)
+    meter.record(1, 7, CHAIN_A, "eth_call", Scenario.FIRST_CHOICE, 100)
+    (tmp_path / "r1.journal.new").write_bytes(b'{"db":"%s","s":0}\n' % DB.encode())
+    os.close(journal._fd)  # killed
+    found: list[ReplayedFlush] = []
+    assert _replay(tmp_path, found.append) == 1
+    assert [f.spend for f in found] == [{1: 100}]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_journal_rotated_while_another_router_waits_to_replay_it_is_left_alone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

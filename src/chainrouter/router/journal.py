@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 SUFFIX = ".journal"
 ROTATE_BYTES = 1 << 20  # a journal whose flushes are all in storage is replaced past this size
 STALE_SUFFIX = ".stale"  # a journal with a flush too old to replay safely, set aside
+ROTATING_SUFFIX = ".new"  # a journal's replacement while it is written (`rotate`)
 # Storage's flush marks are written on the router's clock and deleted on another's: a flush is
 # replayed only while its marks, if any, are sure to be there, this much before they go.
 CLOCK_MARGIN_S = 3600.0
@@ -96,7 +97,7 @@ class UsageJournal:
         try:
             if os.fstat(self._fd).st_size < ROTATE_BYTES:
                 return False
-            fresh = self.path.with_name(self.path.name + ".new")  # not a journal to a replay
+            fresh = self.path.with_name(self.path.name + ROTATING_SUFFIX)  # not one to replay
             fd = os.open(fresh, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
         except OSError as exc:
             log.warning("usage journal %s not rotated: %s", self.path, exc)
@@ -338,6 +339,9 @@ def replay_journals(
                 _log_stale(path, stale)
             else:
                 path.unlink()
+            # A rotation its router died in leaves the new file unrenamed: the old one, just
+            # replayed, held everything.
+            path.with_name(path.name + ROTATING_SUFFIX).unlink(missing_ok=True)
         except Exception:
             log.exception("usage journal %s not replayed; kept for the next start", path)
         finally:
