@@ -8,9 +8,11 @@ import ipaddress
 import json
 
 import pytest
+from aiohttp import web
 
 from chainrouter.net.client_ip import parse_networks
 from chainrouter.net.outbound import DialRule
+from chainrouter.router.ws.upstream import UpstreamClosedError, open_upstream
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import CHAIN_A, WorldFactory, provider, rpc, world_config
 
@@ -70,3 +72,44 @@ def test_trusted_networks_and_the_development_switch_lift_it() -> None:
     assert trusted.problem(ipaddress.ip_address("10.21.1.1")) == "a private address"
     assert DialRule(allow_private=True).problem(ipaddress.ip_address("127.0.0.1")) is None
     assert not DialRule(allow_private=True).checks
+
+
+async def test_a_websocket_node_that_redirects_its_handshake_gets_no_second_dial() -> None:
+    """A WebSocket handshake follows redirects unless told not to; a node screened when it
+    answered could later send the router to an address the rule refuses (the metadata address,
+    loopback): the redirect is the node's failure, and its target is never dialled."""
+    reached: list[str] = []
+
+    async def internal(request: web.Request) -> web.Response:
+        reached.append(request.path)
+        return web.Response(text="metadata")
+
+    async def node(request: web.Request) -> web.Response:
+        raise web.HTTPTemporaryRedirect(f"http://127.0.0.1:{internal_port}/latest/meta-data/")
+
+    runners = []
+    ports = []
+    for host, handler in (("127.0.0.1", internal), ("127.0.0.2", node)):
+        app = web.Application()
+        app.router.add_get("/{path:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, host, 0)
+        await site.start()
+        runners.append(runner)
+        ports.append(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    internal_port, node_port = ports
+    rule = DialRule(trusted_networks=parse_networks(["127.0.0.2/32"]))  # a "public" node
+    try:
+        with pytest.raises(UpstreamClosedError, match="HTTP 307"):
+            await open_upstream(
+                f"ws://127.0.0.2:{node_port}/ws",
+                rule=rule,
+                ssl=None,
+                connect_timeout_s=5,
+                max_message_bytes=1 << 20,
+            )
+        assert reached == []
+    finally:
+        for runner in runners:
+            await runner.cleanup()

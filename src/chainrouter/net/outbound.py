@@ -12,9 +12,10 @@ import ipaddress
 import logging
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
@@ -128,3 +129,20 @@ class CheckingResolver(AbstractResolver):
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+def refusing_redirects(error: Callable[[int], Exception]) -> aiohttp.TraceConfig:
+    """A trace that ends a request at its first redirect, raising `error(status)`: a redirect's
+    target was never checked, and an IP literal in it skips the checking resolver. For what
+    cannot say `allow_redirects=False` (a WebSocket handshake follows redirects)."""
+
+    async def refuse(
+        _session: aiohttp.ClientSession,
+        _context: object,
+        params: aiohttp.TraceRequestRedirectParams,
+    ) -> None:
+        raise error(params.response.status)
+
+    trace = aiohttp.TraceConfig()
+    trace.on_request_redirect.append(refuse)
+    return trace

@@ -28,7 +28,7 @@ import aiohttp
 from yarl import URL
 
 from chainrouter.net.client_ip import IpNetwork
-from chainrouter.net.outbound import CheckingResolver, DialRule, ssl_context
+from chainrouter.net.outbound import CheckingResolver, DialRule, refusing_redirects, ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -110,26 +110,18 @@ class OutboundGuard:
             resolver=resolver, ssl=self._ssl, force_close=True, limit=4, use_dns_cache=False
         )
         timeout = aiohttp.ClientTimeout(total=self.policy.timeout_s)
-        # Whatever a request asks (a WebSocket handshake follows redirects by default), a
-        # redirect ends it: its target was never checked, and an IP literal skips the resolver.
-        refuse_redirects = aiohttp.TraceConfig()
-        refuse_redirects.on_request_redirect.append(_refuse_redirect)
         async with aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
             trust_env=False,
             auto_decompress=True,
-            trace_configs=[refuse_redirects],
+            trace_configs=[refusing_redirects(_redirect_refused)],
         ) as session:
             yield GuardedSession(session, resolver, self.policy)
 
 
-async def _refuse_redirect(
-    _session: aiohttp.ClientSession,
-    _context: object,
-    params: aiohttp.TraceRequestRedirectParams,
-) -> None:
-    raise OutboundError(f"answered HTTP {params.response.status}; redirects are not followed")
+def _redirect_refused(status: int) -> OutboundError:
+    return OutboundError(f"answered HTTP {status}; redirects are not followed")
 
 
 class GuardedSession:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
-from chainrouter.net.outbound import CheckingResolver, DialRule
+from chainrouter.net.outbound import CheckingResolver, DialRule, refusing_redirects
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +158,9 @@ async def open_upstream(
             use_dns_cache=False,
         ),
         trust_env=False,
+        # A node that passed screening could later redirect the handshake to an address the
+        # dial rule refuses (cloud metadata, loopback): a redirect is the node's failure.
+        trace_configs=[refusing_redirects(_redirect_refused)],
     )
     try:
         # A node that stops answering pings (every 15 s) is taken for gone.
@@ -172,3 +175,7 @@ async def open_upstream(
         await session.close()
         raise
     return UpstreamSocket(ws, session)
+
+
+def _redirect_refused(status: int) -> UpstreamClosedError:
+    return UpstreamClosedError(f"the node answered the handshake with HTTP {status} (a redirect)")
