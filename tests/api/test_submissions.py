@@ -164,6 +164,22 @@ def test_internal_targets_are_refused_however_they_are_spelled(
     ), message
 
 
+def test_a_submission_sees_no_network_the_operator_trusts(
+    make_api: ApiFactory, https_anvil: dict[str, str]
+) -> None:
+    """The trusted networks are the operator's own nodes: anyone's submission answered from
+    them (HTTP 403 here, not reachable there) would map that network for the sender."""
+    api = make_api(outbound_allow_private=False, outbound_trusted_networks=["127.0.0.0/8"])
+    body = {"name": "inside", "url": https_anvil["b1"], "email": "ops@node.io"}
+    refused = api.client.post("/nodes/requests", json=body)
+    assert refused.status_code == 400, refused.text
+    assert "loopback" in refused.json()["error"]["details"][0]["message"]
+    provider = api.provider("own")  # the operator's providers do reach them
+    put = {"plan_id": provider.plan_ids[0], "url": https_anvil["b1"]}
+    dialled = api.client.put("/provider/nodes", json=put, headers=provider.headers).json()
+    assert "serves chain 31338" in dialled["error"]["message"]  # it answered (an unlisted chain)
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [

@@ -61,15 +61,8 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
         settings=settings,
         engine=engine,
         limiter=limiter,
-        guard=OutboundGuard(
-            OutboundPolicy(
-                timeout_s=settings.outbound_timeout_s,
-                max_response_bytes=settings.outbound_max_response_bytes,
-                allow_private=settings.outbound_allow_private,
-                ca_file=settings.outbound_ca_file,
-                trusted_networks=tuple(parse_networks(settings.outbound_trusted_networks)),
-            )
-        ),
+        guard=_guard(settings, trusted=True),
+        submission_guard=_guard(settings, trusted=False),
         submission_gate=SubmissionGate(),
         catalog=CatalogLists(engine),
         trusted_proxies=parse_networks(settings.trusted_proxies),
@@ -96,3 +89,19 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
     if settings.metrics_networks:
         app.add_middleware(ApiMetrics, networks=parse_networks(settings.metrics_networks))
     return app
+
+
+def _guard(settings: Settings, *, trusted: bool) -> OutboundGuard:
+    """What screening may dial: for providers and administrators, public addresses and the
+    operator's trusted networks; for submissions, which anyone may send, public ones only (the
+    answers would map the operator's private network for them)."""
+    networks = parse_networks(settings.outbound_trusted_networks) if trusted else []
+    return OutboundGuard(
+        OutboundPolicy(
+            timeout_s=settings.outbound_timeout_s,
+            max_response_bytes=settings.outbound_max_response_bytes,
+            allow_private=settings.outbound_allow_private,
+            ca_file=settings.outbound_ca_file,
+            trusted_networks=tuple(networks),
+        )
+    )

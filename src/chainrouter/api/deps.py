@@ -31,7 +31,8 @@ class ApiContext:
     settings: Settings
     engine: Engine
     limiter: Limiter
-    guard: OutboundGuard
+    guard: OutboundGuard  # screening for providers and administrators
+    submission_guard: OutboundGuard  # screening of public submissions: no trusted networks
     submission_gate: SubmissionGate
     catalog: CatalogLists
     trusted_proxies: list[IpNetwork]

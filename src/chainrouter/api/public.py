@@ -285,7 +285,7 @@ async def submit_chain_request(
     submitter = _submitter(client, caller, ctx.settings.chain_requests_per_ip_per_day)
     values = body.model_dump()
     request_id = await submissions.submit_chain_request(
-        ctx.engine, ctx.guard, ctx.submission_gate, submitter, values
+        ctx.engine, ctx.submission_guard, ctx.submission_gate, submitter, values
     )
     return respond(Created(id=request_id), 201)
 
@@ -302,6 +302,6 @@ async def submit_node_request(
 ) -> Response:
     submitter = _submitter(client, caller, ctx.settings.node_requests_per_ip_per_day)
     request_id = await submissions.submit_node_request(
-        ctx.engine, ctx.guard, ctx.submission_gate, submitter, body.model_dump()
+        ctx.engine, ctx.submission_guard, ctx.submission_gate, submitter, body.model_dump()
     )
     return respond(Created(id=request_id), 201)
