@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from chainrouter.operator_config.load import (
     parse_yaml,
     validate_document,
 )
+from chainrouter.operator_config.model import MAX_CHAINS, json_schema
 from tests.conftest import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "operator.yaml"
@@ -197,3 +199,34 @@ def test_only_true_and_false_are_booleans_so_words_like_off_and_no_stay_strings(
         "      - {name: k, allowed_domains: ['*'], active: yes}\n"
     )
     assert problems == ["customers[0].api_keys[0].active: must be true or false"]
+
+
+def test_yaml_anchors_and_aliases_are_refused_with_their_line() -> None:
+    # An alias is a reference: nested lists of them expand exponentially (a "billion laughs").
+    for text, line in [("x: 1\nbase: &b {name: x}\nchains: [*b, *b]\n", 2), ("a: *b\n", 1)]:
+        with pytest.raises(ConfigFileError) as caught:
+            parse_yaml(text)
+        (problem,) = caught.value.problems
+        assert "anchors (&name) and aliases (*name) are not allowed" in problem
+        assert f"line {line}," in problem
+
+
+def test_every_list_in_the_operator_file_has_a_maximum_length() -> None:
+    def arrays(schema: object) -> list[dict[str, Any]]:
+        if isinstance(schema, list):
+            return [a for item in schema for a in arrays(item)]
+        if not isinstance(schema, dict):
+            return []
+        found = [schema] if schema.get("type") == "array" else []
+        return found + [a for value in schema.values() for a in arrays(value)]
+
+    found = arrays(json_schema())
+    assert all("maxItems" in a for a in found), [a for a in found if "maxItems" not in a]
+    # The benchmark puts 1,940 chains x 3 nodes on two plans: one plan may take all of them.
+    nodes = [{"url": f"https://n{n}.example.com", "chain_id": n % 1940 + 1} for n in range(6000)]
+    plan = {"name": "a", "nodes": nodes}
+    config = validate_document({"providers": [{"slug": "p", "name": "P", "plans": [plan]}]})
+    assert len(config.providers[0].plans[0].nodes) == 6000
+    with pytest.raises(ConfigFileError) as caught:
+        validate_document({"chains": [{}] * (MAX_CHAINS + 1)})
+    assert caught.value.problems == [f"chains: must have at most {MAX_CHAINS} items"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import ValidationError
@@ -31,8 +31,22 @@ class ConfigFileError(Exception):
         self.problems = problems
 
 
+def _composer_error(event: yaml.Event, problem: str) -> yaml.composer.ComposerError:
+    # The pure-Python parser's events carry yaml.error.Mark (the stubs also allow libyaml's).
+    return yaml.composer.ComposerError(None, None, problem, cast(yaml.Mark, event.start_mark))
+
+
 class _ExactLoader(yaml.SafeLoader):
-    pass
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in stubs
+        # An alias repeats what its anchor names without the text growing: nested lists of them
+        # grow exponentially (a 7 KB file became gigabytes). An operator file writes each entry out.
+        if isinstance(event, yaml.NodeEvent) and event.anchor is not None:
+            raise _composer_error(
+                event,
+                "anchors (&name) and aliases (*name) are not allowed: write each entry out in full",
+            )
+        return super().compose_node(parent, index)
 
 
 def _construct_decimal(loader: yaml.SafeLoader, node: yaml.Node) -> Any:

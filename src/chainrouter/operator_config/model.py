@@ -95,6 +95,21 @@ Quantity = Annotated[
     WithJsonSchema(_MONEY_SCHEMA | {"description": "A decimal quantity, at most 9 decimals."}),
 ]
 
+# Every list has a maximum length, so that what one file makes validation and `apply` do is
+# bounded (docs/operator-config.md, "Limits"). The bounds are far above real use: the benchmark
+# (bench/router.py) lists the 1,940 chains of the shared registry with 3 nodes each on two plans.
+MAX_CHAINS = 20_000
+MAX_EXPLORERS = 100  # per chain
+MAX_PROVIDERS = 1_000
+MAX_PLANS = 1_000  # per provider
+MAX_METHODS = 100_000  # per plan: a price for each method on each chain
+MAX_NODES = 50_000  # per plan, HTTP and WebSocket nodes each
+MAX_CUSTOMERS = 100_000
+MAX_CREDITS = 10_000  # per customer
+MAX_API_KEYS = 1_000  # per customer, as many as the management API lets a customer hold
+MAX_TOKENS = 1_000  # per customer, revoked ones included
+MAX_ALLOWED_DOMAINS = 100  # per API key
+
 _METHOD_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -207,7 +222,7 @@ class ChainSpec(_Strict):
     info_url: HttpUrl | None = None
     icon: Annotated[StrictStr, Field(max_length=200)] | None = None
     status: ChainStatus = ChainStatus.ACTIVE
-    explorers: list[ExplorerSpec] = Field(default_factory=list)
+    explorers: list[ExplorerSpec] = Field(default_factory=list, max_length=MAX_EXPLORERS)
 
     def to_chain(self) -> Chain:
         return Chain(
@@ -370,15 +385,15 @@ class PlanTerms(_Strict):
 
 class PlanSpec(PlanTerms):
     name: Name
-    methods: list[MethodPriceSpec] = Field(default_factory=list)
-    nodes: list[NodeSpec] = Field(default_factory=list)
-    ws_nodes: list[WsNodeSpec] = Field(default_factory=list)
+    methods: list[MethodPriceSpec] = Field(default_factory=list, max_length=MAX_METHODS)
+    nodes: list[NodeSpec] = Field(default_factory=list, max_length=MAX_NODES)
+    ws_nodes: list[WsNodeSpec] = Field(default_factory=list, max_length=MAX_NODES)
 
 
 class ProviderSpec(_Strict):
     slug: Slug
     name: Name
-    plans: list[PlanSpec] = Field(default_factory=list)
+    plans: list[PlanSpec] = Field(default_factory=list, max_length=MAX_PLANS)
 
 
 class CreditSpec(_Strict):
@@ -417,7 +432,7 @@ class ApiKeySpec(_Strict):
     ) = Field(default=None, description="Omit to have a secret generated and printed once.")
     allowed_domains: Annotated[
         list[AllowedDomain],
-        Field(min_length=1, max_length=100),
+        Field(min_length=1, max_length=MAX_ALLOWED_DOMAINS),
         AfterValidator(lambda entries: list(dict.fromkeys(entries))),
     ]
     routing_strategy: RoutingStrategy = RoutingStrategy.ECONOMY
@@ -449,9 +464,11 @@ class CustomerSpec(_Strict):
     provider: Slug | None = Field(
         default=None, description="Slug of the provider this customer acts for."
     )
-    credits: list[CreditSpec] = Field(default_factory=list)
-    api_keys: list[ApiKeySpec] = Field(default_factory=list)
-    management_tokens: list[ManagementTokenSpec] = Field(default_factory=list)
+    credits: list[CreditSpec] = Field(default_factory=list, max_length=MAX_CREDITS)
+    api_keys: list[ApiKeySpec] = Field(default_factory=list, max_length=MAX_API_KEYS)
+    management_tokens: list[ManagementTokenSpec] = Field(
+        default_factory=list, max_length=MAX_TOKENS
+    )
 
 
 class OperatorConfig(_Strict):
@@ -465,9 +482,9 @@ class OperatorConfig(_Strict):
     )
 
     version: Literal[1] = 1
-    chains: list[ChainSpec] = Field(default_factory=list)
-    providers: list[ProviderSpec] = Field(default_factory=list)
-    customers: list[CustomerSpec] = Field(default_factory=list)
+    chains: list[ChainSpec] = Field(default_factory=list, max_length=MAX_CHAINS)
+    providers: list[ProviderSpec] = Field(default_factory=list, max_length=MAX_PROVIDERS)
+    customers: list[CustomerSpec] = Field(default_factory=list, max_length=MAX_CUSTOMERS)
 
 
 def _first_seen(items: list[tuple[str, object]]) -> list[str]:
