@@ -122,3 +122,21 @@ def test_arbitrary_bytes_either_parse_or_raise_the_format_error(document: bytes)
         return
     assert isinstance(json.loads(document), list)
     assert parsed is not None
+
+
+@pytest.mark.parametrize("document", [b"[" * 100_000, b"[" * 5000 + b"]" * 5000])
+def test_a_document_nested_too_deeply_is_refused_whole(document: bytes) -> None:
+    with pytest.raises(CatalogFormatError, match="nested too deeply"):
+        parse_catalog(document)
+
+
+def test_an_integer_too_long_to_convert_skips_only_its_entry() -> None:
+    # Python converts at most 4,300 digits: beyond, json.loads failed the whole document.
+    entries = [_entry(chainId=1), _entry(chainId=2), _entry(chainId=3)]
+    document = json.dumps(entries).replace('"chainId": 2,', f'"chainId": {"9" * 5000},')
+    parsed = parse_catalog(document)
+    assert [c.chain_id for c in parsed.chains] == [1, 3]
+    (problem,) = parsed.problems
+    assert str(problem) == (
+        "entry 1 (chainId <an integer of 5000 digits>): chainId: must be <= 9223372036854775807"
+    )

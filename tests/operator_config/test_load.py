@@ -230,3 +230,37 @@ def test_every_list_in_the_operator_file_has_a_maximum_length() -> None:
     with pytest.raises(ConfigFileError) as caught:
         validate_document({"chains": [{}] * (MAX_CHAINS + 1)})
     assert caught.value.problems == [f"chains: must have at most {MAX_CHAINS} items"]
+
+
+@pytest.mark.parametrize("text", ["? [a, b]\n: 1\n", "x: 1\n? {a: 1}\n: 1\n"])
+def test_a_list_or_mapping_as_a_key_is_a_clear_error(text: str) -> None:
+    with pytest.raises(ConfigFileError) as caught:
+        parse_yaml(text)
+    (problem,) = caught.value.problems
+    assert "a key must be a single value, not a list or mapping" in problem
+    assert f"line {text.count(chr(10)) - 1}," in problem
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["chains: " + "[" * 500 + "]" * 500, "chains: " + "{a: " * 3000 + "1" + "}" * 3000],
+)
+def test_nesting_deeper_than_64_levels_is_a_clear_error(text: str) -> None:
+    with pytest.raises(ConfigFileError, match="nested more than 64 levels deep"):
+        parse_yaml(text)
+    # The root mapping and 63 lists inside it: 64 levels.
+    assert parse_yaml("a: " + "[" * 63 + "]" * 63)
+    with pytest.raises(ConfigFileError, match="nested more than 64 levels deep"):
+        parse_yaml("a: " + "[" * 64 + "]" * 64)
+
+
+def test_an_integer_too_long_to_convert_is_a_clear_error() -> None:
+    text = "chains:\n  - chain_id: " + "9" * 5000 + "\n"
+    with pytest.raises(ConfigFileError) as caught:
+        parse_yaml(text)
+    (problem,) = caught.value.problems
+    assert "an integer of more than 100 digits" in problem
+    assert "line 2," in problem
+    assert _problems("chains:\n  - chain_id: " + "9" * 100 + "\n")[0] == (
+        "chains[0].chain_id: must be <= 9223372036854775807"
+    )

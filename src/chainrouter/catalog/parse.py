@@ -88,11 +88,37 @@ class CatalogFormatError(ValueError):
     """The document as a whole is not a chain catalog (not JSON, or not an array)."""
 
 
+# No field takes more than 19 digits (2**63 - 1); Python converts at most 4,300, and a longer
+# integer made json.loads fail the whole document.
+_MAX_INTEGER_DIGITS = 100
+
+
+class _LongInteger(int):
+    """A JSON integer too long to convert, kept as its first digits: as far beyond every bound, so
+    that validation refuses it in its own entry, and named by its length in messages."""
+
+    digits: int
+
+    def __repr__(self) -> str:
+        return f"<an integer of {self.digits} digits>"
+
+
+def _parse_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits <= _MAX_INTEGER_DIGITS:
+        return int(text)
+    value = _LongInteger(text[: _MAX_INTEGER_DIGITS + 1])
+    value.digits = digits
+    return value
+
+
 def parse_catalog(document: bytes | str) -> ParsedCatalog:
     try:
-        data = json.loads(document)
+        data = json.loads(document, parse_int=_parse_int)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CatalogFormatError(f"not valid JSON: {exc}") from None
+    except RecursionError:  # json's decoder is recursive: as deep as Python's stack allows
+        raise CatalogFormatError("not a chain catalog: nested too deeply") from None
     if not isinstance(data, list):
         raise CatalogFormatError("a chain catalog is a JSON array of chain entries")
     return parse_entries(data)

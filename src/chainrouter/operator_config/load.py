@@ -21,6 +21,11 @@ from chainrouter.operator_config.model import OperatorConfig, find_duplicates
 from chainrouter.validation import describe_errors
 
 MAX_FILE_BYTES = 16 * 1024 * 1024
+# The model is 8 levels deep; composing is recursive, and deeper text reached Python's recursion
+# limit (a traceback instead of an error).
+MAX_DEPTH = 64
+# No field takes more than 19 digits (2**63 - 1); Python converts at most 4,300 (a ValueError).
+_MAX_INTEGER_DIGITS = 100
 
 
 class ConfigFileError(Exception):
@@ -37,6 +42,8 @@ def _composer_error(event: yaml.Event, problem: str) -> yaml.composer.ComposerEr
 
 
 class _ExactLoader(yaml.SafeLoader):
+    _depth = 0  # of the node being composed: the document's root is 1
+
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in stubs
         # An alias repeats what its anchor names without the text growing: nested lists of them
@@ -46,7 +53,13 @@ class _ExactLoader(yaml.SafeLoader):
                 event,
                 "anchors (&name) and aliases (*name) are not allowed: write each entry out in full",
             )
-        return super().compose_node(parent, index)
+        if self._depth == MAX_DEPTH:
+            raise _composer_error(event, f"nested more than {MAX_DEPTH} levels deep")
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _construct_decimal(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
@@ -59,10 +72,26 @@ def _construct_decimal(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
         return yaml.SafeLoader.construct_yaml_float(loader, node)
 
 
+def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    assert isinstance(node, yaml.ScalarNode)
+    if sum(c.isdigit() for c in node.value) > _MAX_INTEGER_DIGITS:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"an integer of more than {_MAX_INTEGER_DIGITS} digits", node.start_mark
+        )
+    return yaml.SafeLoader.construct_yaml_int(loader, node)
+
+
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     assert isinstance(node, yaml.MappingNode)
     keys: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):  # `? [a, b]`: no field is named so
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping",
+                node.start_mark,
+                "a key must be a single value, not a list or mapping",
+                key_node.start_mark,
+            )
         key = loader.construct_object(key_node)
         if key in keys:
             raise yaml.constructor.ConstructorError(
@@ -82,6 +111,7 @@ _ExactLoader.yaml_implicit_resolvers = {
 _ExactLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
+_ExactLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _ExactLoader.add_constructor("tag:yaml.org,2002:float", _construct_decimal)
 _ExactLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
