@@ -264,3 +264,41 @@ def test_an_integer_too_long_to_convert_is_a_clear_error() -> None:
     assert _problems("chains:\n  - chain_id: " + "9" * 100 + "\n")[0] == (
         "chains[0].chain_id: must be <= 9223372036854775807"
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "customers:\n  - credits:\n      - {reference: r, amount: 0100}\n",
+        "chains:\n  - chain_id: 0137\n",
+        "chains:\n  - chain_id: -0_9\n",
+    ],
+)
+def test_an_integer_with_a_leading_zero_is_refused_not_read_as_octal(text: str) -> None:
+    # YAML 1.1 reads 0100 as octal 64, YAML 1.2 as 100: money must not depend on which.
+    with pytest.raises(ConfigFileError) as caught:
+        parse_yaml(text)
+    (problem,) = caught.value.problems
+    assert "a number with a leading zero" in problem
+    assert f"line {text.count(chr(10))}," in problem
+    assert parse_yaml('a: "0100"\n') == {"a": "0100"}
+
+
+def test_base_60_numbers_are_text_not_minutes_and_seconds() -> None:
+    # YAML 1.1 reads 1:30 as 90: money must not change value silently.
+    assert parse_yaml("a: 1:30\nb: 190:20:30.15\n") == {"a": "1:30", "b": "190:20:30.15"}
+    problems = _problems(
+        "customers:\n  - email: a@b.co\n    name: A\n"
+        "    credits: [{reference: r, amount: 1:30}]\n"
+        "chains:\n  - {chain_id: 1:30, name: A, short_name: a, "
+        "native_currency: {name: E, symbol: E}}\n"
+    )
+    assert problems == [
+        "chains[0].chain_id: must be a decimal or 0x-prefixed chain ID",
+        "customers[0].credits[0].amount: '1:30' is not a plain decimal number such as 12.5",
+    ]
+
+
+def test_integers_are_decimal_or_written_0x_or_0o_as_in_yaml_1_2() -> None:
+    document = parse_yaml("a: 0x1F\nb: 0o17\nc: -12\nd: 1_000\ne: 0\nf: 0b101\ng: +7\n")
+    assert document == {"a": 31, "b": 15, "c": -12, "d": 1000, "e": 0, "f": "0b101", "g": 7}

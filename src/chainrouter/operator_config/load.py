@@ -1,10 +1,12 @@
 """Reading an operator file: YAML to a validated `OperatorConfig`, or every problem with its path.
 
-The YAML loader differs from PyYAML's safe loader in three ways that protect money and intent:
+The YAML loader differs from PyYAML's safe loader in ways that protect money and intent:
 numbers with a fraction are read as exact `Decimal`s (so `cost: 0.0000003` is exactly that); a
-mapping that repeats a key is an error instead of silently keeping the last value; and only `true`
+mapping that repeats a key is an error instead of silently keeping the last value; only `true`
 and `false` are booleans, as in YAML 1.2 (YAML 1.1 also reads yes, no, on, off, y and n as
-booleans, so that a key named `off` or a country `NO` would silently become `false`).
+booleans, so that a key named `off` or a country `NO` would silently become `false`); and numbers
+are YAML 1.2's: YAML 1.1 reads `0100` as octal 64 and `1:30` as base 60 (90), so a leading zero
+is an error and base 60 is text. Anchors and aliases are refused, as is deep nesting.
 """
 
 from __future__ import annotations
@@ -72,13 +74,43 @@ def _construct_decimal(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
         return yaml.SafeLoader.construct_yaml_float(loader, node)
 
 
+# YAML 1.2's integers: decimal, 0x hexadecimal and 0o octal (with PyYAML's `_` between digits).
+_INTEGER = re.compile(r"^[-+]?(?:0|[1-9][0-9_]*|0x[0-9a-fA-F][0-9a-fA-F_]*|0o[0-7][0-7_]*)$")
+# YAML 1.1 reads 0100 as octal (64), YAML 1.2 as 100: refused rather than either guessed.
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9_]+$")
+_LEADING_ZERO_TAG = "tag:chainrouter:leading-zero"
+# PyYAML's floats without the base-60 form (190:20:30.15): that is text.
+_FLOAT = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
+)
+
+
 def _construct_int(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     assert isinstance(node, yaml.ScalarNode)
-    if sum(c.isdigit() for c in node.value) > _MAX_INTEGER_DIGITS:
+    text = str(node.value)
+    if not _INTEGER.match(text):  # an explicit !!int tag on something else
+        raise yaml.constructor.ConstructorError(
+            None, None, "an integer is written in decimal, or as 0x... or 0o...", node.start_mark
+        )
+    if sum(c.isdigit() for c in text) > _MAX_INTEGER_DIGITS:
         raise yaml.constructor.ConstructorError(
             None, None, f"an integer of more than {_MAX_INTEGER_DIGITS} digits", node.start_mark
         )
-    return yaml.SafeLoader.construct_yaml_int(loader, node)
+    return int(text.replace("_", ""), 0)
+
+
+def _refuse_leading_zero(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    raise yaml.constructor.ConstructorError(
+        None,
+        None,
+        "a number with a leading zero is octal in YAML 1.1 and decimal in YAML 1.2: write it "
+        "without the zero (0o... for octal), or in quotes if it is text",
+        node.start_mark,
+    )
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
@@ -104,13 +136,18 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
     return loader.construct_mapping(node)
 
 
+_REPLACED_RESOLVERS = {"tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 _ExactLoader.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag != "tag:yaml.org,2002:bool"]
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in _REPLACED_RESOLVERS]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 _ExactLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
+_ExactLoader.add_implicit_resolver("tag:yaml.org,2002:int", _INTEGER, list("-+0123456789"))
+_ExactLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))
+_ExactLoader.add_implicit_resolver(_LEADING_ZERO_TAG, _LEADING_ZERO, list("-+0"))
+_ExactLoader.add_constructor(_LEADING_ZERO_TAG, _refuse_leading_zero)
 _ExactLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _ExactLoader.add_constructor("tag:yaml.org,2002:float", _construct_decimal)
 _ExactLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
