@@ -302,3 +302,21 @@ def test_base_60_numbers_are_text_not_minutes_and_seconds() -> None:
 def test_integers_are_decimal_or_written_0x_or_0o_as_in_yaml_1_2() -> None:
     document = parse_yaml("a: 0x1F\nb: 0o17\nc: -12\nd: 1_000\ne: 0\nf: 0b101\ng: +7\n")
     assert document == {"a": 31, "b": 15, "c": -12, "d": 1000, "e": 0, "f": "0b101", "g": 7}
+
+
+@pytest.mark.parametrize(
+    "order", ["allowed_domains: [*], secret: SECRET", "secret: SECRET, allowed_domains: [*]"]
+)
+def test_a_yaml_error_names_the_problem_line_and_column_and_never_quotes_the_text(
+    order: str,
+) -> None:
+    secret = "crk_Zq8vN3xLp0TgW5rYb7KdMf2HsJc9QaEu"
+    line = "      - {name: web, " + order.replace("SECRET", secret) + "}"
+    text = "customers:\n  - email: dev@example.com\n    name: Dev\n    api_keys:\n" + line + "\n"
+    with pytest.raises(ConfigFileError) as caught:
+        parse_yaml(text)
+    column = line.index("*]") + 2
+    assert caught.value.problems == [
+        f"(document): not valid YAML: while scanning an alias at line 5, column {column - 1}: "
+        f"expected alphabetic or numeric character, but found ']' at line 5, column {column}"
+    ]

@@ -153,11 +153,24 @@ _ExactLoader.add_constructor("tag:yaml.org,2002:float", _construct_decimal)
 _ExactLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _describe_yaml_error(exc: yaml.YAMLError) -> str:
+    """What is wrong and where, never PyYAML's excerpt of the line: that may hold a secret."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return str(exc)  # a ReaderError: the character's code and position
+    parts = [
+        text + (f" at line {mark.line + 1}, column {mark.column + 1}" if mark else "")
+        for text, mark in [(exc.context, exc.context_mark), (exc.problem, exc.problem_mark)]
+        if text
+    ]
+    return ": ".join(parts)
+
+
 def parse_yaml(text: str) -> Any:
     try:
         return yaml.load(text, Loader=_ExactLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
-        raise ConfigFileError([f"(document): not valid YAML: {exc}"]) from None
+        problem = _describe_yaml_error(exc)
+        raise ConfigFileError([f"(document): not valid YAML: {problem}"]) from None
 
 
 def validate_document(document: Any) -> OperatorConfig:
