@@ -320,3 +320,26 @@ def test_a_yaml_error_names_the_problem_line_and_column_and_never_quotes_the_tex
         f"(document): not valid YAML: while scanning an alias at line 5, column {column - 1}: "
         f"expected alphabetic or numeric character, but found ']' at line 5, column {column}"
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("a:\n  b: 2024-02-30\n", "not a valid timestamp at line 2, column 6"),
+        ("a: 2024-01-01T25:00:00Z\n", "not a valid timestamp at line 1, column 4"),
+        ("a: 0000-01-01\n", "not a valid timestamp at line 1, column 4"),
+        ("a: !!timestamp abc\n", "not a valid timestamp at line 1, column 4"),
+        ("a: !!float abc\n", "not a valid float at line 1, column 4"),
+        ("a: !!bool maybe\n", "not a valid bool at line 1, column 4"),
+        ("a: !!int [1]\n", "expected a single value, not a list or mapping at line 1, column 4"),
+        (
+            "a: !!float {b: 1}\n",
+            "expected a single value, not a list or mapping at line 1, column 4",
+        ),
+        ("a: !!map x\n", "expected a mapping at line 1, column 4"),
+    ],
+)
+def test_a_value_its_type_cannot_hold_is_a_clear_error(text: str, problem: str) -> None:
+    with pytest.raises(ConfigFileError) as caught:
+        parse_yaml(text)
+    assert caught.value.problems == [f"(document): not valid YAML: {problem}"]
