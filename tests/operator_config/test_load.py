@@ -343,3 +343,16 @@ def test_a_value_its_type_cannot_hold_is_a_clear_error(text: str, problem: str) 
     with pytest.raises(ConfigFileError) as caught:
         parse_yaml(text)
     assert caught.value.problems == [f"(document): not valid YAML: {problem}"]
+
+
+def test_a_secret_has_at_most_256_characters_after_its_prefix() -> None:
+    def key(body: str) -> str:
+        return (
+            "customers:\n  - email: a@b.co\n    name: A\n    api_keys:\n"
+            f"      - {{name: k, allowed_domains: ['*'], secret: crk_{body}}}\n"
+        )
+
+    assert validate_document(parse_yaml(key("a" * 256))).customers[0].api_keys[0].secret
+    assert _problems(key("a" * 257)) == [
+        "customers[0].api_keys[0].secret: must have at most 256 characters after the prefix"
+    ]

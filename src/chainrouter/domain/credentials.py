@@ -24,6 +24,9 @@ class SecretKind(StrEnum):
 
 # token_urlsafe(32) yields 43 characters of the URL-safe base64 alphabet.
 _MIN_BODY_LENGTH = 32
+# A bound on the secrets an operator may choose (docs/operator-config.md), far above the 43
+# characters generated.
+MAX_BODY_LENGTH = 256
 _ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 
 
@@ -53,6 +56,8 @@ def secret_format_problem(secret: str, kind: SecretKind) -> str | None:
     body = secret[len(kind.value) :]
     if len(body) < _MIN_BODY_LENGTH:
         return f"must have at least {_MIN_BODY_LENGTH} characters after the prefix"
+    if len(body) > MAX_BODY_LENGTH:
+        return f"must have at most {MAX_BODY_LENGTH} characters after the prefix"
     if not set(body) <= _ALPHABET:
         return "may only contain letters, digits, '-' and '_' after the prefix"
     return None

@@ -30,7 +30,7 @@ from pydantic import (
 
 from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.chains import MAX_CHAIN_ID, Chain, Explorer
-from chainrouter.domain.credentials import SecretKind, secret_format_problem
+from chainrouter.domain.credentials import MAX_BODY_LENGTH, SecretKind, secret_format_problem
 from chainrouter.domain.domains import normalise_allowed_domain
 from chainrouter.domain.enums import (
     ChainStatus,
@@ -185,7 +185,8 @@ def _secret(kind: SecretKind) -> Any:
 
 
 def _secret_pattern(kind: SecretKind) -> Any:
-    return Field(json_schema_extra={"pattern": f"^{kind.value}[A-Za-z0-9_-]{{32,}}$"})
+    body = f"[A-Za-z0-9_-]{{32,{MAX_BODY_LENGTH}}}"
+    return Field(json_schema_extra={"pattern": f"^{kind.value}{body}$"})
 
 
 def _domain(value: str) -> str:
