@@ -37,6 +37,7 @@ def test_environment_variables_set_values(monkeypatch: pytest.MonkeyPatch) -> No
         ("CHAINROUTER_API_PORT", "eighty", "must be an integer"),
         ("CHAINROUTER_DATABASE_URL", "mysql://x/y", "must start with sqlite:// or postgresql://"),
         ("CHAINROUTER_CHAIN_IMPORT_MAX_BYTES", "10", "must be >= 1024"),
+        ("CHAINROUTER_CHAIN_IMPORT_MAX_BYTES", str(2**40), "must be <= 268435456"),
     ],
 )
 def test_a_bad_value_names_the_variable_and_what_it_accepts(

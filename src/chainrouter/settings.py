@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     chain_import_max_bytes: int = Field(
         default=64 * 1024 * 1024,
         ge=1024,
+        # The catalog is held and parsed in memory (several times its size): the shared registry
+        # is under 1 MiB.
+        le=256 * 1024 * 1024,
         description="Largest chain catalog `chains import` downloads or reads, in bytes.",
     )
     chain_import_timeout_s: int = Field(
