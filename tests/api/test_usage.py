@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from chainrouter.management import usage as usage_report
 from chainrouter.stores.sql.usage import write_usage
 from tests.api.conftest import ApiHarness, Customer
 
@@ -379,6 +380,43 @@ def test_random_windows_agree_with_the_hourly_rows(world: UsageWorld) -> None:
         assert report["summary"]["request_count"] == requests, params
         assert Decimal(str(report["summary"]["credits_consumed"])) == _credits(nano), params
         assert sum(row["request_count"] for row in report["by_chain"]) == requests
+
+
+def test_a_flush_landing_while_the_report_is_read_shows_in_no_section_or_all(
+    api: ApiHarness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Routers flush every few seconds, so one can commit between the report's statements:
+    every section must read the same snapshot (on PostgreSQL and SQLite alike)."""
+    customer = api.customer()
+    key = api.create_key(customer)
+    hour = int(NOW_HOUR.timestamp())
+
+    def flush(requests: int, reference: str) -> None:
+        row = (customer.id, key["id"], 1, "eth_call", "first_choice", hour, 0)
+        write_usage(api.engine, {row: [requests, requests * 100]}, {}, reference=reference)
+
+    flush(5, "before")
+    read_hours = usage_report.hourly_sums
+    flushed = []
+
+    def hourly_sums_after_a_flush(connection: Any, window: Any) -> Any:
+        if not flushed:  # a router's flush commits after the summary was read
+            flush(7, "between")
+            flushed.append(True)
+        return read_hours(connection, window)
+
+    monkeypatch.setattr(usage_report, "hourly_sums", hourly_sums_after_a_flush)
+    params = {
+        "include": "summary,time_series",
+        "granularity": "hour",
+        "from": (NOW_HOUR - timedelta(hours=3)).isoformat(),
+        "to": (NOW_HOUR + timedelta(hours=1)).isoformat(),
+    }
+    for expected in (5, 12):  # the next report sees the flush, in every section
+        report = api.client.get("/usage", params=params, headers=customer.headers).json()
+        assert flushed
+        assert report["summary"]["request_count"] == expected
+        assert sum(bucket["request_count"] for bucket in report["time_series"]) == expected
 
 
 def test_credits_are_exact_decimal_numbers_in_the_json(api: ApiHarness) -> None:

@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine
 from chainrouter.management.errors import InvalidInputError, NotFoundError
 from chainrouter.stores.sql.accounts import customer_balance
 from chainrouter.stores.sql.api_keys import get_api_key
+from chainrouter.stores.sql.engine import read_snapshot
 from chainrouter.stores.sql.usage_report import (
     Sums,
     UsageWindow,
@@ -178,7 +179,7 @@ def build_report(engine: Engine, query: UsageQuery) -> UsageReport:
         query.customer_id, query.start, query.end, query.chain_id, query.api_key_id
     )
     report = UsageReport(query.customer_id, query.start, query.end)
-    with engine.connect() as connection, connection.begin():  # one snapshot for every section
+    with read_snapshot(engine) as connection:  # a flush landing meanwhile: in no section or all
         if query.api_key_id is not None:
             key = get_api_key(connection, query.api_key_id)
             if key is None or key.customer_id != query.customer_id:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
@@ -39,6 +41,24 @@ def create_database_engine(url: str | URL) -> Engine:
         event.listen(engine, "connect", _configure_sqlite_connection)
         return engine
     return create_engine(parsed, pool_pre_ping=True)
+
+
+@contextmanager
+def read_snapshot(engine: Engine) -> Iterator[Connection]:
+    """A connection whose reads all see the database as it was at the first of them, however
+    many commits land meanwhile; for answers built from several statements that must agree.
+
+    PostgreSQL's default READ COMMITTED takes a new snapshot per statement, so the transaction is
+    REPEATABLE READ (read only: nothing here writes). pysqlite begins a transaction only before
+    a write, so each read would be its own; an explicit (deferred) BEGIN makes the first read
+    fix one WAL snapshot for the rest. Either statement must be the transaction's first.
+    """
+    with engine.connect() as connection, connection.begin():
+        if connection.dialect.name == "sqlite":
+            connection.exec_driver_sql("BEGIN")
+        else:
+            connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield connection
 
 
 def describe_database(url: str | URL) -> str:
