@@ -3,11 +3,14 @@ their customers, plans and method prices (1 to 500 rows)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from chainrouter.operator_config.model import MAX_ROW_ID
+from chainrouter.stores.sql.usage import write_usage
 from tests.api.conftest import ApiHarness
 
 
@@ -121,6 +124,41 @@ def test_credits_that_would_overflow_the_balance_are_422_and_change_nothing(
     assert len(api.client.get(url, headers=api.admin).json()) == 1
     balance = api.client.get("/usage", params={"include": "balance"}, headers=customer.headers)
     assert '"credits":5000000000' in balance.text
+
+
+def test_ledger_pages_by_before_id_neither_repeat_nor_skip_while_flushes_add_entries(
+    api: ApiHarness,
+) -> None:
+    customer = api.customer()
+    key = api.create_key(customer)
+    url = f"/admin/customers/{customer.id}/credits"
+    for i in range(4):
+        body = {"kind": "grant", "amount": "1", "reference": f"g{i}"}
+        assert api.client.post(url, json=body, headers=api.admin).status_code == 201
+    first = api.client.get(url, params={"limit": 2}, headers=api.admin)
+    # A router's usage flush adds the newest entry between the two pages.
+    hour = int(datetime.now(UTC).replace(minute=0, second=0, microsecond=0).timestamp())
+    row = (customer.id, key["id"], 1, "eth_call", "first_choice", hour, 0)
+    write_usage(api.engine, {row: [1, 5]}, {customer.id: 5}, reference="usage:r:1")
+    cursor = first.headers["X-Next-Before-Id"]
+    second = api.client.get(url, params={"limit": 2, "before_id": cursor}, headers=api.admin)
+    assert second.status_code == 200, second.text
+    pages = [[line["reference"] for line in page.json()] for page in (first, second)]
+    assert pages == [["g3", "g2"], ["g1", "g0"]]
+    assert cursor == str(first.json()[-1]["id"])
+    assert "X-Next-Before-Id" not in second.headers  # nothing older: no empty page to ask for
+    newest = api.client.get(url, params={"limit": 1, "offset": 0}, headers=api.admin).json()
+    assert [line["kind"] for line in newest] == ["usage"]  # offset still pages from the newest
+    for bad in ("0", "-1", str(MAX_ROW_ID + 1), "x"):
+        refused = api.client.get(url, params={"before_id": bad}, headers=api.admin)
+        assert refused.status_code == 422, bad
+    listed = api.client.get("/openapi.json").json()["paths"][
+        "/admin/customers/{customer_id}/credits"
+    ]
+    [documented] = [p for p in listed["get"]["parameters"] if p["name"] == "before_id"]
+    bounds = documented["schema"]["anyOf"][0]  # the integer; the other is null
+    assert (bounds["minimum"], bounds["maximum"]) == (1, MAX_ROW_ID)
+    assert "X-Next-Before-Id" in listed["get"]["responses"]["200"]["headers"]
 
 
 def test_credits_for_an_unknown_customer_are_404(api: ApiHarness) -> None:

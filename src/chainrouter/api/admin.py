@@ -196,19 +196,50 @@ async def add_credits(
     return respond(LedgerLineOut.of(outcome.entry), 201 if outcome.created else 200)
 
 
+NEXT_BEFORE_ID = "X-Next-Before-Id"
+
+
 @router.get(
     "/customers/{customer_id}/credits",
     response_model=list[LedgerLineOut],
-    responses=_ERRORS,
+    responses={
+        **_ERRORS,
+        200: {
+            "description": "Up to `limit` entries, newest first.",
+            "headers": {
+                NEXT_BEFORE_ID: {
+                    "description": "Pass as `before_id` for the next (older) page; absent on "
+                    "the last page.",
+                    "schema": {"type": "integer"},
+                }
+            },
+        },
+    },
     summary="The customer's ledger, newest first",
+    description="Page with `before_id`: usage flushes add entries every few seconds, which "
+    "shift `offset` (kept for compatibility) so that pages repeat entries; `before_id` does not.",
 )
 async def list_credits(
-    customer_id: PathId, _: Administrator, ctx: Context, limit: Limit = 100, offset: Offset = 0
+    customer_id: PathId,
+    _: Administrator,
+    ctx: Context,
+    limit: Limit = 100,
+    offset: Offset = 0,
+    before_id: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_ROW_ID,
+            description=f"Only entries older than this id: the `{NEXT_BEFORE_ID}` of the page "
+            "before.",
+        ),
+    ] = None,
 ) -> Response:
-    lines = await run_in_threadpool(
-        admin.list_ledger, ctx.engine, customer_id, limit=limit, offset=offset
+    page = await run_in_threadpool(
+        admin.list_ledger, ctx.engine, customer_id, limit=limit, offset=offset, before_id=before_id
     )
-    return respond([LedgerLineOut.of(line) for line in lines])
+    headers = None if page.next_before_id is None else {NEXT_BEFORE_ID: str(page.next_before_id)}
+    return respond([LedgerLineOut.of(line) for line in page.lines], headers=headers)
 
 
 # Management tokens -------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
         allow_origins=settings.api_cors_origins,
         allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
         allow_headers=["X-Api-Key", "Content-Type"],
-        expose_headers=["X-Batch-Id", "Retry-After"],
+        expose_headers=["X-Batch-Id", "Retry-After", "X-Next-Before-Id"],
         max_age=86_400,
     )
     app.add_middleware(BatchIdMiddleware)

@@ -172,10 +172,24 @@ def _existing_credit(
     return found
 
 
-def list_ledger(engine: Engine, customer_id: int, *, limit: int, offset: int) -> list[LedgerLine]:
+@dataclass(frozen=True, slots=True)
+class LedgerPage:
+    lines: list[LedgerLine]
+    next_before_id: int | None  # `before_id` of the next (older) page; None: this is the last
+
+
+def list_ledger(
+    engine: Engine, customer_id: int, *, limit: int, offset: int = 0, before_id: int | None = None
+) -> LedgerPage:
     with engine.connect() as connection:
         _customer_or_404(connection, customer_id)
-        return accounts.ledger_lines(connection, customer_id, limit=limit, offset=offset)
+        # One row more than asked says whether an older page exists, so that the last page
+        # does not point to an empty one.
+        lines = accounts.ledger_lines(
+            connection, customer_id, limit=limit + 1, offset=offset, before_id=before_id
+        )
+    page = lines[:limit]
+    return LedgerPage(page, page[-1].id if len(lines) > limit else None)
 
 
 # Management tokens -------------------------------------------------------------------------

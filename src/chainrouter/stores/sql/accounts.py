@@ -211,11 +211,22 @@ def mark_token_revoked(connection: Connection, token_id: int) -> None:
 
 
 def ledger_lines(
-    connection: Connection, customer_id: int, *, limit: int, offset: int
+    connection: Connection,
+    customer_id: int,
+    *,
+    limit: int,
+    offset: int = 0,
+    before_id: int | None = None,
 ) -> list[LedgerLine]:
+    """Newest first. Usage flushes add rows every few seconds, which shift an `offset` between
+    pages; `before_id` (only rows older than it) names where the last page ended, so it does not
+    move."""
+    conditions = [t.credit_ledger.c.customer_id == customer_id]
+    if before_id is not None:
+        conditions.append(t.credit_ledger.c.id < before_id)
     query = (
         select(t.credit_ledger)
-        .where(t.credit_ledger.c.customer_id == customer_id)
+        .where(*conditions)
         .order_by(t.credit_ledger.c.id.desc())
         .limit(limit)
         .offset(offset)
