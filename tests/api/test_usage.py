@@ -270,6 +270,18 @@ def test_grouping_fills_groups_only(
     assert set(with_include) == {"customer_id", "period", "groups", "summary"}
 
 
+def test_day_groups_are_every_day_of_the_window_whatever_the_limit(world: UsageWorld) -> None:
+    """The default window has 31 days with usage, more than the default limit of 20 rows: the
+    newest days were the ones left out."""
+    for params in ({}, {"limit": 2}):
+        report = world.get(group_by="day", **params)
+        start = datetime.fromisoformat(report["period"]["from"])
+        end = datetime.fromisoformat(report["period"]["to"])
+        expected = world.expected(start, end, ("day",))
+        assert len(expected) > world.api.settings.usage_default_rows
+        assert _as_sums(report["groups"], "day") == _expected_sums(expected)
+
+
 def test_filters_by_chain_and_key(world: UsageWorld) -> None:
     key_id = world.keys[1]["id"]
     report = world.get(chain_id="31337", api_key_id=key_id, include="summary,by_api_key_chain")

@@ -11,6 +11,10 @@ from typing import Any
 
 import pytest
 
+from chainrouter.domain.credentials import hash_secret
+from chainrouter.stores.sql.api_keys import find_api_key_by_hash
+from chainrouter.stores.sql.engine import create_database_engine
+from chainrouter.stores.sql.usage import write_usage
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.anvil import CHAIN_A
 from tests.companion.conftest import (
@@ -74,6 +78,26 @@ async def test_usage_sections_grouping_and_filters_reach_the_report(service: Ser
     assert "groups" in grouped
     assert "balance" not in grouped  # groupBy overrides include
     assert set(as_text) == {"customer_id", "period", "summary", "by_scenario"}
+
+
+async def test_usage_grouped_by_day_has_every_day_whatever_the_limit(service: Service) -> None:
+    """A day grouping is a run of days, not a ranking: `limit` must not cut its newest days."""
+    engine = create_database_engine(service.database_url)
+    try:
+        with engine.connect() as connection:
+            key = find_api_key_by_hash(connection, hash_secret(service.api_key))
+        assert key is not None
+        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        days = [today - timedelta(days=back) for back in range(3, 28)]  # 25 days of calls
+        call = (key.customer_id, key.id, CHAIN_A, "eth_chainId", "first_choice")
+        rows = {(*call, int(day.timestamp()), 0): [1, 0] for day in days}
+        write_usage(engine, rows, {}, reference="companion:day-groups")  # free: no balance change
+    finally:
+        engine.dispose()
+    async with companion(_env(service)) as session:
+        grouped = await call_ok(session, "get_usage", {"groupBy": "day", "limit": 1})
+    listed = {row["day"] for row in grouped["groups"]}
+    assert {d.date().isoformat() for d in days} <= listed
 
 
 async def test_usage_windows_follow_the_limits(service: Service) -> None:

@@ -194,7 +194,12 @@ async def get_usage(
         int | None, Query(ge=1, le=MAX_ROW_ID, description="Only this key (its numeric id).")
     ] = None,
     limit: Annotated[
-        int | None, Query(ge=1, description="Rows per section; default and maximum configured.")
+        int | None,
+        Query(
+            ge=1,
+            description="Rows per section or grouping, not time_series or group_by=day; "
+            "default and maximum configured.",
+        ),
     ] = None,
 ) -> Response:
     settings = ctx.settings

@@ -68,7 +68,10 @@ class UsageArgs(CamelArguments):
     )
     granularity: Granularity = Field(default=Granularity.DAY, description="time_series buckets.")
     limit: int = Field(
-        default=USAGE_ROWS_DEFAULT, ge=1, le=USAGE_ROWS_MAX, description="Rows per section."
+        default=USAGE_ROWS_DEFAULT,
+        ge=1,
+        le=USAGE_ROWS_MAX,
+        description="Rows per section; time_series and groupBy day are never cut.",
     )
 
     @model_validator(mode="after")

@@ -207,7 +207,9 @@ def build_report(engine: Engine, query: UsageQuery) -> UsageReport:
         if Section.TIME_SERIES in query.sections:
             report.sections[Section.TIME_SERIES] = _time_series(connection, window, query)
         if query.group_by is GroupBy.DAY:
-            days = sorted(_daily_sums(connection, window).items())[: query.limit]
+            # Every day, oldest first, as in time_series: `limit` cuts rankings, and cutting a
+            # run of days would drop the newest; the 90-day bound keeps it to 91 rows.
+            days = sorted(_daily_sums(connection, window).items())
             report.groups = [UsageRow(n, c, day=day) for day, (n, c) in days if n or c]
         elif query.group_by is not None:
             dimensions = _GROUP_DIMENSIONS[query.group_by]
