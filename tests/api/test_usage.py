@@ -4,14 +4,17 @@ rules, checked against sums computed here from the very rows the router's flush 
 from __future__ import annotations
 
 import random
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from chainrouter.domain.enums import Scenario
 from chainrouter.management import usage as usage_report
 from chainrouter.stores.sql.usage import write_usage
 from tests.api.conftest import ApiHarness, Customer
@@ -429,6 +432,14 @@ def test_a_flush_landing_while_the_report_is_read_shows_in_no_section_or_all(
         assert flushed
         assert report["summary"]["request_count"] == expected
         assert sum(bucket["request_count"] for bucket in report["time_series"]) == expected
+
+
+def test_every_scenario_by_scenario_can_return_is_documented() -> None:
+    """Customers read what a `by_scenario` row means in the API's docs: each has a table row."""
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    for page in ("management-api.md", "router.md"):
+        rows = re.findall(r"^\| `([a-z_]+)` \|", (docs / page).read_text(), re.MULTILINE)
+        assert {scenario.value for scenario in Scenario} <= set(rows), page
 
 
 def test_credits_are_exact_decimal_numbers_in_the_json(api: ApiHarness) -> None:
