@@ -113,3 +113,32 @@ async def test_a_websocket_node_that_redirects_its_handshake_gets_no_second_dial
     finally:
         for runner in runners:
             await runner.cleanup()
+
+
+async def test_a_refused_websocket_handshake_says_nothing_of_the_urls_path_or_query() -> None:
+    """Its text goes to the log; aiohttp's ended with the URL, where providers put keys."""
+
+    async def refuse(request: web.Request) -> web.Response:
+        return web.Response(status=401)
+
+    app = web.Application()
+    app.router.add_get("/{path:.*}", refuse)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        with pytest.raises(UpstreamClosedError) as caught:
+            await open_upstream(
+                f"ws://127.0.0.1:{port}/v3/PATHKEY?apikey=QUERYKEY",
+                rule=DialRule(allow_private=True),
+                ssl=None,
+                connect_timeout_s=5,
+                max_message_bytes=1 << 20,
+            )
+    finally:
+        await runner.cleanup()
+    assert "HTTP 401" in str(caught.value)
+    assert "PATHKEY" not in str(caught.value)
+    assert "QUERYKEY" not in str(caught.value)

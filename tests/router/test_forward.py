@@ -159,6 +159,29 @@ async def test_a_refused_connection_is_a_transport_failure(client: Client) -> No
     assert caught.value.kind is FailureKind.TRANSPORT
 
 
+async def test_a_failure_says_nothing_of_the_node_urls_path_or_query(client: Client) -> None:
+    """Providers put their keys in the URL (`/v3/KEY`, `?apikey=`); a failure's text goes to
+    logs and health details. aiohttp's text of an answer that is not HTTP ended with the URL."""
+
+    async def not_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(100)
+        writer.write(b"HTTP/1.1 abc\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(not_http, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(FailedError) as caught:
+            await client.post(f"http://127.0.0.1:{port}/v3/PATHKEY?apikey=QUERYKEY", timeout_s=5)
+    finally:
+        server.close()
+    assert caught.value.kind is FailureKind.TRANSPORT
+    detail = str(caught.value)
+    assert "PATHKEY" not in detail, detail
+    assert "QUERYKEY" not in detail, detail
+
+
 @pytest.mark.parametrize("path", ["/sleep/3000", "/drip/200"])
 async def test_a_slow_head_or_a_dripping_body_is_cut_at_the_deadline(
     client: Client, upstream: FaultyUpstream, path: str

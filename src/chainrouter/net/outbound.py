@@ -14,6 +14,7 @@ import socket
 import ssl
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -146,3 +147,26 @@ def refusing_redirects(error: Callable[[int], Exception]) -> aiohttp.TraceConfig
     trace = aiohttp.TraceConfig()
     trace.on_request_redirect.append(refuse)
     return trace
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a failed request to a node says, without the node's URL: providers put their keys
+    in paths and queries (`/v3/KEY`, `?apikey=`), and these texts reach logs and health
+    details. aiohttp's own texts of a bad status or answer end with the whole URL."""
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return f"HTTP {exc.status}: {exc.message}" if exc.status else exc.message
+    if isinstance(exc, aiohttp.InvalidURL):
+        return "invalid URL"
+    return str(exc) or type(exc).__name__
+
+
+def url_origin(url: str) -> str:
+    """The URL's scheme, host and port, for logs: its path and query may hold a key."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "(a malformed URL)"
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")

@@ -28,7 +28,14 @@ import aiohttp
 from yarl import URL
 
 from chainrouter.net.client_ip import IpNetwork
-from chainrouter.net.outbound import CheckingResolver, DialRule, refusing_redirects, ssl_context
+from chainrouter.net.outbound import (
+    CheckingResolver,
+    DialRule,
+    failure_text,
+    refusing_redirects,
+    ssl_context,
+    url_origin,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +47,7 @@ class OutboundError(Exception):
 def unreachable(url: object, exc: BaseException) -> str:
     """What the submitter is told of a failed connection: that it failed, not how. The detail
     (addresses, ports, the service's own DNS answers) goes to the log only."""
-    log.info("cannot reach %s: %s", url, exc)
+    log.info("cannot reach %s: %s", url_origin(str(url)), failure_text(exc))
     return "not reachable"
 
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import aiohttp
 from yarl import URL
 
-from chainrouter.net.outbound import CheckingResolver, DialRule, ssl_context
+from chainrouter.net.outbound import CheckingResolver, DialRule, failure_text, ssl_context
 from chainrouter.ratelimit.window import Limiter
 from chainrouter.router.contract import (
     Acquire,
@@ -191,7 +191,7 @@ class PythonExecutor:
             detail = f"no complete answer within {command.timeout_s:.3f} s"
             return Failure(FailureKind.TIMEOUT, detail, None)
         except (aiohttp.ClientError, OSError, ValueError) as exc:
-            return Failure(FailureKind.TRANSPORT, str(exc) or type(exc).__name__, None)
+            return Failure(FailureKind.TRANSPORT, failure_text(exc), None)
 
     def _literal_refusal(self, url: str) -> str | None:
         """Why the URL's host, when it is an IP address, must not be dialled: such hosts never

@@ -17,7 +17,13 @@ from urllib.parse import urlsplit
 import aiohttp
 import orjson
 
-from chainrouter.net.outbound import CheckingResolver, DialRule, refusing_redirects
+from chainrouter.net.outbound import (
+    CheckingResolver,
+    DialRule,
+    failure_text,
+    refusing_redirects,
+    url_origin,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +87,7 @@ class UpstreamSocket:
                     break
                 self._dispatch(message.data)
         except Exception as exc:  # the connection failed under us: the feed fails over
-            log.info("WebSocket node connection failed: %s", exc)
+            log.info("WebSocket node connection failed: %s", failure_text(exc))
         finally:
             self.closed.set()
             for answer in self._answers.values():
@@ -150,7 +156,7 @@ async def open_upstream(
         with contextlib.suppress(ValueError):
             problem = rule.problem(ipaddress.ip_address(host.strip("[]")))
             if problem is not None:
-                raise UpstreamClosedError(f"{url}: the address is {problem}")
+                raise UpstreamClosedError(f"{url_origin(url)}: the address is {problem}")
     session = aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(
             ssl=ssl,
@@ -170,7 +176,9 @@ async def open_upstream(
         )
     except aiohttp.ClientError as exc:  # refused upgrade (an HTTP status), TLS, DNS, reset
         await session.close()
-        raise UpstreamClosedError(f"cannot open a WebSocket to the node: {exc}") from exc
+        raise UpstreamClosedError(
+            f"cannot open a WebSocket to the node: {failure_text(exc)}"
+        ) from exc
     except BaseException:
         await session.close()
         raise
