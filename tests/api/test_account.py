@@ -141,6 +141,27 @@ def test_sign_up_grants_the_free_credits_and_a_first_token_once_per_email(
     assert int(limited.headers["retry-after"]) > 0
 
 
+def test_control_characters_in_sign_up_and_token_labels_are_422_naming_the_field(
+    make_api: ApiFactory,
+) -> None:
+    """PostgreSQL text cannot hold NUL (SQLite stores it): a sign-up named "a\0" was a 500 there."""
+    api = make_api(signup_enabled=True)
+    customer = api.customer()
+    for path, body, headers, field in [
+        ("/signup", {"name": "a\u0000", "email": "n@example.com"}, {}, "name"),
+        ("/signup", {"name": "A", "email": "n\u0000@example.com"}, {}, "email"),
+        ("/tokens", {"label": "a\u0000"}, customer.headers, "label"),
+        ("/tokens", {"label": "line\nbreak"}, customer.headers, "label"),
+    ]:
+        response = api.client.post(path, json=body, headers=headers)
+        assert response.status_code == 422, (path, body, response.text)
+        error = response.json()["error"]
+        assert error["code"] == "invalid_input"
+        assert error["details"] == [
+            {"field": field, "message": "must not contain control characters"}
+        ]
+
+
 def test_sign_ups_from_one_ipv6_64_share_its_limit(make_api: ApiFactory) -> None:
     """Each sign-up carries free credits: a host taking a fresh address of its /64 for each one
     would otherwise sign up without end."""

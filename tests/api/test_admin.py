@@ -34,6 +34,75 @@ def test_an_email_longer_than_its_column_once_lower_cased_is_refused(api: ApiHar
     assert made.status_code == 422
 
 
+def test_control_characters_in_admin_bodies_are_422_naming_the_field(api: ApiHarness) -> None:
+    """PostgreSQL text cannot hold NUL (SQLite stores it): these were 500s there. Every string
+    refuses control characters; a description or note may hold tabs and line breaks."""
+    customer = api.customer()
+    provider = api.client.post(
+        "/admin/providers", json={"slug": "p", "name": "P"}, headers=api.admin
+    ).json()["id"]
+    plan = api.client.post(
+        f"/admin/providers/{provider}/plans", json={"name": "basic"}, headers=api.admin
+    ).json()["id"]
+    cases: list[tuple[str, str, Any, str]] = [
+        ("post", "/admin/customers", {"name": "a\u0000b", "email": "x@y.co"}, "name"),
+        ("post", "/admin/customers", {"name": "A", "email": "x\u0000@y.co"}, "email"),
+        ("post", "/admin/providers", {"slug": "q", "name": "Q\u001b"}, "name"),
+        ("post", "/admin/providers", {"slug": "q\n", "name": "Q"}, "slug"),
+        ("post", f"/admin/providers/{provider}/plans", {"name": "n\u0000"}, "name"),
+        (
+            "post",
+            f"/admin/providers/{provider}/plans",
+            {"name": "n", "description": "a\u0000"},
+            "description",
+        ),
+        ("patch", f"/admin/plans/{plan}", {"description": "\u0007"}, "description"),
+        (
+            "post",
+            f"/admin/plans/{plan}/methods",
+            [{"method": "eth_call\n", "cost": 1}],
+            "[0].method",
+        ),
+        (
+            "post",
+            f"/admin/customers/{customer.id}/credits",
+            {"kind": "grant", "amount": "1", "note": "a\u0000"},
+            "note",
+        ),
+        (
+            "post",
+            f"/admin/customers/{customer.id}/credits",
+            {"kind": "grant", "amount": "1", "reference": "r\u0000"},
+            "reference",
+        ),
+        ("post", f"/admin/customers/{customer.id}/tokens", {"label": "a\u0000"}, "label"),
+        (
+            "post",
+            "/admin/chain-requests/1/approve",
+            {"native_currency_symbol": "E\u0000"},
+            "native_currency_symbol",
+        ),
+        ("post", "/admin/chain-requests/1/reject", {"note": "\u0000"}, "note"),
+        ("post", "/admin/node-requests/1/approve", {"plan_id": plan, "note": "\u0000"}, "note"),
+    ]
+    for method, path, body, field in cases:
+        response = api.client.request(method, path, json=body, headers=api.admin)
+        assert response.status_code == 422, (path, body, response.text)
+        error = response.json()["error"]
+        assert error["code"] == "invalid_input"
+        assert [d["field"] for d in error["details"]] == [field], (path, body)
+        assert "control characters" in error["message"] or field in ("slug", "[0].method")
+
+    layout = "line one\nline two,\ttabbed\r\n"
+    made = api.client.post(
+        f"/admin/providers/{provider}/plans",
+        json={"name": "laid out", "description": layout},
+        headers=api.admin,
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["description"] == layout
+
+
 def test_customers_are_created_listed_and_unique_by_email(api: ApiHarness) -> None:
     made = api.client.post(
         "/admin/customers", json={"name": "Acme", "email": "Billing@Acme.io"}, headers=api.admin

@@ -106,6 +106,23 @@ def test_invalid_key_bodies_are_422_naming_the_field(
     assert field in [detail["field"] for detail in error["details"]], error
 
 
+def test_control_characters_in_key_names_are_422_naming_the_field(api: ApiHarness) -> None:
+    """PostgreSQL text cannot hold NUL (SQLite stores it): a key named "a\0" would be a 500."""
+    customer = api.customer()
+    key = api.create_key(customer)
+    for method, path, body in [
+        ("post", "/api-keys", {"allowed_domains": ["*"], "routing_strategy": "economy"}),
+        ("patch", f"/api-keys/{key['id']}", {}),
+    ]:
+        response = api.client.request(
+            method, path, json={**body, "name": "a\u0000b"}, headers=customer.headers
+        )
+        assert response.status_code == 422, response.text
+        assert response.json()["error"]["details"] == [
+            {"field": "name", "message": "must not contain control characters"}
+        ]
+
+
 def test_a_customer_holds_a_bounded_number_of_keys(
     api: ApiHarness, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -195,6 +195,20 @@ def test_bad_node_bodies_are_422(api: ApiHarness) -> None:
         assert response.status_code == 422, body
 
 
+def test_control_characters_in_node_urls_are_422_naming_the_field(api: ApiHarness) -> None:
+    mine = api.provider("mine")
+    plan = mine.plan_ids[0]
+    for path, body in [
+        ("/provider/nodes", {"plan_id": plan, "url": "https://n.example.com/?q=\u0000"}),
+        ("/provider/nodes/ws", {"plan_id": plan, "chain_id": 1, "url": "wss://n.example.com/\n"}),
+    ]:
+        response = api.client.put(path, json=body, headers=mine.headers)
+        assert response.status_code == 422, (path, response.text)
+        assert response.json()["error"]["details"] == [
+            {"field": "url", "message": "must not contain control characters"}
+        ]
+
+
 def _status(api: ApiHarness, who: ProviderAccount, node_id: int, **params: Any) -> Any:
     return api.client.get(f"/provider/nodes/{node_id}/status", params=params, headers=who.headers)
 

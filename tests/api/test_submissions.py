@@ -222,6 +222,45 @@ def test_node_request_fields_are_validated(
     assert field in [d["field"] for d in response.json()["error"]["details"]]
 
 
+def test_control_characters_in_submissions_are_422_naming_the_field(api: ApiHarness) -> None:
+    """PostgreSQL text cannot hold NUL (SQLite stores it): a chain request named "a\0" was a 500
+    there. No field of a submission may hold control characters; notes may hold line breaks."""
+    url = "https://n.example.com"
+    chain_fields = {
+        "name": "a\u0000",
+        "short_name": "s\u0000",
+        "native_currency_name": "E\u0000",
+        "info_url": f"{url}/\u0000",
+        "icon_url": f"{url}/\u001b",
+        "rpc_urls": [f"{url}/\u0000"],
+        "explorer_urls": [f"{url}/\t"],
+        "requestor_email": "d\u0000@example.com",
+        "requestor_name": "D\u0000",
+    }
+    for name, value in chain_fields.items():
+        body = {**_chain_request(url), name: value}
+        response = api.client.post("/chains/requests", json=body)
+        assert response.status_code == 422, (name, response.text)
+        field = name + ("[0]" if isinstance(value, list) else "")
+        assert response.json()["error"]["details"] == [
+            {"field": field, "message": "must not contain control characters"}
+        ]
+    node_fields = {
+        "name": "a\u0000",
+        "url": f"{url}/?q=\u0000",
+        "email": "d\u0000@example.com",
+        "privacy_policy_url": f"{url}/\u0000",
+        "notes": "a\u0000",
+    }
+    for name, value in node_fields.items():
+        body = {"name": "n", "url": url, name: value}
+        response = api.client.post("/nodes/requests", json=body)
+        assert response.status_code == 422, (name, response.text)
+        [detail] = response.json()["error"]["details"]
+        assert detail["field"] == name
+        assert detail["message"].startswith("must not contain control characters")
+
+
 def test_five_chain_requests_per_ip_per_day_failed_ones_included(
     api: ApiHarness, https_anvil: dict[str, str]
 ) -> None:

@@ -75,6 +75,25 @@ def test_malformed_entries_are_skipped_and_the_rest_imported(
     assert "3 skipped" in report.summary()
 
 
+def test_an_entry_with_a_control_character_is_skipped_and_the_others_imported(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """PostgreSQL text cannot hold NUL (SQLite stores it): such an entry aborted the whole import
+    there. It is now refused when parsed, like any malformed entry, on both backends."""
+    entries = json.loads(CHAINS_JSON.read_text())[:4]
+    entries[1]["name"] = "a\u0000b"
+    entries[2]["explorers"] = [{"name": "scan", "url": "https://scan.example/\u0000"}]
+    entries[3]["shortName"] = "tab\there"
+    source = tmp_path / "chains.json"
+    source.write_text(json.dumps(entries))
+    report = _import(engine, str(source))
+    assert report.counts.created == 1
+    assert [p.index for p in report.problems] == [1, 2, 3]
+    assert "name: must not contain control characters" in str(report.problems[0])
+    with engine.connect() as connection:
+        assert count_chains(connection) == 1
+
+
 def test_a_missing_file_is_reported(engine: Engine, tmp_path: Path) -> None:
     with pytest.raises(CatalogSourceError, match="no such file"):
         _import(engine, str(tmp_path / "absent.json"))

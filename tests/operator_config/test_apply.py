@@ -196,6 +196,58 @@ def test_credits_that_would_overflow_the_balance_are_refused_and_nothing_is_writ
     assert _snapshot(engine) == before
 
 
+def test_control_characters_are_refused_at_their_path_but_free_text_keeps_its_layout(
+    engine: Engine,
+) -> None:
+    """PostgreSQL text cannot hold NUL, which SQLite stores: a name "a\0b" made `apply` fail with
+    a DataError there. Every string refuses control characters when the file is validated; a
+    description may still hold tabs and line breaks."""
+    text = r"""
+chains:
+  - {chain_id: 5, name: "Fi\0ve", short_name: five, native_currency: {name: E, symbol: "E\x7f"}}
+providers:
+  - slug: "acme\n"
+    name: "Ac\x00me"
+    plans:
+      - name: basic
+        description: "line one\nline two,\ttabbed\r\n"
+        nodes: [{url: "https://node.example/r\0pc", chain_id: 5}]
+customers:
+  - email: "c\0@example.com"
+    name: C
+    credits: [{reference: "r\x07", amount: 1, note: "a\0"}]
+    api_keys: [{name: "k\n", allowed_domains: ["*"]}]
+    management_tokens: [{label: "t\x1b"}]
+"""
+    with pytest.raises(ConfigFileError) as caught:
+        _config(text)
+    assert caught.value.problems == [
+        "chains[0].name: must not contain control characters",
+        "chains[0].native_currency.symbol: must not contain control characters",
+        "providers[0].slug: must be lowercase letters, digits and '-', at most 64 characters",
+        "providers[0].name: must not contain control characters",
+        "providers[0].plans[0].nodes[0].url: must not contain control characters",
+        "customers[0].email: must not contain control characters",
+        "customers[0].credits[0].reference: must not contain control characters",
+        "customers[0].credits[0].note: must not contain control characters other than tab and "
+        "line breaks",
+        "customers[0].api_keys[0].name: must not contain control characters",
+        "customers[0].management_tokens[0].label: must not contain control characters",
+    ]
+
+    layout = "line one\nline two,\ttabbed\r\n"
+    apply_config(
+        engine,
+        _config(
+            'providers: [{slug: acme, name: Acme, plans: [{name: basic, description: "'
+            + layout.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+            + '"}]}]'
+        ),
+    )
+    with engine.connect() as connection:
+        assert connection.execute(select(t.plans.c.description)).scalar_one() == layout
+
+
 def test_a_secret_already_used_elsewhere_is_refused_without_echoing_it(engine: Engine) -> None:
     secret = "crk_" + "Q" * 40
     first = f"""

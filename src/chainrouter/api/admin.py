@@ -40,6 +40,7 @@ from chainrouter.operator_config.model import (
     Credits,
     Email,
     Name,
+    NoControls,
     PlanTerms,
     RowId,
     Slug,
@@ -142,7 +143,7 @@ class CreditIn(_In):
     amount: Annotated[Credits, Field(gt=0)] = Field(
         description="Credits to add, exact to 9 decimal places (a string or a number)."
     )
-    reference: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = Field(
+    reference: Annotated[StrictStr, Field(min_length=1, max_length=200), NoControls] | None = Field(
         default=None,
         description="An idempotency reference (e.g. the payment ID): repeating a call with the "
         "same reference records the credit once.",
@@ -455,7 +456,7 @@ class NodeRequestOut(OutModel):
 
 
 class ApproveChainIn(_In):
-    native_currency_symbol: Annotated[StrictStr, Field(min_length=1, max_length=40)]
+    native_currency_symbol: Annotated[StrictStr, Field(min_length=1, max_length=40), NoControls]
     note: Text = ""
 
 

@@ -21,7 +21,14 @@ from chainrouter.domain.records import Principal
 from chainrouter.domain.urls import normalise_url
 from chainrouter.management import submissions
 from chainrouter.management.errors import RateLimitedError
-from chainrouter.operator_config.model import ChainId, Email, HttpUrl, Name
+from chainrouter.operator_config.model import (
+    ChainId,
+    Email,
+    HttpUrl,
+    Name,
+    NoControls,
+    NoControlsButLayout,
+)
 from chainrouter.ratelimit.window import Bucket
 
 router = APIRouter(route_class=ExactJsonRoute, tags=["public"])
@@ -218,8 +225,9 @@ async def list_cache_prices(ctx: Context, client: ClientBlock) -> Response:
 HttpsUrl = Annotated[
     StrictStr,
     Field(max_length=2048, pattern=r"^[hH][tT][tT][pP][sS]://", description="An https:// URL."),
+    NoControls,
 ]
-ShortText = Annotated[StrictStr, Field(max_length=200)]
+ShortText = Annotated[StrictStr, Field(max_length=200), NoControls]
 
 
 class ChainRequestIn(BaseModel):
@@ -227,8 +235,10 @@ class ChainRequestIn(BaseModel):
 
     name: Name
     chain_id: ChainId
-    short_name: Annotated[StrictStr, Field(min_length=1, max_length=100)] | None = None
-    native_currency_name: Annotated[StrictStr, Field(min_length=1, max_length=100)] | None = None
+    short_name: Annotated[StrictStr, Field(min_length=1, max_length=100), NoControls] | None = None
+    native_currency_name: (
+        Annotated[StrictStr, Field(min_length=1, max_length=100), NoControls] | None
+    ) = None
     native_currency_decimals: Annotated[int, Field(ge=0, le=255)] | None = None
     info_url: HttpUrl | None = None
     icon_url: HttpUrl | None = None
@@ -256,7 +266,7 @@ class NodeRequestIn(BaseModel):
     vm: Literal["evm"] = "evm"
     email: Email | None = None
     privacy_policy_url: HttpUrl | None = None
-    notes: Annotated[StrictStr, Field(max_length=2000)] | None = None
+    notes: Annotated[StrictStr, Field(max_length=2000), NoControlsButLayout] | None = None
 
 
 _SUBMISSION_ERRORS: dict[int | str, dict[str, Any]] = {

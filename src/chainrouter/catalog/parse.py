@@ -14,37 +14,42 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from chainrouter.domain.chains import MAX_CHAIN_ID, Chain, Explorer
 from chainrouter.domain.enums import ChainStatus
+from chainrouter.operator_config.model import Line, NoControls
 from chainrouter.validation import describe_errors
 
-_Name = Annotated[StrictStr, Field(min_length=1, max_length=200)]
+# Every string refuses control characters (PostgreSQL text cannot hold NUL): an entry with one
+# is skipped like any other malformed entry, and the others are imported.
+_Name = Annotated[StrictStr, Field(min_length=1, max_length=200), NoControls]
 
 
 class _Currency(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    name: Annotated[StrictStr, Field(min_length=1, max_length=100)]
-    symbol: Annotated[StrictStr, Field(min_length=1, max_length=40)]
+    name: Annotated[StrictStr, Field(min_length=1, max_length=100), NoControls]
+    symbol: Annotated[StrictStr, Field(min_length=1, max_length=40), NoControls]
     decimals: Annotated[StrictInt, Field(ge=0, le=255)]
 
 
 class _Explorer(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    name: Annotated[StrictStr, Field(max_length=200)] = ""
-    url: Annotated[StrictStr, Field(min_length=1, max_length=2048)]
-    standard: StrictStr | None = None
+    name: Annotated[StrictStr, Field(max_length=200), NoControls] = ""
+    url: Annotated[StrictStr, Field(min_length=1, max_length=2048), NoControls]
+    standard: Line | None = None
 
 
 class _Entry(BaseModel):
     model_config = ConfigDict(extra="ignore")
     name: _Name
-    chain: Annotated[StrictStr, Field(max_length=100)] | None = None
+    chain: Annotated[StrictStr, Field(max_length=100), NoControls] | None = None
     chainId: Annotated[StrictInt, Field(ge=1, le=MAX_CHAIN_ID)]  # noqa: N815 - the file's name
-    shortName: Annotated[StrictStr, Field(min_length=1, max_length=100)]  # noqa: N815
+    shortName: Annotated[StrictStr, Field(min_length=1, max_length=100), NoControls]  # noqa: N815
     nativeCurrency: _Currency  # noqa: N815
-    infoURL: Annotated[StrictStr, Field(max_length=2048)] | None = None  # noqa: N815
-    icon: Annotated[StrictStr, Field(max_length=200)] | None = None
+    infoURL: Annotated[StrictStr, Field(max_length=2048), NoControls] | None = None  # noqa: N815
+    icon: Annotated[StrictStr, Field(max_length=200), NoControls] | None = None
     status: ChainStatus = ChainStatus.ACTIVE
     explorers: list[_Explorer] = Field(default_factory=list)
-    rpc: list[Annotated[StrictStr, Field(max_length=2048)]] = Field(default_factory=list)
+    rpc: list[Annotated[StrictStr, Field(max_length=2048), NoControls]] = Field(
+        default_factory=list
+    )
 
     def to_chain(self) -> Chain:
         return Chain(

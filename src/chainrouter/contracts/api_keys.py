@@ -7,7 +7,12 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_validator
 
 from chainrouter.domain.enums import RoutingStrategy
-from chainrouter.operator_config.model import AllowedDomain, KeyRateInterval, KeyRateLimit
+from chainrouter.operator_config.model import (
+    AllowedDomain,
+    KeyRateInterval,
+    KeyRateLimit,
+    NoControls,
+)
 
 Domains = Annotated[
     list[AllowedDomain],
@@ -18,7 +23,9 @@ Domains = Annotated[
         "(subdomains) or * (any origin, and requests without Origin or Referer).",
     ),
 ]
-KeyName = Annotated[StrictStr, Field(max_length=200, description="A label for the key.")]
+KeyName = Annotated[
+    StrictStr, Field(max_length=200, description="A label for the key."), NoControls
+]
 Strategy = Annotated[
     RoutingStrategy,
     Field(description="economy: cheapest route first; performance: fastest route first."),
@@ -56,7 +63,9 @@ class ApiKeyUpdate(BaseModel):
 
 
 ApiKeySecret = Annotated[
-    StrictStr, Field(max_length=200, description="The full secret of one of your keys.")
+    StrictStr,
+    Field(max_length=200, description="The full secret of one of your keys."),
+    NoControls,
 ]
 
 

@@ -12,6 +12,7 @@ from chainrouter.management.admin import MAX_METHOD_ROWS
 from chainrouter.operator_config.model import (
     ChainId,
     MethodPriceSpec,
+    NoControls,
     NodeCapabilitiesSpec,
     NonNegativeInt,
     PositiveInt,
@@ -23,11 +24,13 @@ from chainrouter.operator_config.model import (
 NodeUrl = Annotated[
     StrictStr,
     Field(max_length=2048, pattern=r"^[hH][tT][tT][pP][sS]?://", description="http(s):// URL."),
+    NoControls,
     AfterValidator(normalise_url),
 ]
 WsUrl = Annotated[
     StrictStr,
     Field(max_length=2048, pattern=r"^[wW][sS][sS]://", description="A wss:// URL."),
+    NoControls,
     AfterValidator(normalise_url),
 ]
 NodeKind = Literal["http", "ws"]

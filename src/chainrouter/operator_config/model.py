@@ -81,8 +81,30 @@ ChainId = Annotated[
         }
     ),
 ]
-Name = Annotated[StrictStr, Field(min_length=1, max_length=200)]
-Text = Annotated[StrictStr, Field(max_length=10_000)]
+
+
+def _refuse(characters: re.Pattern[str], what: str) -> Any:
+    def validate(value: str) -> str:
+        if characters.search(value):
+            raise ValueError(f"must not contain {what}")
+        return value
+
+    return AfterValidator(validate)
+
+
+# Control characters (Unicode category Cc) have no use in a name, label, address or URL, and
+# PostgreSQL text cannot hold NUL at all (SQLite stores it, so the backends would disagree):
+# every string a person gives is refused with them, at its field, before it reaches storage.
+# Free text keeps its layout: tab and line breaks. Put these last in an Annotated type, after
+# its Field bounds: a bound placed after a validator is checked, and worded, as a generic length.
+NoControls = _refuse(re.compile(r"[\x00-\x1f\x7f-\x9f]"), "control characters")
+NoControlsButLayout = _refuse(
+    re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"),
+    "control characters other than tab and line breaks",
+)
+Line = Annotated[StrictStr, NoControls]
+Name = Annotated[StrictStr, Field(min_length=1, max_length=200), NoControls]
+Text = Annotated[StrictStr, Field(max_length=10_000), NoControlsButLayout]
 PositiveInt = Annotated[StrictInt, Field(ge=1, le=2**31 - 1)]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=2**31 - 1)]
 # A record's id, as storage holds it (64-bit): beyond that no record can have it.
@@ -118,7 +140,8 @@ _TARGET_TYPE = re.compile(r"^[a-z][a-z0-9_-]{0,39}$")
 
 def _check(pattern: re.Pattern[str], what: str) -> Any:
     def validate(value: str) -> str:
-        if not pattern.match(value):
+        # fullmatch: with `match`, `$` lets a trailing newline through.
+        if not pattern.fullmatch(value):
             raise ValueError(f"must be {what}")
         return value
 
@@ -149,6 +172,7 @@ def _lowered_email(value: str) -> str:
 Email = Annotated[
     StrictStr,
     Field(max_length=320),
+    NoControls,
     AfterValidator(_lowered_email),
     _check(_EMAIL, "an e-mail address"),
 ]
@@ -167,8 +191,8 @@ def _url(schemes: tuple[str, ...]) -> Any:
     return AfterValidator(validate)
 
 
-HttpUrl = Annotated[StrictStr, _url(("http", "https"))]
-WsUrl = Annotated[StrictStr, _url(("ws", "wss"))]
+HttpUrl = Annotated[Line, _url(("http", "https"))]
+WsUrl = Annotated[Line, _url(("ws", "wss"))]
 # A node's URL in its one spelling (domain/urls.py): what is compared and stored.
 NodeUrl = Annotated[HttpUrl, AfterValidator(normalise_url)]
 WsNodeUrl = Annotated[WsUrl, AfterValidator(normalise_url)]
@@ -201,15 +225,15 @@ class _Strict(BaseModel):
 
 
 class NativeCurrency(_Strict):
-    name: Annotated[StrictStr, Field(min_length=1, max_length=100)]
-    symbol: Annotated[StrictStr, Field(min_length=1, max_length=40)]
+    name: Annotated[StrictStr, Field(min_length=1, max_length=100), NoControls]
+    symbol: Annotated[StrictStr, Field(min_length=1, max_length=40), NoControls]
     decimals: Annotated[StrictInt, Field(ge=0, le=255)] = 18
 
 
 class ExplorerSpec(_Strict):
     name: Name
     url: HttpUrl
-    standard: StrictStr | None = None
+    standard: Line | None = None
 
 
 class ChainSpec(_Strict):
@@ -217,11 +241,11 @@ class ChainSpec(_Strict):
 
     chain_id: ChainId
     name: Name
-    short_name: Annotated[StrictStr, Field(min_length=1, max_length=100)]
+    short_name: Annotated[StrictStr, Field(min_length=1, max_length=100), NoControls]
     native_currency: NativeCurrency
-    network: Annotated[StrictStr, Field(max_length=100)] | None = None
+    network: Annotated[StrictStr, Field(max_length=100), NoControls] | None = None
     info_url: HttpUrl | None = None
-    icon: Annotated[StrictStr, Field(max_length=200)] | None = None
+    icon: Annotated[StrictStr, Field(max_length=200), NoControls] | None = None
     status: ChainStatus = ChainStatus.ACTIVE
     explorers: list[ExplorerSpec] = Field(default_factory=list, max_length=MAX_EXPLORERS)
 
@@ -400,7 +424,7 @@ class ProviderSpec(_Strict):
 class CreditSpec(_Strict):
     """A purchase or grant. `reference` makes it happen once, however often the file is applied."""
 
-    reference: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    reference: Annotated[StrictStr, Field(min_length=1, max_length=200), NoControls]
     kind: Literal[LedgerEntryKind.PURCHASE, LedgerEntryKind.GRANT] = LedgerEntryKind.GRANT
     amount: Annotated[Credits, Field(gt=0)]
     note: Text = ""
