@@ -124,7 +124,8 @@ class Settings(BaseSettings):
         default=60,
         ge=1,
         le=3600,
-        description="Time limit for downloading a chain catalog, seconds.",
+        description="Time limit for the whole download of a chain catalog (connecting, headers "
+        "and body), seconds.",
     )
 
     redis_url: str | None = Field(

@@ -4,6 +4,7 @@ reported, and URLs are fetched with bounds."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from chainrouter.catalog.importer import ImportReport, import_catalog
-from chainrouter.catalog.source import CatalogSourceError
+from chainrouter.catalog.source import CatalogSourceError, read_catalog_source
 from chainrouter.stores.sql.chains import count_chains
 from chainrouter.stores.sql.schema import chains
 from tests.conftest import CHAINS_JSON
@@ -139,3 +140,58 @@ def test_a_url_answering_an_error_status_is_reported(engine: Engine, catalog_ser
 def test_a_download_larger_than_the_limit_is_refused(engine: Engine, catalog_server: str) -> None:
     with pytest.raises(CatalogSourceError, match="more than 1000 bytes"):
         _import(engine, f"{catalog_server}/chains.json", max_bytes=1000)
+
+
+_DRIP_INTERVAL_S = 0.2
+_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+
+
+@pytest.fixture
+def dripping_server() -> Iterator[str]:
+    """A real server that sends its answer one byte every 0.2 s: the headers (at /headers) or
+    the body after prompt headers (at /body). Either takes 20 s or more in all."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    stopped = threading.Event()
+
+    def answer(connection: socket.socket) -> None:
+        with connection:
+            request = connection.recv(4096)
+            drip = _HEAD + b"[" + b" " * 98 + b"]"
+            if b"GET /body" in request:
+                connection.sendall(_HEAD)
+                drip = drip[len(_HEAD) :]
+            for byte in drip:
+                if stopped.wait(_DRIP_INTERVAL_S):
+                    return
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:  # the client gave up
+                    return
+
+    def serve() -> None:
+        listener.settimeout(0.1)  # to see `stopped` in time
+        while not stopped.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=answer, args=(connection,), daemon=True).start()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    stopped.set()
+    server.join()
+    listener.close()
+
+
+@pytest.mark.parametrize("slow_part", ["headers", "body"])
+def test_the_download_time_limit_covers_the_whole_download(
+    dripping_server: str, slow_part: str
+) -> None:
+    """Each byte arrives well within any per-read timeout: only a deadline for the whole
+    download stops it. A header a byte at a time held a 1 s import for over 30 s."""
+    started = time.monotonic()
+    with pytest.raises(CatalogSourceError, match=r"took longer than 1\.0 s"):
+        read_catalog_source(f"{dripping_server}/{slow_part}", max_bytes=1000, timeout_s=1.0)
+    assert time.monotonic() - started < 3
