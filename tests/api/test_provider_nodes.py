@@ -209,6 +209,24 @@ def test_control_characters_in_node_urls_are_422_naming_the_field(api: ApiHarnes
         ]
 
 
+def test_node_urls_must_fit_their_column_once_normalised(api: ApiHarness) -> None:
+    """1,522 characters as written, 9,022 once percent-encoded: past the 2,048 the column holds."""
+    mine = api.provider("mine")
+    plan = mine.plan_ids[0]
+    for path, body in [
+        ("/provider/nodes", {"plan_id": plan, "url": "https://n.example.com/" + "ü" * 1500}),
+        (
+            "/provider/nodes/ws",
+            {"plan_id": plan, "chain_id": 1, "url": "wss://n.example.com/" + "ü" * 1500},
+        ),
+    ]:
+        response = api.client.put(path, json=body, headers=mine.headers)
+        assert response.status_code == 422, (path, response.text)
+        assert response.json()["error"]["details"] == [
+            {"field": "url", "message": "must be a URL of at most 2048 characters"}
+        ]
+
+
 def _status(api: ApiHarness, who: ProviderAccount, node_id: int, **params: Any) -> Any:
     return api.client.get(f"/provider/nodes/{node_id}/status", params=params, headers=who.headers)
 

@@ -261,6 +261,16 @@ def test_control_characters_in_submissions_are_422_naming_the_field(api: ApiHarn
         assert detail["message"].startswith("must not contain control characters")
 
 
+def test_a_node_request_url_must_fit_its_column_once_normalised(api: ApiHarness) -> None:
+    """1,522 characters as written, 9,022 once percent-encoded: past the 2,048 the column holds."""
+    body = {"name": "n", "url": "https://n.example.com/" + "ü" * 1500}
+    response = api.client.post("/nodes/requests", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["error"]["details"] == [
+        {"field": "url", "message": "must be a URL of at most 2048 characters"}
+    ]
+
+
 def test_five_chain_requests_per_ip_per_day_failed_ones_included(
     api: ApiHarness, https_anvil: dict[str, str]
 ) -> None:

@@ -248,6 +248,37 @@ customers:
         assert connection.execute(select(t.plans.c.description)).scalar_one() == layout
 
 
+def test_node_urls_must_fit_their_column_once_normalised(engine: Engine) -> None:
+    """The normal form percent-encodes the path: 1,522 characters as written became 9,022, past
+    the 2,048 the column holds (PostgreSQL refused the row, SQLite stored it). The length is
+    checked on the normal form; one that fits is stored as it is."""
+
+    def plan(url: str, ws_url: str) -> str:
+        return f"""
+chains: [{{chain_id: 7, name: C, short_name: c, native_currency: {{name: E, symbol: E}}}}]
+providers:
+  - slug: p
+    name: P
+    plans:
+      - name: basic
+        nodes: [{{url: "{url}", chain_id: 7}}]
+        ws_nodes: [{{url: "{ws_url}", chain_id: 7}}]
+"""
+
+    with pytest.raises(ConfigFileError) as caught:
+        _config(plan("https://n.example.com/" + "ü" * 1500, "wss://n.example.com/" + "ü" * 1500))
+    assert caught.value.problems == [
+        f"providers[0].plans[0].{kind}[0].url: must be a URL of at most 2048 characters"
+        for kind in ("nodes", "ws_nodes")
+    ]
+
+    longest = "https://n.example.com/" + "%C3%BC" * 337 + "abcd"
+    assert len(longest) == 2048
+    apply_config(engine, _config(plan(longest.replace("%C3%BC", "ü"), "wss://n.example.com/")))
+    with engine.connect() as connection:
+        assert connection.execute(select(t.nodes.c.url)).scalar_one() == longest
+
+
 def test_a_secret_already_used_elsewhere_is_refused_without_echoing_it(engine: Engine) -> None:
     secret = "crk_" + "Q" * 40
     first = f"""

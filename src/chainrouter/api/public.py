@@ -28,6 +28,7 @@ from chainrouter.operator_config.model import (
     Name,
     NoControls,
     NoControlsButLayout,
+    UrlLength,
 )
 from chainrouter.ratelimit.window import Bucket
 
@@ -260,7 +261,8 @@ class NodeRequestIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Name
-    url: Annotated[HttpsUrl, AfterValidator(normalise_url)] = Field(
+    # Checked again once normalised: percent-encoding can make it longer than the column.
+    url: Annotated[HttpsUrl, AfterValidator(normalise_url), UrlLength] = Field(
         description="The node's https:// URL; it must pass EVM screening."
     )
     vm: Literal["evm"] = "evm"

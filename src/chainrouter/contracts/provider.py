@@ -18,20 +18,24 @@ from chainrouter.operator_config.model import (
     PositiveInt,
     RowId,
     TargetType,
+    UrlLength,
 )
 
 # Stored and compared in their one spelling (domain/urls.py): `HTTP://Host:80` is `http://host/`.
+# That spelling's length is checked too: percent-encoding can make it longer than the column.
 NodeUrl = Annotated[
     StrictStr,
     Field(max_length=2048, pattern=r"^[hH][tT][tT][pP][sS]?://", description="http(s):// URL."),
     NoControls,
     AfterValidator(normalise_url),
+    UrlLength,
 ]
 WsUrl = Annotated[
     StrictStr,
     Field(max_length=2048, pattern=r"^[wW][sS][sS]://", description="A wss:// URL."),
     NoControls,
     AfterValidator(normalise_url),
+    UrlLength,
 ]
 NodeKind = Literal["http", "ws"]
 

@@ -182,7 +182,7 @@ TargetType = Annotated[StrictStr, _check(_TARGET_TYPE, "a lowercase word such as
 def _url(schemes: tuple[str, ...]) -> Any:
     def validate(value: str) -> str:
         lowered = value.lower()
-        if not lowered.startswith(tuple(f"{s}://" for s in schemes)) or len(value) > 2048:
+        if not lowered.startswith(tuple(f"{s}://" for s in schemes)):
             raise ValueError(
                 "must be a URL starting with " + " or ".join(f"{s}://" for s in schemes)
             )
@@ -191,11 +191,23 @@ def _url(schemes: tuple[str, ...]) -> Any:
     return AfterValidator(validate)
 
 
-HttpUrl = Annotated[Line, _url(("http", "https"))]
-WsUrl = Annotated[Line, _url(("ws", "wss"))]
-# A node's URL in its one spelling (domain/urls.py): what is compared and stored.
-NodeUrl = Annotated[HttpUrl, AfterValidator(normalise_url)]
-WsNodeUrl = Annotated[WsUrl, AfterValidator(normalise_url)]
+MAX_URL_LENGTH = 2048  # what the URL columns hold
+
+
+def _url_length(value: str) -> str:
+    if len(value) > MAX_URL_LENGTH:
+        raise ValueError(f"must be a URL of at most {MAX_URL_LENGTH} characters")
+    return value
+
+
+UrlLength = AfterValidator(_url_length)
+HttpUrl = Annotated[Line, _url(("http", "https")), UrlLength]
+WsUrl = Annotated[Line, _url(("ws", "wss")), UrlLength]
+# A node's URL in its one spelling (domain/urls.py): what is compared and stored. Its length is
+# checked again once normalised: percent-encoding can make it several times longer than written
+# ("ü" becomes "%C3%BC"), and the stored form must fit the column.
+NodeUrl = Annotated[HttpUrl, AfterValidator(normalise_url), UrlLength]
+WsNodeUrl = Annotated[WsUrl, AfterValidator(normalise_url), UrlLength]
 
 
 def _secret(kind: SecretKind) -> Any:
