@@ -3,13 +3,17 @@ balances, and the configuration version it was read at."""
 
 from __future__ import annotations
 
-from sqlalchemy import Engine
+import pytest
+from sqlalchemy import Connection, Engine
 
 from chainrouter.domain.credentials import hash_secret
 from chainrouter.domain.enums import RoutingStrategy
+from chainrouter.domain.routing import RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import parse_yaml, validate_document
+from chainrouter.router.sync import load_snapshot
+from chainrouter.stores.sql import snapshot as snapshot_module
 from chainrouter.stores.sql.snapshot import load_router_snapshot
 
 KEY = "crk_" + "k" * 40
@@ -127,3 +131,29 @@ def test_websocket_routes_carry_their_notification_prices_cheapest_heads_first(
     ]
     assert table.serves(31337, "logs")
     assert not table.serves(31338, "logs")
+
+
+def test_every_part_of_a_routers_snapshot_is_read_at_one_moment(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change committed while a router reads its snapshot shows in no part of it, or in all:
+    read statement by statement (READ COMMITTED), the routes read last carried a node the
+    version read first did not (and balances could disagree with keys)."""
+    apply_config(engine, validate_document(parse_yaml(FILE)))
+    load_route_table = snapshot_module.load_route_table
+
+    def a_change_lands_meanwhile(connection: Connection) -> RouteTable:
+        enabled = FILE.replace("status: disabled by provider", "status: healthy")
+        apply_config(engine, validate_document(parse_yaml(enabled)))  # its own transaction
+        return load_route_table(connection)
+
+    monkeypatch.setattr(snapshot_module, "load_route_table", a_change_lands_meanwhile)
+    snapshot = load_snapshot(engine)
+    assert snapshot.version == 1
+    assert [r.node.url for r in snapshot.routes.routes(31337, "eth_blockNumber")] == [
+        "http://127.0.0.1:1/a"
+    ]
+    monkeypatch.setattr(snapshot_module, "load_route_table", load_route_table)
+    later = load_snapshot(engine)
+    assert later.version == 2
+    assert len(later.routes.routes(31337, "eth_blockNumber")) == 2

@@ -40,6 +40,7 @@ from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.router.journal import UsageJournal
 from chainrouter.router.metering import CreditView, UsageBatch, UsageKey, UsageMeter
 from chainrouter.stores.sql.config_version import read_config_version
+from chainrouter.stores.sql.engine import read_snapshot
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.stores.sql.plan_usage import plan_standings
 from chainrouter.stores.sql.snapshot import load_router_snapshot
@@ -49,7 +50,9 @@ log = logging.getLogger(__name__)
 
 
 def load_snapshot(engine: Engine) -> RouterSnapshot:
-    with engine.begin() as connection:
+    # One snapshot of the database for every part: under READ COMMITTED each statement would see
+    # the commits made since the one before, and keys, routes and balances could disagree.
+    with read_snapshot(engine) as connection:
         return load_router_snapshot(connection)
 
 
