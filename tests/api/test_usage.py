@@ -411,8 +411,8 @@ def test_a_flush_landing_while_the_report_is_read_shows_in_no_section_or_all(
         write_usage(api.engine, {row: [requests, requests * 100]}, {}, reference=reference)
 
     flush(5, "before")
-    read_hours = usage_report.hourly_sums
-    flushed = []
+    read_hours = usage_report.hourly_sums  # type: ignore[attr-defined]
+    flushed: list[bool] = []
 
     def hourly_sums_after_a_flush(connection: Any, window: Any) -> Any:
         if not flushed:  # a router's flush commits after the summary was read

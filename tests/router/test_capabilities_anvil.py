@@ -257,7 +257,10 @@ async def test_a_split_range_holds_what_each_range_may_cost_so_it_is_never_bille
     port = _port(nodes.urls["archive"])
     cheap = upstream.url(f"/relay/{port}/logs-range/5/held-cheap")
     dear = upstream.url(f"/relay/{port}/logs-range/10/held-dear")
-    prices = {cheap: ("1", {"logs_max_block_range": 5}), dear: ("4", {"logs_max_block_range": 10})}
+    prices: dict[str, tuple[str, dict[str, Any] | None]] = {
+        cheap: ("1", {"logs_max_block_range": 5}),
+        dear: ("4", {"logs_max_block_range": 10}),
+    }
     world = await make_world_on_each_backend(world_config(_world_providers(prices), credits="5"))
     for node in world.runtime.current_nodes():
         await world.check_health(node)
