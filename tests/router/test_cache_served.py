@@ -6,11 +6,6 @@ changes)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import shutil
-import socket
-import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +21,8 @@ from chainrouter.router.response_cache import ResponseCache, redis_tier
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.anvil import CHAIN_A, AnvilNodes, free_port, start_anvil_nodes
+from tests.anvil import CHAIN_A, AnvilNodes, start_anvil_nodes
+from tests.redis_servers import PrivateRedis, SilentRedis
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.test_server import Served, launch_router
 
@@ -114,71 +110,6 @@ async def test_identical_calls_that_arrive_together_reach_a_slow_node_once(
         _stop([router])
 
 
-class PrivateRedis:
-    """A Redis of this test's own, which it may stop."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        binary = shutil.which("redis-server")
-        assert binary, "redis-server is installed by .ci/run"
-        self.process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while (
-            subprocess.run(
-                ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, check=False
-            ).stdout.strip()
-            != b"PONG"
-        ):
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def keys(self) -> list[bytes]:
-        return subprocess.run(
-            ["redis-cli", "-p", str(self.port), "--scan", "--pattern", "chainrouter:cache:*"],
-            capture_output=True,
-            check=True,
-        ).stdout.split()
-
-    def wait_for_keys(self, count: int) -> None:
-        deadline = time.monotonic() + 10
-        while True:
-            found = self.keys()
-            if len(found) >= count:
-                return
-            assert time.monotonic() < deadline, f"{len(found)} cached answers in Redis"
-            time.sleep(0.02)
-
-    def spoil_every_key(self) -> None:
-        for key in self.keys():
-            subprocess.run(
-                ["redis-cli", "-p", str(self.port), "SET", key, "not json {"],
-                capture_output=True,
-                check=True,
-            )
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
-
-
 async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
     node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
 ) -> None:
@@ -228,27 +159,6 @@ async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
     finally:
         _stop(routers)
         redis.stop()
-
-
-class SilentRedis:
-    """A listener that accepts connections and never answers: a Redis that hangs."""
-
-    def __init__(self) -> None:
-        self.socket = socket.create_server(("127.0.0.1", 0))
-        self.port = self.socket.getsockname()[1]
-        self.held: list[socket.socket] = []
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                self.held.append(self.socket.accept()[0])
-
-    def close(self) -> None:
-        self.socket.close()
-        for held in self.held:
-            held.close()
 
 
 @pytest.mark.parametrize("server", ["python", "native"])
