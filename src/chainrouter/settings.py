@@ -134,6 +134,14 @@ class Settings(BaseSettings):
         "free-tier IP) and the response cache's answers are shared by every router using it; "
         "unset, each process keeps its own.",
     )
+    redis_timeout_s: float = Field(
+        default=0.1,
+        gt=0,
+        le=5,
+        description="How long a rate limit in Redis may take (connecting, waiting for one of "
+        "its connections, the command) before this process limits on its own for a while, "
+        "seconds (with redis_url).",
+    )
     rpc_host: str = Field(default="127.0.0.1", description="Address the RPC router listens on.")
     rpc_port: int = Field(default=8545, ge=1, le=65535, description="Port of the RPC router.")
     rpc_workers: int = Field(

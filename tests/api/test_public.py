@@ -4,6 +4,7 @@ and the per-IP limit of the price lists."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -22,6 +23,7 @@ from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.api.conftest import ApiFactory, ApiHarness
+from tests.redis_servers import SilentRedis
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -322,3 +324,17 @@ def test_with_redis_the_limit_is_shared_by_api_processes(make_api: ApiFactory) -
     assert second.client.get("/prices").status_code == 200
     assert first.client.get("/prices").status_code == 429
     assert second.client.get("/prices").status_code == 429
+
+
+@pytest.mark.timeout(60)
+def test_with_redis_hung_the_price_lists_answer_limited_per_process(make_api: ApiFactory) -> None:
+    """The API's limiter has the router's bounds: a Redis that never answers costs a request at
+    most CHAINROUTER_REDIS_TIMEOUT_S, and the limit is then kept by this process."""
+    silent = SilentRedis()
+    try:
+        api = make_api(price_list_requests=2, redis_url=silent.url)
+        started = time.monotonic()
+        assert [api.client.get("/prices").status_code for _ in range(3)] == [200, 200, 429]
+        assert time.monotonic() - started < 5.0
+    finally:
+        silent.close()

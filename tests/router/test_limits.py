@@ -182,7 +182,10 @@ def test_a_steady_caller_gets_ten_elevenths_of_the_rate_at_least() -> None:
 
 @pytest.fixture
 async def redis_limiters() -> AsyncIterator[tuple[RedisLimiter, RedisLimiter]]:
-    first, second = RedisLimiter(REDIS_URL), RedisLimiter(REDIS_URL)
+    # A generous time-out: these tests share a Redis with others, and a slow call falling back to
+    # per-process limits would fail them.
+    first = RedisLimiter(REDIS_URL, timeout_s=2.0)
+    second = RedisLimiter(REDIS_URL, timeout_s=2.0)
     yield first, second
     await first.close()
     await second.close()
@@ -271,7 +274,7 @@ async def test_redis_buckets_expire_once_their_window_has_passed(
 
 @pytest.mark.anyio
 async def test_without_redis_the_router_keeps_limiting_on_its_own() -> None:
-    unreachable = RedisLimiter("redis://127.0.0.1:1/0")
+    unreachable = RedisLimiter("redis://127.0.0.1:1/0", timeout_s=0.1)
     try:
         bucket = Bucket("node:fallback", 2, 30)
         taken = [await unreachable.acquire([bucket]) == 0 for _ in range(3)]

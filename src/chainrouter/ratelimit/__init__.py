@@ -6,10 +6,11 @@ from __future__ import annotations
 from chainrouter.ratelimit.window import Limiter, MemoryLimiter
 
 
-def create_limiter(redis_url: str | None) -> Limiter:
-    """Limits shared through Redis when a URL is configured, else kept in this process."""
+def create_limiter(redis_url: str | None, *, redis_timeout_s: float) -> Limiter:
+    """Limits shared through Redis when a URL is configured, else kept in this process; a Redis
+    call slower than `redis_timeout_s` falls back to this process's limits."""
     if redis_url:
         from chainrouter.ratelimit.shared import RedisLimiter
 
-        return RedisLimiter(redis_url)
+        return RedisLimiter(redis_url, timeout_s=redis_timeout_s)
     return MemoryLimiter()

@@ -7,23 +7,30 @@ window are deleted as the bucket is read, and the key expires once its newest sl
 so per-IP buckets of the free tier do not accumulate. (Redis Cluster would need the keys of one
 call in one hash slot; a single Redis or a primary with replicas is what this is built for.)
 
-When Redis cannot be reached the router keeps serving: it falls back to its own in-process
-limits (each router then enforces every limit on its own) and logs it, at most once a minute.
+When Redis cannot be reached, fails or is slow the router keeps serving: it falls back to its
+own in-process limits (each router then enforces every limit on its own) and logs it, at most
+once a minute. Redis gets `timeout_s` a call, connecting and waiting for one of the pool's
+`MAX_CONNECTIONS` included: a Redis that hangs must not hold requests, nor gather a connection
+for each of them. After a failure Redis is left alone for `REST_S`, so that a hung Redis costs
+one call its time-out every `REST_S`, not every call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Sequence
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import RedisError
 
 from chainrouter.ratelimit.window import SLOTS, Bucket, MemoryLimiter
 
 log = logging.getLogger(__name__)
 _WARN_EVERY_S = 60.0
+REST_S = 1.0  # after Redis failed or was slow, limits are per process this long
+MAX_CONNECTIONS = 32  # per process; calls beyond them wait for one, within the time-out
 
 _PREFIX = "chainrouter:rl:"
 
@@ -93,13 +100,25 @@ return 0
 
 
 class RedisLimiter:
-    def __init__(self, url: str) -> None:
-        self._redis: Redis = Redis.from_url(url)
+    def __init__(self, url: str, *, timeout_s: float, rest_s: float = REST_S) -> None:
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=MAX_CONNECTIONS,
+            timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            socket_timeout=timeout_s,
+        )
+        self._redis: Redis = Redis.from_pool(pool)
         self._script = self._redis.register_script(_WINDOW)
         self._fallback = MemoryLimiter()
+        self._timeout_s = timeout_s
+        self._rest_s = rest_s
+        self._rest_until = 0.0  # monotonic: Redis is not asked before then
         self._warned_at = float("-inf")
 
     async def acquire(self, buckets: Sequence[Bucket]) -> float:
+        if time.monotonic() < self._rest_until:
+            return self._fallback.try_acquire(buckets)
         # The slot width is part of the key: a limit whose interval changes starts afresh.
         keys = [f"{_PREFIX}{bucket.key}:{bucket.slot_s:g}" for bucket in buckets]
         args: list[float] = [SLOTS]
@@ -111,8 +130,12 @@ class RedisLimiter:
                 bucket.taken_s_ago * 1_000_000,
             ]
         try:
-            wait_us = await self._script(keys=keys, args=args)
-        except (RedisError, OSError) as exc:
+            # The socket time-outs bound each step; this, the whole call (a connection awaited,
+            # connecting, the script loaded again after a restart of Redis, running it).
+            async with asyncio.timeout(self._timeout_s):
+                wait_us = await self._script(keys=keys, args=args)
+        except (RedisError, OSError, TimeoutError) as exc:
+            self._rest_until = time.monotonic() + self._rest_s
             self._warn(exc)
             return self._fallback.try_acquire(buckets)
         return int(wait_us) / 1_000_000
@@ -121,7 +144,10 @@ class RedisLimiter:
         now = time.monotonic()
         if now - self._warned_at >= _WARN_EVERY_S:
             self._warned_at = now
-            log.warning("Redis unavailable, rate limits are per process for now: %s", exc)
+            log.warning(
+                "Redis unavailable, rate limits are per process for now: %s",
+                str(exc) or type(exc).__name__,  # a time-out's message is empty
+            )
 
     async def close(self) -> None:
         await self._redis.aclose()

@@ -240,7 +240,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
             interval_s=settings.capability_probe_interval_s,
             timeout_s=settings.health_check_timeout_s,
         )
-    limiter = create_limiter(settings.redis_url)
+    limiter = create_limiter(settings.redis_url, redis_timeout_s=settings.redis_timeout_s)
     meter = UsageMeter(journal=journal)
     credits = CreditView()
     credits.replace_stored(dict(snapshot.balances_nano))
