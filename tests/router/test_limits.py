@@ -126,6 +126,25 @@ def test_empty_buckets_are_forgotten() -> None:
     assert len(limiter) == 0
 
 
+def test_refused_requests_leave_no_bucket_behind() -> None:
+    """A bucket is kept once it holds units: refusals from ever new IPs (a batch over the
+    per-IP limit, each from another IPv6 /64; calls beyond the free tier's capacity) must not
+    grow the limiter until some later admission sweeps it."""
+    limiter = MemoryLimiter(clock=Clock())
+    for n in range(10_000):
+        assert limiter.try_acquire([Bucket(f"free:ip:2001:db8:{n:x}::/64", 60, 60.0, 61)]) > 0
+    capacity = Bucket("free:capacity", 1, 1.0)
+    assert limiter.try_acquire([capacity]) == 0
+    for n in range(10_000):
+        assert (
+            limiter.try_acquire(
+                [Bucket(f"free:ip:198.51.{n // 256}.{n % 256}", 60, 60.0), capacity]
+            )
+            > 0
+        )
+    assert len(limiter) == 1  # the capacity's bucket
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     limit=st.integers(1, 50),

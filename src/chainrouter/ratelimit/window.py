@@ -120,15 +120,19 @@ class MemoryLimiter:
         for bucket in buckets:
             window = windows.get(bucket.key)
             if window is None or window.slot_s != bucket.slot_s:  # new, or its interval changed
-                window = windows[bucket.key] = _Window(bucket.slot_s)
+                window = _Window(bucket.slot_s)  # kept only if the request is admitted
             slot = math.floor(now / window.slot_s)
             window.forget_before(slot - SLOTS)
             if window.total + bucket.amount > bucket.limit:
                 wait = max(wait, window.wait_s(bucket, now))
             found.append((window, slot))
         if wait > 0:
+            # Nothing kept for a refusal: refusals are not admissions, which alone lead to a
+            # sweep, so windows made for them (a refused client from ever new addresses) would
+            # pile up.
             return float(wait)  # a float, always: the native driver tells it from a future so
         for bucket, (window, slot) in zip(buckets, found, strict=True):
+            windows[bucket.key] = window
             if bucket.amount >= 0:
                 window.add(slot, bucket.amount)
             else:
