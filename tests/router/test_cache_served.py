@@ -218,3 +218,29 @@ async def test_a_purged_chains_answers_are_deleted_from_redis_and_no_other_chain
     finally:
         await tier.close()
         redis.stop()
+
+
+async def test_an_answer_over_a_mebibyte_is_kept_in_process_and_not_in_redis() -> None:
+    """Answers may be up to CHAINROUTER_MAX_RESPONSE_BYTES (32 MiB); one that large took Redis
+    longer than the look-up's time-out to write, and that failure left Redis unused for every
+    call a while. Over 1 MiB, an answer stays in the process."""
+    redis = PrivateRedis()
+    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
+    assert tier is not None
+    tier.bind(asyncio.get_running_loop())
+    cache = ResponseCache(MemoryCache(16 << 20), tier)
+    at_cap = b'"' + b"a" * ((1 << 20) - 2) + b'"'
+    over = b'"' + b"a" * ((1 << 20) - 1) + b'"'
+    try:
+        cache.keep(f"1:0.0:eth_getBlockByNumber:{1:040x}", over)
+        cache.keep(f"1:0.0:eth_getBlockByNumber:{2:040x}", at_cap)
+        deadline = time.monotonic() + 10
+        while tier._pending:  # the writes are not waited for
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        assert redis.keys() == [f"chainrouter:cache:1:0.0:eth_getBlockByNumber:{2:040x}".encode()]
+        assert cache.memory.get(f"1:0.0:eth_getBlockByNumber:{1:040x}") == over
+        assert tier.failures == 0
+    finally:
+        await tier.close()
+        redis.stop()

@@ -2,11 +2,11 @@
 which), by key, in process and, when routers share a Redis, there too.
 
 In process (`memory_cache.py`): bounded in bytes, least recently used first out, near enough.
-In Redis: kept for `redis_ttl_s` (Redis's own memory policy bounds it as well); looked up only
-when the process has no copy, within `redis_timeout_s`. Redis slow, away or answering garbage is
-a miss, never an error: the call is served by a node as if nothing were cached. After a failure
-or a time-out Redis is left alone for `REDIS_REST_S` (the calls meanwhile do not wait on it), and
-the failure is logged at most once a minute.
+In Redis: answers up to `REDIS_MAX_VALUE_BYTES`, kept for `redis_ttl_s` (Redis's own memory
+policy bounds it as well); looked up only when the process has no copy, within `redis_timeout_s`.
+Redis slow, away or answering garbage is a miss, never an error: the call is served by a node as
+if nothing were cached. After a failure or a time-out Redis is left alone for `REDIS_REST_S` (the
+calls meanwhile do not wait on it), and the failure is logged at most once a minute.
 
 The pipeline runs on the executor's thread (the native server's, or the event loop's); Redis is
 reached on the event loop: a look-up there is a `concurrent.futures.Future` the pipeline awaits
@@ -33,6 +33,9 @@ _WARN_EVERY_S = 60.0
 _REDIS_PREFIX = "chainrouter:cache:"
 _MAX_PENDING_WRITES = 1000  # writes to Redis not yet done; beyond it, new ones are skipped
 REDIS_REST_S = 5.0  # after Redis failed or was slow, left alone this long
+# Larger answers (up to 32 MiB) stay in process: writing one took Redis longer than the time-out,
+# and that failure left Redis unused by every call for `REDIS_REST_S`.
+REDIS_MAX_VALUE_BYTES = 1 << 20
 
 
 class RedisTier:
@@ -64,6 +67,8 @@ class RedisTier:
     def store(self, key: str, value: bytes) -> None:
         loop = self._loop
         if loop is None or loop.is_closed() or self._pending >= _MAX_PENDING_WRITES:
+            return
+        if len(value) > REDIS_MAX_VALUE_BYTES:
             return
         if time.monotonic() < self._rest_until:
             return
