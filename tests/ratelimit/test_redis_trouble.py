@@ -92,3 +92,31 @@ def test_a_served_router_whose_redis_hangs_answers_within_the_time_out(
         routed.process.terminate()
         routed.process.wait(30)
         silent.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(30)
+async def test_units_taken_while_redis_failed_are_given_back_here_not_to_redis() -> None:
+    """A router takes a plan's credits on its own while Redis refuses writes (out of memory);
+    its attempt fails once Redis is back and gives the credits back. Given back to Redis, they
+    would cancel what another router took there meanwhile."""
+    redis = PrivateRedis()
+    one = RedisLimiter(redis.url, timeout_s=2.0, rest_s=0)
+    other = RedisLimiter(redis.url, timeout_s=2.0, rest_s=0)
+    credits = Bucket("plan-credits:7", limit=100, interval_s=60, amount=100)
+    try:
+        redis.cli("CONFIG", "SET", "maxmemory", "1")
+        taken_at = time.monotonic()
+        assert await one.acquire([credits]) == 0  # in its own limits: Redis refused
+        redis.cli("CONFIG", "SET", "maxmemory", "0")
+        assert await other.acquire([credits]) == 0  # in Redis
+        given_back = Bucket(credits.key, 100, 60, -100, time.monotonic() - taken_at)
+        assert await one.acquire([given_back]) == 0
+        assert await other.acquire([credits]) > 0  # Redis still holds the other's 100
+        # And the router's own limits hold none of it any more.
+        redis.stop()
+        assert await one.acquire([credits]) == 0
+    finally:
+        await one.close()
+        await other.close()
+        redis.stop()

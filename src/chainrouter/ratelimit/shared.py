@@ -117,6 +117,14 @@ class RedisLimiter:
         self._warned_at = float("-inf")
 
     async def acquire(self, buckets: Sequence[Bucket]) -> float:
+        if buckets and all(bucket.amount < 0 for bucket in buckets):
+            # Units go back to the limiter that took them: those this process took on its own
+            # while Redis was away back here, not to Redis, where they would cancel units other
+            # routers took. (A slot may hold this process's units in both: those here are given
+            # back first, so Redis gets back at most what this process took there.)
+            buckets = self._fallback.give_back_held(buckets)
+            if not buckets:
+                return 0.0
         if time.monotonic() < self._rest_until:
             return self._fallback.try_acquire(buckets)
         # The slot width is part of the key: a limit whose interval changes starts afresh.

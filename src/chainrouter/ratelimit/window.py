@@ -26,7 +26,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 SLOTS = 10  # per interval: a steady caller gets 10/11 of the limit; memory is 11 counts a bucket
@@ -80,16 +80,18 @@ class _Window:
             slots.append([slot, amount])
         self.total += amount
 
-    def give_back(self, slot: int, amount: int) -> None:
-        """Take `amount` units out of `slot`, at most what it holds; none if it is gone."""
+    def give_back(self, slot: int, amount: int) -> int:
+        """Take `amount` units out of `slot`, at most what it holds; none if it is gone. The
+        units taken out."""
         for held in reversed(self.slots):
             if held[0] == slot:
                 back = min(amount, held[1])
                 held[1] -= back
                 self.total -= back
-                return
+                return back
             if held[0] < slot:
-                return
+                return 0
+        return 0
 
     def wait_s(self, bucket: Bucket, now: float) -> float:
         """Seconds until `bucket.amount` fits, with no other admission meanwhile: the oldest
@@ -145,6 +147,22 @@ class MemoryLimiter:
 
     async def acquire(self, buckets: Sequence[Bucket]) -> float:
         return self.try_acquire(buckets)
+
+    def give_back_held(self, buckets: Sequence[Bucket]) -> list[Bucket]:
+        """For give-backs (negative amounts): give back what this limiter holds of them, each to
+        the slot it was taken in; the rest of each, to be given back where it was taken."""
+        now = self.clock()
+        rest = []
+        for bucket in buckets:
+            back = 0
+            window = self._windows.get(bucket.key)
+            if window is not None and window.slot_s == bucket.slot_s:
+                window.forget_before(math.floor(now / window.slot_s) - SLOTS)
+                taken = math.floor((now - bucket.taken_s_ago) / window.slot_s)
+                back = window.give_back(taken, -bucket.amount)
+            if back < -bucket.amount:
+                rest.append(replace(bucket, amount=bucket.amount + back))
+        return rest
 
     def sweep(self) -> None:
         """Forget buckets with nothing left in their window; keeps per-IP buckets from growing
