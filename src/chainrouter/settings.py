@@ -131,8 +131,9 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None,
         description="redis://HOST:PORT/DB. When set, rate limits (per node, plan, method and "
-        "free-tier IP) and the response cache's answers are shared by every router using it; "
-        "unset, each process keeps its own.",
+        "free-tier IP) and the response cache's answers (unless cache_redis_url is set) are "
+        "shared by every router using it; unset, each process keeps its own. Its keys must "
+        "never be evicted: maxmemory-policy noeviction.",
     )
     redis_timeout_s: float = Field(
         default=0.1,
@@ -314,18 +315,24 @@ class Settings(BaseSettings):
         '"<chainId>:<method>", "<chainId>:*", "*:<method>" or "*" (the most specific wins; '
         'none: free). No provider earns it. E.g. {"*": "0.0000001"}.',
     )
+    cache_redis_url: str | None = Field(
+        default=None,
+        description="redis://HOST:PORT/DB of the Redis the response cache shares answers "
+        "through; unset: redis_url's. Best a Redis instance of its own (maxmemory with "
+        "allkeys-lru), so that answers can neither evict rate limits nor fill their Redis.",
+    )
     cache_redis_timeout_s: float = Field(
         default=0.05,
         gt=0,
         le=5,
         description="How long a cache look-up in Redis may take before the call goes to a node "
-        "as if nothing were cached, seconds (with redis_url).",
+        "as if nothing were cached, seconds (with cache_redis_url or redis_url).",
     )
     cache_redis_ttl_s: int = Field(
         default=7 * 24 * 3600,
         ge=60,
         le=365 * 24 * 3600,
-        description="How long Redis keeps a cached answer, seconds (with redis_url).",
+        description="How long Redis keeps a cached answer, seconds (with a Redis).",
     )
     coalesce: bool = Field(
         default=True,
@@ -594,7 +601,7 @@ class Settings(BaseSettings):
             raise ValueError(f"chain IDs must be between 1 and {MAX_CHAIN_ID}: {wrong}")
         return value
 
-    @field_validator("redis_url")
+    @field_validator("redis_url", "cache_redis_url")
     @classmethod
     def _redis_scheme(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("redis://", "rediss://", "unix://")):

@@ -244,3 +244,34 @@ async def test_an_answer_over_a_mebibyte_is_kept_in_process_and_not_in_redis() -
     finally:
         await tier.close()
         redis.stop()
+
+
+async def test_with_a_redis_for_the_cache_answers_stay_out_of_the_limits_redis(
+    node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+) -> None:
+    """Answers in the Redis of the rate limits would evict limit buckets or fill it
+    (docs/cache.md): CHAINROUTER_CACHE_REDIS_URL gives them one of their own."""
+    port = node.urls["node"].rsplit(":", 1)[1]
+    limits, answers = PrivateRedis(), PrivateRedis()
+    routers: list[Served] = []
+    try:
+        routers, _ = _routers(
+            tmp_path,
+            upstream_server.url(f"/relay/{port}/full/cache-redis"),
+            ["native", "python"],
+            CHAINROUTER_REDIS_URL=limits.url,
+            CHAINROUTER_CACHE_REDIS_URL=answers.url,
+        )
+        one, other = routers
+        body = _body("eth_getBlockByNumber", [hex(5), False], 1)
+        assert httpx.post(one.url(), json=body, timeout=30).headers["x-cache"] == "MISS"
+        answers.wait_for_keys(1)
+        assert httpx.post(other.url(), json=body, timeout=30).headers["x-cache"] == "HIT"
+        assert limits.keys() == []
+        free = httpx.post(f"{one.base}/rpc/evm/{CHAIN_A}", json=_body("eth_chainId", [], 2))
+        assert free.status_code == 200
+        assert limits.keys("chainrouter:rl:free:*") != []  # the limits are still shared there
+    finally:
+        _stop(routers)
+        limits.stop()
+        answers.stop()

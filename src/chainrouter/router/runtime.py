@@ -335,7 +335,7 @@ def _response_cache(
     if not settings.cache_max_bytes:
         return None, None
     tier = redis_tier(
-        settings.redis_url,
+        settings.cache_redis_url or settings.redis_url,
         timeout_s=settings.cache_redis_timeout_s,
         ttl_s=settings.cache_redis_ttl_s,
     )
