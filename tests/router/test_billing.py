@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import sqlite3
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -23,6 +24,7 @@ from chainrouter.domain.money import MAX_NANO
 from chainrouter.router.journal import unwritten_flushes
 from chainrouter.router.metering import UsageBatch, UsageKey
 from chainrouter.router.sync import split_by_customer
+from chainrouter.stores.sql import engine as engine_module
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.usage import FLUSH_MARK_RETENTION, write_usage
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -410,6 +412,37 @@ def _refuse_usage_of(world: World, customer_id: int) -> None:
                 "CREATE TRIGGER refuse_usage BEFORE INSERT ON usage_flushes "
                 f"WHEN NEW.customer_id = {customer_id} BEGIN SELECT json('not json'); END"
             )
+
+
+async def test_usage_waiting_on_another_writers_lock_is_kept_whole_for_the_next_flush(
+    make_world: WorldFactory,
+    upstream: FaultyUpstream,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """SQLite's "database is locked" is an OperationalError while a reader still passes: it is
+    another writer's turn (an operator's apply), not a write that can never succeed. The flush
+    is kept whole and retried, not split and set aside customer by customer (each part waiting
+    out the busy time-out again)."""
+    monkeypatch.setattr(engine_module, "SQLITE_BUSY_TIMEOUT_MS", 100)
+    world = await make_world(_world_config(upstream))
+    world.runtime.sync.engine.dispose()  # new connections take the short busy time-out
+    before = world.stored_balance()
+    await world.call(rpc("eth_getBalance"))
+    database = world.runtime.sync.engine.url.database
+    assert database is not None
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the database
+    try:
+        with caplog.at_level(logging.ERROR, logger="chainrouter.router.sync"):
+            assert not await world.runtime.sync.flush()
+        assert world.runtime.sync.unwritten_batches == 1
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    finally:
+        holder.execute("COMMIT")
+        holder.close()
+    assert await world.runtime.sync.flush()
+    assert before - world.stored_balance() == 1_700
 
 
 async def test_usage_failing_as_if_storage_were_away_while_it_answers_holds_back_no_one(

@@ -264,6 +264,8 @@ class StorageSync:
         hold back every later flush."""
         if not _database_away(exc):
             return False
+        if _contended(exc):  # busy, not broken: a reader would pass while the writer waits
+            return True
         try:
             await asyncio.to_thread(_read_version, self.engine)
         except SQLAlchemyError:
@@ -316,6 +318,21 @@ def _database_away(exc: BaseException) -> bool:
     return isinstance(
         exc, OperationalError | InterfaceError | DisconnectionError | PoolTimeoutError
     )
+
+
+# PostgreSQL: lock_not_available, serialization_failure, deadlock_detected.
+_CONTENDED_STATES = frozenset({"55P03", "40001", "40P01"})
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6  # primary result codes (extended ones add high bits)
+
+
+def _contended(exc: BaseException) -> bool:
+    """Whether a write lost a wait for a lock (another writer held the database or its rows):
+    the same write succeeds once the other is done, whoever the customers are."""
+    original = getattr(exc, "orig", None)
+    if getattr(original, "sqlstate", None) in _CONTENDED_STATES:
+        return True
+    code = getattr(original, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
 
 
 def _describe(batch: UsageBatch) -> str:
