@@ -99,11 +99,15 @@ def test_tokens_issued_at_once_cannot_pass_the_bound_together(api: ApiHarness) -
             return "refused"
         return "issued"
 
+    changed_before = api.client.get(f"/admin/customers/{customer.id}", headers=api.admin)
     with ThreadPoolExecutor(8) as pool:
         outcomes = list(pool.map(issue, range(40)))
     assert outcomes.count("issued") == MAX_LIVE_TOKENS - 1
     live = api.client.get("/tokens", headers=customer.headers).json()
     assert len(live) == MAX_LIVE_TOKENS
+    # The lock is no change: the customer's record is not stamped as changed.
+    changed_after = api.client.get(f"/admin/customers/{customer.id}", headers=api.admin)
+    assert changed_after.json()["updated_at"] == changed_before.json()["updated_at"]
 
 
 def test_revoking_the_token_in_use_signs_out(api: ApiHarness) -> None:

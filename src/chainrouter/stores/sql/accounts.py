@@ -37,8 +37,11 @@ def lock_customer(connection: Connection, customer_id: int) -> None:
     a write that changes nothing takes it."""
     customers = t.customers
     if connection.dialect.name == "sqlite":
+        # updated_at named too: left out, its onupdate would stamp the customer as changed.
         connection.execute(
-            update(customers).where(customers.c.id == customer_id).values(id=customers.c.id)
+            update(customers)
+            .where(customers.c.id == customer_id)
+            .values(id=customers.c.id, updated_at=customers.c.updated_at)
         )
     else:
         connection.execute(
