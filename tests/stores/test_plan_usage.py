@@ -6,9 +6,16 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, event, select
 
-from chainrouter.domain.plan_cycle import CycleUse, Standing
+from chainrouter.domain.plan_cycle import (
+    BillingCycle,
+    CycleUse,
+    PlanQuota,
+    PlanTerms,
+    QuotaUnit,
+    Standing,
+)
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import parse_yaml, validate_document
 from chainrouter.stores.sql import schema as t
@@ -153,3 +160,29 @@ def test_a_change_of_billing_terms_counts_the_use_already_made_in_the_new_cycle(
             )
         )
     assert standing() is Standing.EXHAUSTED
+
+
+def test_the_cycles_of_many_plans_are_read_in_one_query(engine: Engine) -> None:
+    """Every router reads them at each flush and snapshot: plans each on an interval of its own
+    (counted from their creation) must not cost a query each."""
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    plans = {
+        n: PlanTerms(
+            PlanQuota(1000, QuotaUnit.REQUESTS),
+            BillingCycle(interval_days=30, created=base + timedelta(minutes=7 * n)),
+        )
+        for n in range(1, 301)
+    }
+    statements: list[str] = []
+
+    def count(*args: object) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        with engine.connect() as connection:
+            reports = current_cycles(connection, plans)
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert len(statements) == 1
+    assert all(report.use == CycleUse() for report in reports.values())

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Row, func, select
+from sqlalchemy import Connection, Row, and_, func, or_, select
 
 from chainrouter.domain.plan_cycle import (
     BillingCycle,
@@ -86,22 +86,29 @@ def current_cycles(
     cycle's start (an hour that began before it belongs to the cycle before) to its end."""
     now = now or datetime.now(UTC)
     bounds = {plan_id: terms.cycle.bounds(now) for plan_id, terms in plans.items()}
-    # One query per distinct cycle: plans on calendar months, or on one day, share theirs.
+    if not bounds:
+        return {}
+    # One query: the plans sharing a cycle (calendar months, a fixed day) in one condition, and
+    # one for each plan on an interval of its own; the database sums only each cycle's hours.
     plans_by_cycle: dict[tuple[datetime, datetime], list[int]] = {}
     for plan_id, cycle in bounds.items():
         plans_by_cycle.setdefault(cycle, []).append(plan_id)
     hourly = t.plan_hourly_usage
-    used: dict[int, CycleUse] = {}
-    for (start, end), plan_ids in plans_by_cycle.items():
-        query = (
-            select(
-                hourly.c.plan_id, func.sum(hourly.c.request_count), func.sum(hourly.c.credits_nano)
-            )
-            .where(hourly.c.plan_id.in_(plan_ids), hourly.c.hour >= start, hourly.c.hour < end)
-            .group_by(hourly.c.plan_id)
+    in_its_cycle = or_(
+        *(
+            and_(hourly.c.plan_id.in_(plan_ids), hourly.c.hour >= start, hourly.c.hour < end)
+            for (start, end), plan_ids in plans_by_cycle.items()
         )
-        for plan_id, requests, credits_nano in connection.execute(query):
-            used[plan_id] = CycleUse(int(requests), int(credits_nano))
+    )
+    query = (
+        select(hourly.c.plan_id, func.sum(hourly.c.request_count), func.sum(hourly.c.credits_nano))
+        .where(in_its_cycle)
+        .group_by(hourly.c.plan_id)
+    )
+    used = {
+        plan_id: CycleUse(int(requests), int(credits_nano))
+        for plan_id, requests, credits_nano in connection.execute(query)
+    }
     reports = {}
     for plan_id, (start, end) in bounds.items():
         use = used.get(plan_id, CycleUse())
