@@ -7,7 +7,6 @@ fragments), so `0.0000003` credits never turns into a binary float on the way ou
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine
 from decimal import Decimal
 from typing import Any
@@ -17,13 +16,15 @@ from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
+from chainrouter import json_depth
+
 JSON = "application/json"
 
 
 class ExactJsonRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            self._json = json.loads(await self.body(), parse_float=Decimal)
+            self._json = json_depth.loads(await self.body(), parse_float=Decimal)
         return self._json
 
 

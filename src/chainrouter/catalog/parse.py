@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from chainrouter import json_depth
 from chainrouter.domain.chains import MAX_CHAIN_ID, Chain, Explorer
 from chainrouter.domain.enums import ChainStatus
 from chainrouter.operator_config.model import Line, NoControls
@@ -119,10 +120,16 @@ def _parse_int(text: str) -> int:
 
 def parse_catalog(document: bytes | str) -> ParsedCatalog:
     try:
-        data = json.loads(document, parse_int=_parse_int)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json_depth.loads(document, parse_int=_parse_int)
+    except json.JSONDecodeError as exc:
+        if exc.msg.startswith("nested more than"):
+            raise CatalogFormatError(
+                f"not a chain catalog: nested too deeply ({exc.msg})"
+            ) from None
         raise CatalogFormatError(f"not valid JSON: {exc}") from None
-    except RecursionError:  # json's decoder is recursive: as deep as Python's stack allows
+    except UnicodeDecodeError as exc:
+        raise CatalogFormatError(f"not valid JSON: {exc}") from None
+    except RecursionError:  # within orjson's depth, but past a recursion limit set lower
         raise CatalogFormatError("not a chain catalog: nested too deeply") from None
     if not isinstance(data, list):
         raise CatalogFormatError("a chain catalog is a JSON array of chain entries")

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from chainrouter import json_depth
 from chainrouter.jsonrpc.errors import (
     RpcError,
     batch_too_large,
@@ -94,7 +95,7 @@ def _refuse_constant(name: str) -> Any:
 def load_json_exactly(body: bytes) -> Any:
     """Parse JSON with the standard library, which keeps integers of any size exact."""
     try:
-        return json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+        return json_depth.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise parse_error(str(exc)) from None
 
