@@ -321,10 +321,12 @@ def replay_journals(
                     continue  # another database's usage: not this router's to write
                 flushes = unwritten_flushes(path.stem, lines, after, current.st_mtime)
             oldest_safe = now() - marks_kept_s + CLOCK_MARGIN_S
-            stale = [f for f in flushes if f.taken_at is not None and f.taken_at < oldest_safe]
+            stale: list[ReplayedFlush] = []
+            fresh: list[ReplayedFlush] = []
             for flush in flushes:
-                if flush.taken_at is not None and flush.taken_at < oldest_safe:
-                    continue
+                old = flush.taken_at is not None and flush.taken_at < oldest_safe
+                (stale if old else fresh).append(flush)
+            for flush in fresh:
                 write(flush)
                 replayed += 1
                 log.warning(
