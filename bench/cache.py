@@ -7,8 +7,10 @@ One go, on one machine:
    baseline), and `chainrouter serve --role rpc` (native executor, one worker) whose only node of
    chain 1 is that upstream. The router answers a call about a final block (`eth_getBlockByNumber`
    of block 1; the upstream's head is 0x10d4f) from its cache: the same call, and a batch of ten
-   such calls, loaded in interleaved rounds against nginx proxying the same bodies; a second
-   router with the cache and coalescing off forwards the same single call to the node (what a
+   such calls, loaded in interleaved rounds against nginx proxying the same bodies. The router
+   gives a repeated free hit again without the pipeline (a replay, docs/cache.md); a second
+   router with replays off answers the same hits through the pipeline (what replays save), and a
+   third with the cache and coalescing off forwards the same single call to the node (what a
    hit saves). Full load (64 connections) and one connection (the added latency, nothing queued).
 2. **A repeated-read workload** against a real node (anvil, 3,200 blocks, relayed by the
    fault-injecting upstream, which counts what reaches it): an indexer reads blocks 1 to 2,000
@@ -224,22 +226,33 @@ def _hits(directory: Path) -> dict[str, HitRow]:
     with (
         nginx(static_port, proxy_port),
         _router(directory, node, CHAIN) as (cached, _),
+        _router(directory, node, CHAIN, CHAINROUTER_CACHE_REPLAY_MAX_BYTES="0") as (piped, _),
         _router(
             directory, node, CHAIN, CHAINROUTER_CACHE_MAX_BYTES="0", CHAINROUTER_COALESCE="false"
         ) as (uncached, _),
     ):
         # The upstream answers under id 1 only: each block is read once under it, and the
         # batch's items (ids 1 to 10) are then all answered from the cache.
-        for block in range(1, 11):
-            _until_cached(cached, _call("eth_getBlockByNumber", [hex(block), False]))
-        batch = httpx.post(cached, content=BATCH, headers=_JSON)
-        assert batch.headers["x-cache"] == "HIT", batch.text
+        for router in (cached, piped):
+            for block in range(1, 11):
+                _until_cached(router, _call("eth_getBlockByNumber", [hex(block), False]))
+            batch = httpx.post(router, content=BATCH, headers=_JSON)
+            assert batch.headers["x-cache"] == "HIT", batch.text
+        for body in (HIT, BATCH):  # the second hit of each is the first replay
+            replayed = httpx.post(cached, content=body, headers=_JSON)
+            assert "-r" in replayed.headers["x-batch-id"], replayed.headers
         targets = {
             "nginx proxy_pass, one call": (proxy, HIT, 1),
             "chainrouter, cache hit, one call": (cached, HIT, 1),
+            "chainrouter, cache hit through the pipeline (replays off), one call": (piped, HIT, 1),
             "chainrouter, cache off, one call (to the node)": (uncached, HIT, 1),
             "nginx proxy_pass, batch of 10": (proxy, BATCH, 10),
             "chainrouter, cache hits, batch of 10": (cached, BATCH, 10),
+            "chainrouter, cache hits through the pipeline (replays off), batch of 10": (
+                piped,
+                BATCH,
+                10,
+            ),
         }
         baseline = {1: "nginx proxy_pass, one call", 10: "nginx proxy_pass, batch of 10"}
         full: list[dict[str, WrkResult]] = []

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `HttpRequest`'s fields, in the order the server passes them.
@@ -36,6 +36,31 @@ pub const ACQUIRE: (&str, [&str; 1]) = ("Acquire", ["buckets"]);
 pub const JOIN: (&str, [&str; 1]) = ("Join", ["future"]);
 pub const WAIT: (&str, [&str; 1]) = ("Wait", ["seconds"]);
 pub const SPAWN: (&str, [&str; 1]) = ("Spawn", ["program"]);
+
+/// `ReplayMemo` (replay.rs): each method and its parameters, in order; Python calls them with
+/// these names as keywords.
+pub const REPLAY_MEMO: [(&str, &[&str]); 7] = [
+    ("__new__", &["max_bytes", "max_body_bytes", "batch_prefix"]),
+    (
+        "install",
+        &[
+            "token",
+            "path",
+            "origin",
+            "referer",
+            "content_type",
+            "body",
+            "status",
+            "headers",
+            "answer",
+        ],
+    ),
+    ("replay", &["path", "origin", "referer", "content_type", "body"]),
+    ("clear", &[]),
+    ("drain", &[]),
+    ("stats", &[]),
+    ("scan_ids", &["body"]),
+];
 
 /// Why a node gave no usable answer: `FailureKind`'s values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -152,6 +177,11 @@ pub fn contract(py: Python<'_>) -> PyResult<PyObject> {
     commands.set_item(WAIT.0, WAIT.1.to_vec())?;
     commands.set_item(SPAWN.0, SPAWN.1.to_vec())?;
     described.set_item("commands", commands)?;
+    let memo = PyDict::new(py);
+    for (method, parameters) in REPLAY_MEMO {
+        memo.set_item(method, parameters.to_vec())?;
+    }
+    described.set_item("replay_memo", memo)?;
     Ok(described.into())
 }
 

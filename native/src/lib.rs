@@ -7,6 +7,7 @@ mod driver;
 mod http1;
 mod limit;
 mod race;
+mod replay;
 mod server;
 mod target;
 mod upstream;
@@ -33,6 +34,7 @@ fn parse_node_url(
 fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
     module.add_class::<driver::Driver>()?;
     module.add_class::<server::NativeServer>()?;
+    module.add_class::<replay::ReplayMemo>()?;
     module.add_function(wrap_pyfunction!(parse_node_url, module)?)?;
     module.add_function(wrap_pyfunction!(contract::contract, module)?)?;
     Ok(())

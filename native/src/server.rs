@@ -28,6 +28,7 @@ use tokio::sync::Notify;
 
 use crate::driver::{drive_from, log_error, seconds, start, Driver, Shared, Step};
 use crate::limit::{Counted, Limited};
+use crate::replay::{Asked, Memo, ReplayMemo};
 
 const HEARTBEAT: Duration = Duration::from_secs(1);
 const LOGGER: &str = "chainrouter.router.executors.native";
@@ -52,6 +53,9 @@ struct State {
     /// Takes an accepted WebSocket connection: `(request, fd)`, the fd one end of a socket
     /// pair whose other end this server relays to the client. None: upgrades are refused.
     websocket_handler: Option<PyObject>,
+    /// Answers the server gives again without the handler (replay.rs). None: every request
+    /// goes to the handler.
+    replays: Option<Arc<Memo>>,
     max_body_bytes: usize,
     /// The whole body must arrive within this of the head: a client dripping it holds no
     /// connection for long.
@@ -79,6 +83,7 @@ impl NativeServer {
                 shared,
                 handler,
                 websocket_handler: None,
+                replays: None,
                 max_body_bytes,
                 body_timeout: seconds(body_timeout_s)?,
             }),
@@ -116,6 +121,15 @@ impl NativeServer {
         let state = Arc::get_mut(&mut self.state)
             .ok_or_else(|| PyRuntimeError::new_err("accept_websockets comes before serve"))?;
         state.websocket_handler = Some(handler);
+        Ok(())
+    }
+
+    /// Answer again, without the handler, what the handler put in `memo` (router/replay.py).
+    /// Before `serve`.
+    fn replay_from(&mut self, memo: &ReplayMemo) -> PyResult<()> {
+        let state = Arc::get_mut(&mut self.state)
+            .ok_or_else(|| PyRuntimeError::new_err("replay_from comes before serve"))?;
+        state.replays = Some(memo.memo.clone());
         Ok(())
     }
 
@@ -200,6 +214,21 @@ async fn answer(
         return Ok(too_slow());
     };
     let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
+    if let (Some(memo), Some(body), None) = (&state.replays, &body, &websocket_key) {
+        let path = head.uri.path();
+        if head.method == Method::POST && path.starts_with("/rpc/") {
+            let asked = Asked {
+                path,
+                origin: header("origin"),
+                referer: header("referer"),
+                content_type: header("content-type"),
+                body,
+            };
+            if let Some(response) = memo.replay(&asked) {
+                return Ok(response);
+            }
+        }
+    }
     // One GIL acquisition starts the handler and runs it up to its first wait; one more per
     // wait resumes it, and the last one also turns its answer into the response.
     let mut kept: Option<PyObject> = None; // the request, for the WebSocket handler

@@ -334,6 +334,15 @@ class Settings(BaseSettings):
         le=365 * 24 * 3600,
         description="How long Redis keeps a cached answer, seconds (with a Redis).",
     )
+    cache_replay_max_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=0,
+        le=4 * 1024**3,
+        description="Bytes each native router worker may keep of requests answered wholly from "
+        "the response cache free of charge, to answer them again without the pipeline (oldest "
+        "out first; request bodies up to 16 KiB). 0, or no response cache: nothing is replayed "
+        '(docs/cache.md, "Replays").',
+    )
     coalesce: bool = Field(
         default=True,
         description="Identical read-only calls in flight at once share one upstream attempt.",

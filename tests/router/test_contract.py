@@ -53,6 +53,41 @@ def test_the_description_follows_the_python_module(monkeypatch: pytest.MonkeyPat
     assert native["commands"]["Forward"] != contract.describe()["commands"]["Forward"]
 
 
+def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
+    """Called with the declared names as keywords, each method runs: a parameter renamed on
+    the Rust side alone fails here (the declaration above is compared, not the methods)."""
+    native = load_native_module()
+    declared = contract.REPLAY_MEMO
+    values: dict[str, Any] = {
+        "max_bytes": 1 << 20,
+        "max_body_bytes": 4096,
+        "batch_prefix": "p-",
+        "token": 1,
+        "path": "/rpc/1/k",
+        "origin": None,
+        "referer": None,
+        "content_type": "application/json",
+        "body": b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}',
+        "status": 200,
+        "headers": [("x-cache", "HIT")],
+        "answer": b'{"jsonrpc":"2.0","id":1,"result":"0x1"}',
+    }
+    memo = native.ReplayMemo(**{name: values[name] for name in declared["__new__"]})
+    results = {
+        method: getattr(memo, method)(**{name: values[name] for name in parameters})
+        for method, parameters in declared.items()
+        if method not in ("__new__", "clear", "drain", "stats")
+    }
+    assert results["install"] is True
+    assert results["replay"] is not None
+    assert results["scan_ids"] == [(22, 23)]
+    assert memo.drain() == ([(1, 1)], [])
+    memo.clear()
+    assert memo.stats() == (0, 0)
+    with pytest.raises(TypeError):
+        memo.install(**{name: values[name] for name in declared["install"]}, extra=1)
+
+
 def test_a_native_build_of_another_contract_version_refuses_to_start(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

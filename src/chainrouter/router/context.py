@@ -42,6 +42,7 @@ class RequestContext:
     refusal: RpcError | None = None  # set by the stage that refuses the request as a whole
     split_ranges: int = 0  # eth_getLogs ranges asked of nodes for calls split in parts
     cache_hits: int = 0  # calls answered from the cache or by joining an identical call
+    free_hits: int = 0  # calls answered from the cache (not joined) at the cache price 0
     # Each call once it ended, kept only when requests are logged (router/request_log.py).
     ended: list[CallContext] | None = None
 

@@ -9,7 +9,9 @@ executors: the native one in Rust (`native/`, the default) and the Python one
   (`HttpAnswer`);
 - the commands (`Forward`, `Gather`, `Race`, `Acquire`, `Join`, `Wait`, `Spawn`) and what each is
   resumed with;
-- the ways a node can fail (`FailureKind`, inside a `Failure`).
+- the ways a node can fail (`FailureKind`, inside a `Failure`);
+- the native server's replay memo (`REPLAY_MEMO`: router/replay.py hands it answers the server
+  gives again itself), called with these keyword arguments.
 
 The Rust side declares what it expects of each (`chainrouter._native.contract()`), and
 `tests/router/test_contract.py` checks that declaration against `describe()`: a change on one side
@@ -31,8 +33,8 @@ from typing import Any, NamedTuple
 from chainrouter.ratelimit.window import Bucket
 
 # 2: `Race`; 3: `Acquire` resumed with the seconds to wait (0.0: taken), not a bool;
-# 4: `HttpRequest.websocket_key` (a WebSocket upgrade); 5: `Join`
-VERSION = 5
+# 4: `HttpRequest.websocket_key` (a WebSocket upgrade); 5: `Join`; 6: the replay memo
+VERSION = 6
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -174,6 +176,29 @@ COMMANDS = (Forward, Gather, Race, Acquire, Join, Wait, Spawn)
 Command = Forward | Gather | Race | Acquire | Join | Wait | Spawn
 
 
+# The native server's replay memo, `chainrouter._native.ReplayMemo`: each method and its
+# parameters, in order (router/replay.py calls them with these names as keywords).
+REPLAY_MEMO: dict[str, list[str]] = {
+    "__new__": ["max_bytes", "max_body_bytes", "batch_prefix"],
+    "install": [
+        "token",
+        "path",
+        "origin",
+        "referer",
+        "content_type",
+        "body",
+        "status",
+        "headers",
+        "answer",
+    ],
+    "replay": ["path", "origin", "referer", "content_type", "body"],
+    "clear": [],
+    "drain": [],
+    "stats": [],
+    "scan_ids": ["body"],
+}
+
+
 def describe() -> dict[str, Any]:
     """The contract as data, in the shape `chainrouter._native.contract()` declares it."""
 
@@ -188,4 +213,5 @@ def describe() -> dict[str, Any]:
         "failure": field_names(Failure),
         "failure_kinds": [kind.value for kind in FailureKind],
         "commands": {kind.__name__: field_names(kind) for kind in COMMANDS},
+        "replay_memo": REPLAY_MEMO,
     }

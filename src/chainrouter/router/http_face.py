@@ -25,6 +25,7 @@ from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.pipeline import CACHE_HEADER, SPLIT_HEADER, Reply
 from chainrouter.router.prometheus import CONTENT_TYPE, RouterExposition
 from chainrouter.router.readiness import Readiness
+from chainrouter.router.replay import Replays
 from chainrouter.router.request_log import RequestLog
 from chainrouter.router.service import RpcService
 from chainrouter.router.sync import StorageSync
@@ -63,6 +64,7 @@ class RouterFace:
         metrics: MetricsAccess | None = None,
         request_log: RequestLog | None = None,  # None or not enabled: no line per request
         hub: Hub | None = None,  # WebSocket clients' feeds; None: upgrades are refused (404)
+        replays: Replays | None = None,  # the native server's; None: nothing is replayed
     ) -> None:
         self._service = service
         self._sync = sync
@@ -73,6 +75,7 @@ class RouterFace:
         self._count = self._metrics.counts.request
         self._request_log = request_log
         self._hub = hub
+        self._replays = replays
 
     async def respond(self, request: HttpRequest) -> HttpAnswer:
         """The answer to one request (a program: the executor runs it). One coroutine for the
@@ -132,7 +135,10 @@ class RouterFace:
         self._count(route, reply.status)
         if started and request_log is not None:
             request_log.write(route, reply, time.perf_counter() - started)
-        return _answer(reply, origin)
+        answer = _answer(reply, origin)
+        if reply.replayable is not None and self._replays is not None:
+            self._replays.install(request, answer, reply.replayable)
+        return answer
 
     def _other(self, request: HttpRequest) -> HttpAnswer:
         path, method = request.path, request.method

@@ -87,8 +87,9 @@ class UsageJournal:
         self._unwritten_markers = b""  # `t` and `w` lines whose write failed, to write first
         self._append(orjson.dumps({"db": database}))
 
-    def metered(self, key: RowKey, credits_nano: int) -> None:
-        self._append(_row_line(key, credits_nano))
+    def metered(self, key: RowKey, credits_nano: int, count: int = 1) -> None:
+        """`count` calls of one row, costing `credits_nano` in all."""
+        self._append(_row_line(key, credits_nano, count))
 
     def rotate(self, after: int, rows: dict[RowKey, list[int]]) -> bool:
         """Replace the file, once past `ROTATE_BYTES`, by one that holds only `rows` (the calls

@@ -66,9 +66,9 @@ class MemoryCache:
         with self._lock:
             return list(self._index)
 
-    def count(self, stat: CacheStat, hit: bool) -> None:
+    def count(self, stat: CacheStat, hit: bool, times: int = 1) -> None:
         counts = self.hits if hit else self.misses
-        counts[stat] = counts.get(stat, 0) + 1
+        counts[stat] = counts.get(stat, 0) + times
 
     def get(self, key: str) -> bytes | None:
         with self._lock:

@@ -59,22 +59,27 @@ class UsageMeter:
         scenario: Scenario,
         credits_nano: int,
         plan_id: int = 0,
+        *,
+        count: int = 1,
     ) -> None:
+        """`count` calls alike, each costing `credits_nano`."""
         hour = int(time.time()) // _HOUR * _HOUR
         # The member, not `.value`: a StrEnum member is already the string, and `.value` is a
         # Python-level property, run on every call.
         key = (customer_id, key_id, chain_id, method, scenario, hour, plan_id)
         with self._lock:
             row = self._rows.get(key)
+            if count != 1:
+                credits_nano *= count
             if row is None:
-                self._rows[key] = [1, credits_nano]
+                self._rows[key] = [count, credits_nano]
             else:
-                row[0] += 1
+                row[0] += count
                 row[1] += credits_nano
             if credits_nano:
                 self._spend[customer_id] = self._spend.get(customer_id, 0) + credits_nano
             if self.journal is not None:
-                self.journal.metered(key, credits_nano)
+                self.journal.metered(key, credits_nano, count)
 
     def take(self) -> UsageBatch:
         with self._lock:

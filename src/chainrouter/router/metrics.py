@@ -71,9 +71,9 @@ class RouterMetrics:
         # and calls coalesced (read from the cache when counts are read or exported)
         self.cache: dict[tuple[str, int, str], int] = {}
 
-    def request(self, route: str, status: int) -> None:
+    def request(self, route: str, status: int, count: int = 1) -> None:
         key = (route, status)
-        self.requests[key] = self.requests.get(key, 0) + 1
+        self.requests[key] = self.requests.get(key, 0) + count
 
     def call(
         self, chain_id: int, tier: str, work: str, scenario: str, cost_nano: int, count: int = 1

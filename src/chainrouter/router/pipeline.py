@@ -16,6 +16,7 @@ from chainrouter.jsonrpc.errors import RpcError
 from chainrouter.jsonrpc.responses import batch_response, error_response
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.contract import Gather
+from chainrouter.router.replay import Replayable
 from chainrouter.router.stages import CallStage, RequestStage
 
 _OK = 200
@@ -32,6 +33,8 @@ class Reply:
     batch_id: str
     headers: tuple[tuple[str, str], ...] = ()  # beyond the ones every answer carries
     request: RequestContext | None = None  # the request served, when requests are logged
+    # Set when the native server may give this answer again itself (router/replay.py).
+    replayable: Replayable | None = None
 
 
 def combined_status(statuses: Sequence[int]) -> int:
@@ -86,7 +89,8 @@ class Pipeline:
         if not request.is_batch:
             status, answer, retry_s = await self._call(request, request.calls[0], request.body)
             headers = _headers(request, status, retry_s, self.cache_header)
-            return Reply(status, answer, request.batch_id, headers, kept)
+            replayable = _replayable(request) if request.free_hits and kept is None else None
+            return Reply(status, answer, request.batch_id, headers, kept, replayable)
         results: list[tuple[int, bytes, float | None]] = await Gather(
             [self._call(request, call, None) for call in request.calls]
         )
@@ -99,6 +103,7 @@ class Pipeline:
             request.batch_id,
             _headers(request, status, retry_s, self.cache_header),
             kept,
+            _replayable(request) if request.free_hits and kept is None else None,
         )
 
     async def _call(
@@ -125,6 +130,19 @@ class Pipeline:
             if request.ended is not None:
                 request.ended.append(context)
         return context.status, context.answer, context.retry_after_s
+
+
+def _replayable(request: RequestContext) -> Replayable | None:
+    """Whether the native server may give this answer again to the same request (every call a
+    free hit of a final answer, a key without a rate limit of its own: router/replay.py)."""
+    access = request.access
+    calls = request.calls
+    if access is None or request.free_hits != len(calls) or access.rate_limit > 0:
+        return None
+    methods = tuple(call.method for call in calls if isinstance(call, RpcCall))
+    if len(methods) != len(calls):
+        return None
+    return Replayable(access.customer_id, access.key_id, request.chain_id, methods)
 
 
 def _refused(request: RequestContext, refusal: RpcError) -> bytes:

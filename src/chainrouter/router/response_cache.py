@@ -20,7 +20,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -134,6 +134,8 @@ class ResponseCache:
     def __init__(self, memory: MemoryCache, redis: RedisTier | None = None) -> None:
         self.memory = memory
         self.redis = redis
+        # Told of every purge (router/replay.py: answers the native server gives again).
+        self.on_purge: Callable[[int], object] | None = None
 
     def lookup(self, key: str) -> bytes | concurrent.futures.Future[bytes | None] | None:
         """The answer in process; else a future of Redis's (None: Redis is not used)."""
@@ -153,6 +155,8 @@ class ResponseCache:
         generation and finality epoch, in every key, already keep them from being read here)."""
         if self.redis is not None:
             self.redis.drop_chain(chain_id)
+        if self.on_purge is not None:
+            self.on_purge(chain_id)
         return self.memory.purge(chain_id)
 
 

@@ -38,6 +38,7 @@ from chainrouter.router.metrics import MetricsShare, RouterMetrics, with_metered
 from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.prometheus import RouterExposition, RouterState
 from chainrouter.router.readiness import Readiness, readiness
+from chainrouter.router.replay import Replays
 from chainrouter.router.request_log import RequestLog
 from chainrouter.router.response_cache import (
     ResponseCache,
@@ -79,6 +80,7 @@ class RouterRuntime:
     request_log: RequestLog | None = None  # one line per request, at its configured level
     hub: Hub | None = None  # the WebSocket clients' chain feeds
     ws_limits: WsLimits = field(default_factory=WsLimits)
+    replays: Replays | None = None  # a native server's memo of answers it gives again itself
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
@@ -110,7 +112,16 @@ class RouterRuntime:
             access,
             self.request_log,
             self.hub,
+            self.replays,
         )
+
+    def replay_into(self, memo: Any) -> Replays:
+        """Have the pipeline hand the native server's `memo` the answers it may give again
+        itself (router/replay.py); before `face` and `start_background`."""
+        deps = self.service.deps
+        replays = Replays(memo, deps.meter, self.metrics, deps.cache)
+        self.replays = self.service.replays = replays
+        return replays
 
     def readiness(self) -> Readiness:
         return readiness(
@@ -134,6 +145,8 @@ class RouterRuntime:
             shared = asyncio.create_task(self._share_metrics(), name="metrics-share")
             shared.add_done_callback(_report_end)
             self._tasks.append(shared)
+        if self.replays is not None:  # on the server's thread, where replays are installed
+            executor.spawn(self.replays.run())
         if health_checks:
             executor.spawn(self.health.run(self.current_nodes))
             if self.hub is not None:  # on this loop, the hub's
@@ -180,6 +193,9 @@ class RouterRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        if self.replays is not None:  # the server has stopped: the last replays it counted
+            self.replays.stop()
+            self.replays.drain()
         if not await self.sync.flush():
             self.sync.log_unwritten()
         self.sync.close_journal()

@@ -17,6 +17,7 @@ from chainrouter.router import stages
 from chainrouter.router.context import RequestContext
 from chainrouter.router.metering import CreditView
 from chainrouter.router.pipeline import Pipeline, Reply
+from chainrouter.router.replay import Replays
 from chainrouter.router.stages.domain import page_header
 
 JSON = "application/json"
@@ -35,6 +36,7 @@ class RpcService:
         self.public = Pipeline(stages.public(deps), calls, stages.free_closing(deps), **kept)
         self.upgrade_stages = tuple(stages.websocket(deps))
         self._ids = BatchIds()
+        self.replays: Replays | None = None  # the native server's, once it serves
 
     @property
     def credits(self) -> CreditView:
@@ -50,6 +52,9 @@ class RpcService:
         A chain an administrator purged since has its cached answers dropped (its new purge
         generation already keeps them from being read)."""
         before, self.snapshot = self.snapshot.cache_generations, snapshot
+        if self.replays is not None:
+            # Replays were decided under the snapshot before: keys, domains, routes, standings.
+            self.replays.clear()
         cache = self.deps.cache
         if cache is not None and snapshot.cache_generations != before:
             after = snapshot.cache_generations

@@ -40,6 +40,7 @@ from chainrouter.router.executors.process import (
     settings_dial_rule,
     settle_heap,
 )
+from chainrouter.router.replay import Replays
 from chainrouter.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,10 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         rule=settings_dial_rule(settings),
     )
     executor = NativeExecutor(driver)
+    memo = None
+    if settings.cache_replay_max_bytes and runtime.service.deps.cache is not None:
+        memo = Replays.new_memo(native, settings.cache_replay_max_bytes)
+        runtime.replay_into(memo)
     face = runtime.face(trusted, executor)
     server = native.NativeServer(
         face.respond,
@@ -149,6 +154,8 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         settings.request_body_timeout_s,
         settings.max_connections,
     )
+    if memo is not None:
+        server.replay_from(memo)
     server.accept_websockets(
         websocket_handler(runtime, executor.driver, loop, settings.ws_max_message_bytes)
     )

@@ -100,8 +100,11 @@ class FromCache:
 
     def _answer(self, call: CallContext, result: bytes) -> None:
         assert self._cache is not None
-        self._cache.memory.count((call.request.chain_id, call.call.method), hit=True)
+        request = call.request
+        self._cache.memory.count((request.chain_id, call.call.method), hit=True)
         end_from_cache(call, b'"result":' + result, self._prices, self._credits)
+        if call.charged_nano == 0 and call.scenario is Scenario.CACHE:
+            request.free_hits += 1  # kept, final and free: the native server may replay it
 
 
 def end_from_cache(

@@ -1,0 +1,726 @@
+//! Replays: a request the Python pipeline answered wholly from the response cache, at no price,
+//! is answered again by this server alone when it comes again, under the caller's own ids.
+//!
+//! The pipeline stays the one place that decides (docs/cache.md, "Replays"). It hands an answer
+//! over (`ReplayMemo.install`) only when every call of the request was a cache hit of an answer
+//! that can no longer change, free of charge, for a key without a rate limit of its own; what
+//! else the answer depended on (the key, its domains, the chain, the method's routes, the
+//! chain's finality) changes only with a new snapshot or a purge, and Python clears the memo
+//! then. A replay is keyed by every byte the pipeline read: the path, `Origin`, `Referer`,
+//! `Content-Type` and the body, with only the values of the calls' `id` members left out; an id
+//! is replayed only when it is one that the pipeline echoes byte for byte (an integer of at most
+//! 18 digits, a plain ASCII string, null). Any other request goes to the pipeline.
+//!
+//! Each replay is counted under the token Python gave the answer; `drain` hands the counts over,
+//! and Python meters them as the calls they are.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use hyper::body::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Body, Response, StatusCode};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// Marks an id's place in a key: a raw control byte, which no body a key matches can hold
+/// anywhere else (`scan` refuses them outside whitespace).
+const ID_MARK: u8 = 0;
+/// Bytes an entry costs beyond its key and answer (its map slot, headers, queue place).
+const ENTRY_OVERHEAD: usize = 256;
+/// The deepest nesting `scan` follows; the pipeline refuses params nested past 64 levels.
+const MAX_DEPTH: usize = 80;
+const MAX_ID_BYTES: usize = 64;
+
+/// A request as the server read it: what a replay is keyed by.
+pub struct Asked<'a> {
+    pub path: &'a str,
+    pub origin: Option<&'a str>,
+    pub referer: Option<&'a str>,
+    pub content_type: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+struct Entry {
+    token: u64,
+    status: StatusCode,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    /// The answer with its ids cut out: `pieces[0] id pieces[1] id ... pieces[n]`.
+    pieces: Vec<Bytes>,
+    size: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<Vec<u8>, Entry>,
+    order: VecDeque<Vec<u8>>, // keys, oldest installed first
+    bytes: usize,
+    counts: HashMap<u64, u64>, // token -> replays not yet drained
+    gone: Vec<u64>,            // tokens no entry holds any more, not yet drained
+}
+
+pub struct Memo {
+    inner: Mutex<Inner>,
+    max_bytes: usize,
+    max_body_bytes: usize,
+    batch_prefix: String,
+    batches: AtomicU64,
+    /// Entries held, read without the lock: a request costs nothing here while there are none.
+    held: AtomicUsize,
+}
+
+impl Memo {
+    pub fn new(max_bytes: usize, max_body_bytes: usize, batch_prefix: String) -> Memo {
+        Memo {
+            inner: Mutex::new(Inner::default()),
+            max_bytes,
+            max_body_bytes,
+            batch_prefix,
+            batches: AtomicU64::new(0),
+            held: AtomicUsize::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The answer to `asked`, if it is a replay: status, headers (a fresh `x-batch-id` among
+    /// them) and body.
+    pub fn replay(&self, asked: &Asked<'_>) -> Option<Response<Body>> {
+        if self.held.load(Ordering::Relaxed) == 0 || asked.body.len() > self.max_body_bytes {
+            return None;
+        }
+        let ids = scan(asked.body)?;
+        let key = key_of(asked, &ids);
+        let mut inner = self.lock();
+        let entry = inner.entries.get(&key)?;
+        if entry.pieces.len() != ids.len() + 1 {
+            return None;
+        }
+        let mut body = Vec::with_capacity(entry.size);
+        for (piece, id) in entry.pieces.iter().zip(ids.iter().map(Some).chain([None])) {
+            body.extend_from_slice(piece);
+            if let Some(&(start, end)) = id {
+                body.extend_from_slice(&asked.body[start..end]);
+            }
+        }
+        let mut response = Response::new(Body::from(body));
+        *response.status_mut() = entry.status;
+        let headers = response.headers_mut();
+        for (name, value) in &entry.headers {
+            headers.append(name.clone(), value.clone());
+        }
+        let token = entry.token;
+        *inner.counts.entry(token).or_insert(0) += 1;
+        drop(inner);
+        let number = self.batches.fetch_add(1, Ordering::Relaxed) + 1;
+        let batch_id = format!("{}{number:x}", self.batch_prefix);
+        if let Ok(value) = HeaderValue::from_str(&batch_id) {
+            response.headers_mut().insert(HeaderName::from_static("x-batch-id"), value);
+        }
+        Some(response)
+    }
+
+    /// Keep `answer` (status, headers without `x-batch-id`, body) as the replay of `asked`;
+    /// false, and nothing kept, when the request or the answer is not one a replay can answer
+    /// alike (an id not echoed byte for byte, the answer's ids not the request's, too large).
+    pub fn install(
+        &self,
+        token: u64,
+        asked: &Asked<'_>,
+        status: StatusCode,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        answer: &[u8],
+    ) -> bool {
+        if asked.body.len() > self.max_body_bytes {
+            return false;
+        }
+        let Some(ids) = scan(asked.body) else {
+            return false;
+        };
+        let Some(answered) = scan(answer) else {
+            return false;
+        };
+        let same = ids.len() == answered.len()
+            && ids.iter().zip(&answered).all(|(&(a, b), &(c, d))| asked.body[a..b] == answer[c..d]);
+        if !same || ids.is_empty() {
+            return false;
+        }
+        let key = key_of(asked, &ids);
+        let mut pieces = Vec::with_capacity(answered.len() + 1);
+        let mut from = 0;
+        for &(start, end) in &answered {
+            pieces.push(Bytes::copy_from_slice(&answer[from..start]));
+            from = end;
+        }
+        pieces.push(Bytes::copy_from_slice(&answer[from..]));
+        let size = key.len() + answer.len() + ENTRY_OVERHEAD;
+        if size > self.max_bytes / 4 {
+            return false; // one answer never takes most of the memo
+        }
+        let entry = Entry { token, status, headers, pieces, size };
+        let mut inner = self.lock();
+        if let Some(old) = inner.entries.remove(&key) {
+            inner.bytes -= old.size;
+            inner.gone.push(old.token);
+            inner.order.retain(|k| *k != key);
+        }
+        while inner.bytes + size > self.max_bytes {
+            let Some(oldest) = inner.order.pop_front() else {
+                break;
+            };
+            if let Some(old) = inner.entries.remove(&oldest) {
+                inner.bytes -= old.size;
+                inner.gone.push(old.token);
+            }
+        }
+        inner.bytes += size;
+        inner.order.push_back(key.clone());
+        inner.entries.insert(key, entry);
+        self.held.store(inner.entries.len(), Ordering::Relaxed);
+        true
+    }
+
+    /// Forget every entry: what they answered may no longer be the pipeline's answer.
+    pub fn clear(&self) {
+        let mut inner = self.lock();
+        let tokens: Vec<u64> = inner.entries.values().map(|e| e.token).collect();
+        inner.gone.extend(tokens);
+        inner.entries.clear();
+        inner.order.clear();
+        inner.bytes = 0;
+        self.held.store(0, Ordering::Relaxed);
+    }
+
+    /// The replays counted since the last drain, by token, and the tokens no entry holds any
+    /// more (their counts are in this drain or an earlier one).
+    pub fn drain(&self) -> (Vec<(u64, u64)>, Vec<u64>) {
+        let mut inner = self.lock();
+        let counts = inner.counts.drain().collect();
+        let gone = std::mem::take(&mut inner.gone);
+        (counts, gone)
+    }
+
+    pub fn stats(&self) -> (usize, usize) {
+        let inner = self.lock();
+        (inner.entries.len(), inner.bytes)
+    }
+}
+
+/// What a replay is keyed by: the request's header fields, each after its length (or a mark of
+/// its absence), so that no two sets of fields run together alike; then the body, each id's
+/// value replaced by `ID_MARK`.
+fn key_of(asked: &Asked<'_>, ids: &[(usize, usize)]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(asked.path.len() + asked.body.len() + 64);
+    for field in [Some(asked.path), asked.origin, asked.referer, asked.content_type] {
+        match field {
+            Some(value) => {
+                key.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                key.extend_from_slice(value.as_bytes());
+            }
+            None => key.extend_from_slice(&u32::MAX.to_le_bytes()),
+        }
+    }
+    let mut from = 0;
+    for &(start, end) in ids {
+        key.extend_from_slice(&asked.body[from..start]);
+        key.push(ID_MARK);
+        from = end;
+    }
+    key.extend_from_slice(&asked.body[from..]);
+    key
+}
+
+/// The spans of the `id` values of a JSON-RPC body: one object, or an array of objects, each
+/// with exactly one `id` member whose value is echoed byte for byte (`plain_id`). None for
+/// anything else, and for anything that is not JSON (each byte is checked: a key matches only a
+/// body that differs from a valid one in its ids alone).
+pub fn scan(body: &[u8]) -> Option<Vec<(usize, usize)>> {
+    let mut scanner = Scanner { text: body, at: 0 };
+    let mut ids = Vec::new();
+    scanner.space();
+    match scanner.peek()? {
+        b'{' => ids.push(scanner.call()?),
+        b'[' => {
+            scanner.at += 1;
+            scanner.space();
+            if scanner.peek()? == b']' {
+                return None; // an empty batch is an error the pipeline answers
+            }
+            loop {
+                scanner.space();
+                ids.push(scanner.call()?);
+                scanner.space();
+                match scanner.next()? {
+                    b',' => continue,
+                    b']' => break,
+                    _ => return None,
+                }
+            }
+        }
+        _ => return None,
+    }
+    scanner.space();
+    (scanner.at == body.len()).then_some(ids)
+}
+
+struct Scanner<'a> {
+    text: &'a [u8],
+    at: usize,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.at).copied()
+    }
+
+    fn next(&mut self) -> Option<u8> {
+        let byte = self.peek()?;
+        self.at += 1;
+        Some(byte)
+    }
+
+    fn space(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    /// One call: an object with exactly one plain `id` member; the span of its value. A member
+    /// name with an escape is refused: `"\u0069d"` is `id` to the pipeline's parser, which
+    /// takes the last of two.
+    fn call(&mut self) -> Option<(usize, usize)> {
+        if self.next()? != b'{' {
+            return None;
+        }
+        let mut id = None;
+        self.space();
+        if self.peek()? == b'}' {
+            return None;
+        }
+        loop {
+            self.space();
+            let name = self.string()?;
+            if self.text[name.0..name.1].contains(&b'\\') {
+                return None;
+            }
+            self.space();
+            if self.next()? != b':' {
+                return None;
+            }
+            self.space();
+            let start = self.at;
+            self.value(1)?;
+            if &self.text[name.0..name.1] == b"\"id\"" {
+                if id.is_some() || !plain_id(&self.text[start..self.at]) {
+                    return None;
+                }
+                id = Some((start, self.at));
+            }
+            self.space();
+            match self.next()? {
+                b',' => continue,
+                b'}' => return id,
+                _ => return None,
+            }
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Option<()> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        match self.peek()? {
+            b'"' => self.string().map(|_| ()),
+            b'{' => {
+                self.at += 1;
+                self.space();
+                if self.peek()? == b'}' {
+                    self.at += 1;
+                    return Some(());
+                }
+                loop {
+                    self.space();
+                    self.string()?;
+                    self.space();
+                    if self.next()? != b':' {
+                        return None;
+                    }
+                    self.space();
+                    self.value(depth + 1)?;
+                    self.space();
+                    match self.next()? {
+                        b',' => continue,
+                        b'}' => return Some(()),
+                        _ => return None,
+                    }
+                }
+            }
+            b'[' => {
+                self.at += 1;
+                self.space();
+                if self.peek()? == b']' {
+                    self.at += 1;
+                    return Some(());
+                }
+                loop {
+                    self.space();
+                    self.value(depth + 1)?;
+                    self.space();
+                    match self.next()? {
+                        b',' => continue,
+                        b']' => return Some(()),
+                        _ => return None,
+                    }
+                }
+            }
+            b't' => self.literal(b"true"),
+            b'f' => self.literal(b"false"),
+            b'n' => self.literal(b"null"),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => None,
+        }
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        let end = self.at + word.len();
+        (self.text.get(self.at..end)? == word).then(|| self.at = end)
+    }
+
+    /// JSON's number grammar.
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        match self.next()? {
+            b'0' => {}
+            b'1'..=b'9' => self.digits(),
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            self.some_digits()?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.at += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.at += 1;
+            }
+            self.some_digits()?;
+        }
+        Some(())
+    }
+
+    fn digits(&mut self) {
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.at += 1;
+        }
+    }
+
+    fn some_digits(&mut self) -> Option<()> {
+        let start = self.at;
+        self.digits();
+        (self.at > start).then_some(())
+    }
+
+    /// A string, its span with the quotes. Escapes are checked; raw control bytes refused;
+    /// UTF-8 checked.
+    fn string(&mut self) -> Option<(usize, usize)> {
+        let start = self.at;
+        if self.next()? != b'"' {
+            return None;
+        }
+        loop {
+            match self.next()? {
+                b'"' => break,
+                b'\\' => match self.next()? {
+                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                    b'u' => {
+                        let hex = self.text.get(self.at..self.at + 4)?;
+                        if !hex.iter().all(u8::is_ascii_hexdigit) {
+                            return None;
+                        }
+                        self.at += 4;
+                    }
+                    _ => return None,
+                },
+                0..=0x1f => return None,
+                _ => {}
+            }
+        }
+        std::str::from_utf8(&self.text[start..self.at]).ok()?;
+        Some((start, self.at))
+    }
+}
+
+/// An id the pipeline echoes exactly as sent: an integer without sign tricks (no `-0`, no
+/// leading zero) of at most 18 digits (within 64 bits), `null`, or a string of printable ASCII
+/// without escapes.
+fn plain_id(value: &[u8]) -> bool {
+    match value {
+        b"null" | b"0" => true,
+        [b'"', inner @ .., b'"'] => {
+            inner.len() <= MAX_ID_BYTES
+                && inner.iter().all(|&b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+        }
+        _ => {
+            let digits = value.strip_prefix(b"-").unwrap_or(value);
+            !digits.is_empty()
+                && digits.len() <= 18
+                && digits[0] != b'0'
+                && digits.iter().all(u8::is_ascii_digit)
+        }
+    }
+}
+
+/// A replay as Python reads it: status, headers, body.
+type Replayed = (u16, Vec<(String, String)>, PyObject);
+
+/// The memo as Python holds it (router/replay.py), shared with the server that replays from it.
+#[pyclass(module = "chainrouter._native")]
+pub struct ReplayMemo {
+    pub memo: Arc<Memo>,
+}
+
+#[pymethods]
+impl ReplayMemo {
+    #[new]
+    fn new(max_bytes: usize, max_body_bytes: usize, batch_prefix: String) -> Self {
+        ReplayMemo { memo: Arc::new(Memo::new(max_bytes, max_body_bytes, batch_prefix)) }
+    }
+
+    #[allow(clippy::too_many_arguments)] // the request's fields, then the answer's, each named
+    fn install(
+        &self,
+        py: Python<'_>,
+        token: u64,
+        path: &str,
+        origin: Option<&str>,
+        referer: Option<&str>,
+        content_type: Option<&str>,
+        body: &[u8],
+        status: u16,
+        headers: Vec<(String, String)>,
+        answer: &[u8],
+    ) -> PyResult<bool> {
+        let status = StatusCode::from_u16(status)
+            .map_err(|_| PyValueError::new_err(format!("{status} is not an HTTP status")))?;
+        let mut pairs = Vec::with_capacity(headers.len());
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| PyValueError::new_err(format!("bad header name {name:?}")))?;
+            let value = HeaderValue::from_str(&value)
+                .map_err(|_| PyValueError::new_err(format!("bad value for header {name}")))?;
+            pairs.push((name, value));
+        }
+        let asked = Asked { path, origin, referer, content_type, body };
+        Ok(py.allow_threads(|| self.memo.install(token, &asked, status, pairs, answer)))
+    }
+
+    /// The replay of a request, as the server would write it: `(status, headers, body)`, or
+    /// None when the pipeline must answer it. For the tests.
+    fn replay(
+        &self,
+        py: Python<'_>,
+        path: &str,
+        origin: Option<&str>,
+        referer: Option<&str>,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> Option<Replayed> {
+        let asked = Asked { path, origin, referer, content_type, body };
+        let response = self.memo.replay(&asked)?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+            .collect();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().ok()?;
+        let bytes = runtime.block_on(hyper::body::to_bytes(response.into_body())).ok()?;
+        Some((status, headers, PyBytes::new(py, &bytes).into()))
+    }
+
+    fn clear(&self) {
+        self.memo.clear();
+    }
+
+    fn drain(&self) -> (Vec<(u64, u64)>, Vec<u64>) {
+        self.memo.drain()
+    }
+
+    /// `(entries, bytes)` held now.
+    fn stats(&self) -> (usize, usize) {
+        self.memo.stats()
+    }
+
+    /// The ids' spans `scan` finds in `body`, or None: for the tests' property checks.
+    #[staticmethod]
+    fn scan_ids(body: &[u8]) -> Option<Vec<(usize, usize)>> {
+        scan(body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CALL: &[u8] = br#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId","params":[]}"#;
+    const ANSWER: &[u8] = br#"{"jsonrpc":"2.0","id":7,"result":"0x1"}"#;
+
+    fn asked(body: &[u8]) -> Asked<'_> {
+        Asked {
+            path: "/rpc/1/crk_x",
+            origin: Some("https://app.example"),
+            referer: None,
+            content_type: Some("application/json"),
+            body,
+        }
+    }
+
+    fn memo() -> Memo {
+        Memo::new(1 << 20, 8192, "abc-r".into())
+    }
+
+    fn body_of(response: Response<Body>) -> Vec<u8> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(hyper::body::to_bytes(response.into_body())).unwrap().to_vec()
+    }
+
+    #[test]
+    fn ids_are_found_in_a_call_and_in_each_call_of_a_batch() {
+        assert_eq!(scan(CALL), Some(vec![(22, 23)]));
+        let batch = br#" [ {"id":"a","method":"m"} , {"method":"m","id":null} ] "#;
+        let ids = scan(batch).unwrap();
+        let values: Vec<&[u8]> = ids.iter().map(|&(s, e)| &batch[s..e]).collect();
+        assert_eq!(values, vec![&b"\"a\""[..], &b"null"[..]]);
+    }
+
+    #[test]
+    fn an_id_inside_params_is_not_the_calls_id() {
+        let body = br#"{"params":[{"id":1}],"id":2}"#;
+        let ids = scan(body).unwrap();
+        assert_eq!(&body[ids[0].0..ids[0].1], b"2");
+    }
+
+    #[test]
+    fn ids_echoed_other_than_as_sent_are_not_replayed() {
+        for id in ["1.0", "-0", "01", "1e3", r#""\u0041""#, "[1]", "1234567890123456789", "true"] {
+            let body = format!(r#"{{"id":{id},"method":"m"}}"#);
+            assert_eq!(scan(body.as_bytes()), None, "{id}");
+        }
+        assert_eq!(scan(br#"{"id":1,"id":2}"#), None); // twice
+        assert_eq!(scan(br#"{"id":1,"\u0069d":2}"#), None); // twice, once escaped
+        assert_eq!(scan(br#"{"method":"m"}"#), None); // a notification
+    }
+
+    #[test]
+    fn what_is_not_json_is_not_scanned() {
+        for body in [
+            &br#"{"id":1,"method":"m""#[..],
+            br#"{"id":1,"method":"m\x"}"#,
+            b"{\"id\":1,\"method\":\"m\x01\"}",
+            br#"{"id":1,"params":[1,]}"#,
+            br#"{"id":1} x"#,
+            b"{\"id\":1,\"m\":\"\xff\"}",
+            br#"[]"#,
+            br#"{}"#,
+        ] {
+            assert_eq!(scan(body), None, "{}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn a_replay_is_the_answer_under_the_callers_id_with_a_fresh_batch_id() {
+        let memo = memo();
+        let headers = vec![(HeaderName::from_static("x-cache"), HeaderValue::from_static("HIT"))];
+        assert!(memo.install(9, &asked(CALL), StatusCode::OK, headers, ANSWER));
+        let again = br#"{"jsonrpc":"2.0","id":"q-1","method":"eth_chainId","params":[]}"#;
+        let response = memo.replay(&asked(again)).unwrap();
+        assert_eq!(response.headers()["x-cache"], "HIT");
+        assert_eq!(response.headers()["x-batch-id"], "abc-r1");
+        assert_eq!(body_of(response), br#"{"jsonrpc":"2.0","id":"q-1","result":"0x1"}"#);
+        assert_eq!(memo.drain(), (vec![(9, 1)], vec![]));
+    }
+
+    #[test]
+    fn anything_else_that_differs_is_not_a_replay() {
+        let memo = memo();
+        assert!(memo.install(1, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        let other_params = br#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId","params":[1]}"#;
+        assert!(memo.replay(&asked(other_params)).is_none());
+        let spaced = br#"{"jsonrpc":"2.0", "id":7,"method":"eth_chainId","params":[]}"#;
+        assert!(memo.replay(&asked(spaced)).is_none());
+        let elsewhere = Asked { origin: Some("https://evil.example"), ..asked(CALL) };
+        assert!(memo.replay(&elsewhere).is_none());
+        let no_origin = Asked { origin: None, ..asked(CALL) };
+        assert!(memo.replay(&no_origin).is_none());
+        let other_key = Asked { path: "/rpc/1/crk_y", ..asked(CALL) };
+        assert!(memo.replay(&other_key).is_none());
+        let text = Asked { content_type: Some("text/plain"), ..asked(CALL) };
+        assert!(memo.replay(&text).is_none());
+        assert!(memo.replay(&asked(CALL)).is_some());
+    }
+
+    #[test]
+    fn an_answer_whose_ids_are_not_the_requests_is_not_kept() {
+        let memo = memo();
+        let other = br#"{"jsonrpc":"2.0","id":8,"result":"0x1"}"#;
+        assert!(!memo.install(1, &asked(CALL), StatusCode::OK, vec![], other));
+        let batch = br#"[{"id":1,"method":"a"},{"id":2,"method":"b"}]"#;
+        let swapped = br#"[{"id":2,"result":"b"},{"id":1,"result":"a"}]"#;
+        assert!(!memo.install(1, &asked(batch), StatusCode::OK, vec![], swapped));
+        assert_eq!(memo.stats().0, 0);
+    }
+
+    #[test]
+    fn a_batch_is_replayed_with_each_callers_id_in_place() {
+        let memo = memo();
+        let batch = br#"[{"id":1,"method":"a"},{"id":2,"method":"b"}]"#;
+        let answer = br#"[{"id":1,"result":{"id":5}},{"id":2,"result":"b"}]"#;
+        assert!(memo.install(3, &asked(batch), StatusCode::OK, vec![], answer));
+        let again = br#"[{"id":"x","method":"a"},{"id":null,"method":"b"}]"#;
+        let response = memo.replay(&asked(again)).unwrap();
+        assert_eq!(
+            body_of(response),
+            br#"[{"id":"x","result":{"id":5}},{"id":null,"result":"b"}]"#
+        );
+    }
+
+    #[test]
+    fn the_oldest_entries_go_first_past_the_bound_and_their_tokens_are_given_back() {
+        let memo = Memo::new(4 * (ENTRY_OVERHEAD + 200), 8192, "p-".into());
+        for token in 0..6u64 {
+            let body = format!(r#"{{"id":1,"method":"m{token}"}}"#);
+            let answer = br#"{"id":1,"result":"0x1"}"#;
+            assert!(memo.install(token, &asked(body.as_bytes()), StatusCode::OK, vec![], answer));
+        }
+        let (entries, bytes) = memo.stats();
+        assert!(entries < 6 && bytes <= 4 * (ENTRY_OVERHEAD + 200), "{entries} {bytes}");
+        let (_, gone) = memo.drain();
+        assert_eq!(gone.len(), 6 - entries);
+        assert_eq!(gone[0], 0);
+        assert!(memo.replay(&asked(br#"{"id":1,"method":"m5"}"#)).is_some());
+        assert!(memo.replay(&asked(br#"{"id":1,"method":"m0"}"#)).is_none());
+    }
+
+    #[test]
+    fn clearing_forgets_every_entry_but_keeps_the_counts_for_the_drain() {
+        let memo = memo();
+        assert!(memo.install(4, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        assert!(memo.replay(&asked(CALL)).is_some());
+        memo.clear();
+        assert!(memo.replay(&asked(CALL)).is_none());
+        assert_eq!(memo.drain(), (vec![(4, 1)], vec![4]));
+        assert_eq!(memo.stats(), (0, 0));
+    }
+
+    #[test]
+    fn a_body_past_the_bound_is_neither_kept_nor_replayed() {
+        let memo = Memo::new(1 << 20, CALL.len() - 1, "p-".into());
+        assert!(!memo.install(1, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+    }
+}

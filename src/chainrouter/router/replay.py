@@ -1,0 +1,151 @@
+"""Replays (docs/cache.md, "Replays"): a request every call of which the response cache answered
+free of charge is answered again by the native server alone when it comes again, byte for byte
+but for the caller's ids and a fresh batch id; the pipeline stays the one place that decides.
+
+The pipeline marks a reply `Replayable` (pipeline.py) when all of its calls were cache hits of
+answers that can no longer change, at the cache price 0, for a key without a rate limit of its
+own, with the request log off. Everything else the answer depended on (the key, its domains, the
+chain, the method's routes and plan standings, the chain's purge generation and finality epoch)
+changes only with an installed snapshot or a cache purge, and either clears the memo
+(`RpcService.install`, `ResponseCache.purge`). The server keys a replay by every byte the
+pipeline read (path, Origin, Referer, Content-Type, the body but for the ids;
+`native/src/replay.rs`), so a request that differs in anything else goes to the pipeline.
+
+Each replay is counted in the memo under its entry's token; `drain`, every `DRAIN_INTERVAL_S`
+and when the router stops, meters them as the calls they are (usage, scenario `cache`, at no
+cost; the cache's hits; the requests), so that usage and metrics read as if the pipeline had
+answered them. A process killed without warning loses at most that interval's replays from
+usage, all of them free of charge (docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from chainrouter.domain.enums import Scenario
+from chainrouter.router.contract import HttpAnswer, HttpRequest, Wait
+from chainrouter.router.metering import UsageMeter
+from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.response_cache import ResponseCache
+
+DRAIN_INTERVAL_S = 0.05
+# Bodies longer than this are never replayed: a key costs a hash of the body, and batches of
+# many calls are rare enough to leave to the pipeline.
+MAX_BODY_BYTES = 16 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Replayable:
+    """What replaying a request meters: one free cache hit per method, in the request's order."""
+
+    customer_id: int
+    key_id: int
+    chain_id: int
+    methods: tuple[str, ...]
+
+
+class Replays:
+    """The Python side of a native server's replay memo (`chainrouter._native.ReplayMemo`)."""
+
+    def __init__(
+        self,
+        memo: Any,
+        meter: UsageMeter,
+        metrics: RouterMetrics,
+        cache: ResponseCache | None,
+    ) -> None:
+        self._memo = memo
+        self._meter = meter
+        self._metrics = metrics
+        self._cache = cache
+        self._tokens = itertools.count(1)
+        self._replayable: dict[int, Replayable] = {}  # token -> what its replays meter
+        self._stopped = False
+        if cache is not None:
+            cache.on_purge = self._purged
+
+    @staticmethod
+    def new_memo(native: Any, max_bytes: int) -> Any:
+        """A memo of `max_bytes`, its batch ids with a prefix of their own (as `BatchIds`)."""
+        return native.ReplayMemo(
+            max_bytes=max_bytes,
+            max_body_bytes=MAX_BODY_BYTES,
+            batch_prefix=secrets.token_hex(6) + "-r",
+        )
+
+    def install(self, request: HttpRequest, answer: HttpAnswer, replayable: Replayable) -> None:
+        """Hand the server `answer` to `request`, to give again to the same request."""
+        body = request.body
+        if body is None or len(body) > MAX_BODY_BYTES or request.method != "POST":
+            return
+        token = next(self._tokens)
+        headers = [(name, value) for name, value in answer.headers if name != "x-batch-id"]
+        self._replayable[token] = replayable
+        installed = self._memo.install(
+            token=token,
+            path=request.path,
+            origin=request.origin,
+            referer=request.referer,
+            content_type=request.content_type,
+            body=body,
+            status=answer.status,
+            headers=headers,
+            answer=answer.body,
+        )
+        if not installed:
+            del self._replayable[token]
+
+    def clear(self) -> None:
+        """Forget every answer handed over: what decided them may have changed."""
+        self._memo.clear()
+
+    def _purged(self, chain_id: int) -> None:
+        self._memo.clear()
+
+    def drain(self) -> int:
+        """Meter the replays counted since the last drain; how many there were."""
+        counts, gone = self._memo.drain()
+        replayed = 0
+        for token, count in counts:
+            replayable = self._replayable.get(token)
+            if replayable is None:  # pragma: no cover - a token is dropped after its last count
+                continue
+            replayed += count
+            self._meter_replays(replayable, count)
+        for token in gone:
+            self._replayable.pop(token, None)
+        return replayed
+
+    def _meter_replays(self, replayable: Replayable, count: int) -> None:
+        chain_id = replayable.chain_id
+        for method in replayable.methods:
+            self._meter.record(
+                replayable.customer_id,
+                replayable.key_id,
+                chain_id,
+                method,
+                Scenario.CACHE,
+                0,
+                count=count,
+            )
+            if self._cache is not None:
+                self._cache.memory.count((chain_id, method), hit=True, times=count)
+        self._metrics.request("keyed", 200, count)
+
+    async def run(self) -> None:
+        """The drain, every `DRAIN_INTERVAL_S` until `stop` (a program: the executor runs it on
+        the server's thread, where the replays are installed)."""
+        while not self._stopped:
+            await Wait(DRAIN_INTERVAL_S)
+            self.drain()
+
+    def stop(self) -> None:
+        self._stopped = True
+
+    def held(self) -> tuple[int, int]:
+        """(entries, bytes) the memo holds."""
+        entries, size = self._memo.stats()
+        return int(entries), int(size)

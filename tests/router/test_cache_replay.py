@@ -1,0 +1,269 @@
+"""Replays (docs/cache.md, "Replays"): a request the pipeline answered wholly from the cache, free
+of charge, is answered again by the native server alone, under the caller's ids, metered as the
+cache calls it is; anything that could change the pipeline's answer ends it.
+
+Which replies the pipeline hands over is told with the scripted executor; the replays themselves
+with a served native router in front of a real anvil node. The memo's parsing and keying:
+test_replay_memo.py."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from chainrouter.management.admin import purge_chain_cache
+from chainrouter.operator_config.apply import apply_config
+from chainrouter.operator_config.load import validate_document
+from chainrouter.stores.sql import migrate
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.engine import create_database_engine
+from chainrouter.testing.faulty_upstream import FaultyUpstream
+from chainrouter.testing.scripted import answering
+from tests.anvil import CHAIN_A, AnvilNodes, start_anvil_nodes
+from tests.router.conftest import api_key, provider, world_config
+from tests.router.scripted_world import CHAIN, ScriptedWorld, rpc, scripted_world
+from tests.router.test_server import Served, launch_router
+
+A = "http://a.node"
+BLOCK = "eth_getBlockByNumber"
+FINAL = hex(90)  # the scripted nodes' head is 100 and the finality depth 10
+
+
+def _world(**options: Any) -> ScriptedWorld:
+    return scripted_world(
+        [(A, 1_000, answering({"number": FINAL}))],
+        methods=(BLOCK, "eth_blockNumber"),
+        heads={A: 100},
+        cache_bytes=1 << 20,
+        **options,
+    )
+
+
+def test_a_free_hit_of_a_final_answer_is_handed_to_the_server_to_give_again() -> None:
+    world = _world()
+    miss = world.call(rpc(BLOCK, [FINAL, False], 1))
+    hit = world.call(rpc(BLOCK, [FINAL, False], 2))
+    assert miss.replayable is None  # a node answered it
+    assert hit.replayable is not None
+    assert hit.replayable.methods == (BLOCK,)
+    assert hit.replayable.chain_id == CHAIN
+
+
+def test_a_batch_is_handed_over_only_when_every_call_was_a_free_hit() -> None:
+    world = _world()
+    world.call(rpc(BLOCK, [FINAL, False], 1))
+    partial = world.call([rpc(BLOCK, [FINAL, False], 1), rpc("eth_blockNumber", [], 2)])
+    whole = world.call([rpc(BLOCK, [FINAL, False], 1), rpc(BLOCK, [FINAL, False], 2)])
+    assert partial.replayable is None
+    assert whole.replayable is not None
+    assert whole.replayable.methods == (BLOCK, BLOCK)
+
+
+def test_a_hit_that_costs_something_is_never_handed_over() -> None:
+    world = _world(cache_prices={"*": 7})
+    world.call(rpc(BLOCK, [FINAL, False], 1))
+    assert world.call(rpc(BLOCK, [FINAL, False], 2)).replayable is None
+
+
+def test_a_key_with_a_rate_limit_of_its_own_is_never_handed_over() -> None:
+    world = _world(key_rate_limit=100)
+    world.call(rpc(BLOCK, [FINAL, False], 1))
+    assert world.call(rpc(BLOCK, [FINAL, False], 2)).replayable is None
+
+
+def test_an_answer_joined_from_a_call_in_flight_is_never_handed_over() -> None:
+    world = _world(coalesce=True)
+    # The second call of the batch joins the first one's attempt: no cache hit, nothing final.
+    reply = world.call([rpc("eth_blockNumber", [], 1), rpc("eth_blockNumber", [], 2)])
+    assert reply.replayable is None
+
+
+# A served native router in front of a real node.
+
+FIRST_BLOCKS = range(1, 6)  # final: anvil's finalized block is 64 behind its head of 100
+QUICK = {
+    "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "600",
+    "CHAINROUTER_SYNC_INTERVAL_S": "0.2",
+}
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[AnvilNodes]:
+    started = start_anvil_nodes((("node", CHAIN_A),))
+    nodes = next(started)
+    httpx.post(nodes.urls["node"], json=_body("anvil_mine", ["0x64"], 1)).raise_for_status()
+    yield nodes
+    started.close()
+
+
+def _body(method: str, params: list[Any], call_id: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": call_id, "method": method, "params": params}
+
+
+def _block(number: int, call_id: Any) -> dict[str, Any]:
+    return _body(BLOCK, [hex(number), False], call_id)
+
+
+class _Setup:
+    def __init__(
+        self, tmp: Path, node_url: str, node_path: str, key: dict[str, Any], **settings: str
+    ) -> None:
+        self.node_path = node_path  # the upstream's, which counts the requests it relays
+        self.database_url = f"sqlite:///{tmp / 'replay.db'}"
+        self.key = key
+        self.node_url = node_url
+        self.engine = create_database_engine(self.database_url)
+        migrate.upgrade(self.engine)
+        self.apply()
+        self.router: Served = launch_router(
+            tmp / "router",
+            "native",
+            "127.0.0.1",
+            self.database_url,
+            key["secret"],
+            key["secret"],
+            {**QUICK, **settings},
+        )
+
+    def apply(self) -> None:
+        prices = {BLOCK: "0.000001", "eth_chainId": "0.000001"}
+        config = world_config([provider("p", prices, [(self.node_url, CHAIN_A)])], [self.key])
+        apply_config(self.engine, validate_document(config))
+
+    def post(self, body: Any, **headers: str) -> httpx.Response:
+        return httpx.post(self.router.url(), json=body, headers=headers, timeout=30)
+
+    def stop(self) -> None:
+        self.router.process.terminate()
+        self.router.process.wait(30)
+
+    def metered(self) -> dict[str, int]:
+        """Calls in storage by scenario (after `stop`: its flush wrote them)."""
+        usage = t.usage_aggregates
+        query = select(usage.c.scenario, func.sum(usage.c.request_count)).group_by(usage.c.scenario)
+        with self.engine.connect() as connection:
+            return {scenario: int(count) for scenario, count in connection.execute(query)}
+
+
+def _replayed(response: httpx.Response) -> bool:
+    # The native server's own batch ids: a random hex prefix, "-r", a counter.
+    return "-r" in response.headers["x-batch-id"]
+
+
+@pytest.fixture
+def setup_of(node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path) -> Iterator[Any]:
+    made: list[_Setup] = []
+
+    def make(name: str, key: dict[str, Any], **settings: str) -> _Setup:
+        port = node.urls["node"].rsplit(":", 1)[1]
+        path = f"/relay/{port}/full/{name}"
+        setup = _Setup(tmp_path, upstream_server.url(path), path, key, **settings)
+        made.append(setup)
+        return setup
+
+    yield make
+    for setup in made:
+        if setup.router.process.poll() is None:
+            setup.stop()
+        setup.engine.dispose()
+
+
+def test_a_repeated_free_hit_is_answered_by_the_server_and_metered_as_a_cache_call(
+    setup_of: Any, node: AnvilNodes, upstream_server: FaultyUpstream
+) -> None:
+    setup = setup_of("replayed", api_key("main"))
+    asked = upstream_server.requests[setup.node_path]
+    first, second = setup.post(_block(3, 1)), setup.post(_block(3, 2))
+    assert (first.headers["x-cache"], second.headers["x-cache"]) == ("MISS", "HIT")
+    assert not _replayed(second)  # the pipeline's hit: it hands the answer over
+    ids: list[Any] = [3, "three", None, -17, 123456789012345678, "a b:c"]
+    replies = [setup.post(_block(3, call_id)) for call_id in ids]
+    for call_id, reply in zip(ids, replies, strict=True):
+        assert _replayed(reply), reply.headers
+        assert reply.status_code == 200
+        assert reply.headers["x-cache"] == "HIT"
+        assert reply.content == httpx.post(node.urls["node"], json=_block(3, call_id)).content
+    assert len({reply.headers["x-batch-id"] for reply in replies}) == len(ids)
+    assert upstream_server.requests[setup.node_path] == asked + 1  # the node, once
+    # An id the server does not echo itself (a string past 64 characters) goes to the pipeline.
+    assert not _replayed(setup.post(_block(3, "x" * 65)))
+    setup.stop()
+    assert setup.metered() == {"first_choice": 1, "cache": 1 + len(ids) + 1}
+
+
+def test_a_batch_is_replayed_with_each_callers_id_in_its_place(
+    setup_of: Any, node: AnvilNodes
+) -> None:
+    setup = setup_of("batch", api_key("main"))
+    batch = [_block(n, n) for n in FIRST_BLOCKS]
+    setup.post(batch)
+    assert setup.post(batch).headers["x-cache"] == "HIT"
+    again = [_block(n, f"id-{n}") for n in FIRST_BLOCKS]
+    reply = setup.post(again)
+    assert _replayed(reply)
+    assert reply.json() == httpx.post(node.urls["node"], json=again).json()
+    setup.stop()
+    assert setup.metered() == {"first_choice": 5, "cache": 10}
+
+
+def test_replays_end_when_the_keys_domains_change(setup_of: Any) -> None:
+    key = api_key("main", allowed_domains=["app.example.com"])
+    setup = setup_of("domains", key)
+    page = {"Origin": "https://app.example.com"}
+    setup.post(_block(4, 1), **page)
+    setup.post(_block(4, 2), **page)
+    assert _replayed(setup.post(_block(4, 3), **page))
+    key["allowed_domains"] = ["other.example.com"]
+    setup.apply()
+    deadline = time.monotonic() + 10
+    while (reply := setup.post(_block(4, 4), **page)).status_code == 200:
+        assert time.monotonic() < deadline, "the new domains were never applied"
+        time.sleep(0.05)
+    assert reply.status_code == 403
+    assert not _replayed(reply)
+    assert setup.post(_block(4, 5), **page).status_code == 403  # and it stays refused
+
+
+def test_a_purge_of_the_chain_ends_its_replays(
+    setup_of: Any, upstream_server: FaultyUpstream
+) -> None:
+    setup = setup_of("purged", api_key("main"))
+    setup.post(_block(2, 1))
+    setup.post(_block(2, 2))
+    assert _replayed(setup.post(_block(2, 3)))
+    purge_chain_cache(setup.engine, CHAIN_A)
+    deadline = time.monotonic() + 10
+    while (reply := setup.post(_block(2, 4))).headers["x-cache"] == "HIT":
+        assert time.monotonic() < deadline, "the purge was never applied"
+        time.sleep(0.05)
+    assert reply.headers["x-cache"] == "MISS"  # asked of the node again
+
+
+def test_a_rate_limited_key_and_a_priced_hit_always_go_through_the_pipeline(
+    setup_of: Any,
+) -> None:
+    limited = setup_of("limited", api_key("main", rate_limit=4, rate_limit_interval_sec=60))
+    replies = [limited.post(_block(5, n)) for n in range(6)]
+    assert [r.status_code for r in replies] == [200, 200, 200, 200, 429, 429]
+    assert not any(_replayed(r) for r in replies)
+    limited.stop()
+
+
+def test_a_hit_with_a_cache_price_is_billed_every_time(setup_of: Any) -> None:
+    priced = setup_of(
+        "priced",
+        api_key("main"),
+        CHAINROUTER_CACHE_PRICES=json.dumps({f"*:{BLOCK}": "0.000000007"}),
+    )
+    replies = [priced.post(_block(5, n)) for n in range(5)]
+    assert [r.headers["x-cache"] for r in replies] == ["MISS"] + ["HIT"] * 4
+    assert not any(_replayed(r) for r in replies)
+    priced.stop()
+    assert priced.metered() == {"first_choice": 1, "cache": 4}
