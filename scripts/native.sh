@@ -36,7 +36,10 @@ target=src/chainrouter/_native$suffix
 (cd native && PYO3_PYTHON="$python" "$cargo" build --quiet --release)
 built=native/target/release/lib_native.so
 if [[ ! -e "$target" || "$built" -nt "$target" ]]; then
-    cp "$built" "$target"
+    # A new file renamed into place: a router still running keeps the module it mapped (copied
+    # over in place, its pages change under it and it dies).
+    cp "$built" "$target.new"
+    mv -f "$target.new" "$target"
     echo "native server: built $target"
 else
     echo "native server: build is up to date"

@@ -39,12 +39,13 @@ pub const SPAWN: (&str, [&str; 1]) = ("Spawn", ["program"]);
 
 /// `ReplayMemo` (replay.rs): each method and its parameters, in order; Python calls them with
 /// these names as keywords.
-pub const REPLAY_MEMO: [(&str, &[&str]); 7] = [
+pub const REPLAY_MEMO: [(&str, &[&str]); 8] = [
     ("__new__", &["max_bytes", "max_body_bytes", "batch_prefix"]),
     (
         "install",
         &[
             "token",
+            "generation",
             "path",
             "origin",
             "referer",
@@ -57,6 +58,7 @@ pub const REPLAY_MEMO: [(&str, &[&str]); 7] = [
     ),
     ("replay", &["path", "origin", "referer", "content_type", "body"]),
     ("clear", &[]),
+    ("generation", &[]),
     ("drain", &[]),
     ("stats", &[]),
     ("scan_ids", &["body"]),

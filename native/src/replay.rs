@@ -69,6 +69,8 @@ pub struct Memo {
     batches: AtomicU64,
     /// Entries held, read without the lock: a request costs nothing here while there are none.
     held: AtomicUsize,
+    /// Raised by every `clear`: an answer decided before a clear is not installed after it.
+    generation: AtomicU64,
 }
 
 impl Memo {
@@ -80,6 +82,7 @@ impl Memo {
             batch_prefix,
             batches: AtomicU64::new(0),
             held: AtomicUsize::new(0),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -124,12 +127,19 @@ impl Memo {
         Some(response)
     }
 
-    /// Keep `answer` (status, headers without `x-batch-id`, body) as the replay of `asked`;
-    /// false, and nothing kept, when the request or the answer is not one a replay can answer
-    /// alike (an id not echoed byte for byte, the answer's ids not the request's, too large).
+    /// The generation now: read before a request is decided, handed back to `install`.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// Keep `answer` (status, headers without `x-batch-id`, body) as the replay of `asked`,
+    /// decided in `generation`; false, and nothing kept, when the memo was cleared since, or
+    /// the request or the answer is not one a replay can answer alike (an id not echoed byte
+    /// for byte, the answer's ids not the request's, too large).
     pub fn install(
         &self,
         token: u64,
+        generation: u64,
         asked: &Asked<'_>,
         status: StatusCode,
         headers: Vec<(HeaderName, HeaderValue)>,
@@ -163,6 +173,9 @@ impl Memo {
         }
         let entry = Entry { token, status, headers, pieces, size };
         let mut inner = self.lock();
+        if self.generation.load(Ordering::SeqCst) != generation {
+            return false; // cleared while the request was decided: under what it read before
+        }
         if let Some(old) = inner.entries.remove(&key) {
             inner.bytes -= old.size;
             inner.gone.push(old.token);
@@ -187,6 +200,7 @@ impl Memo {
     /// Forget every entry: what they answered may no longer be the pipeline's answer.
     pub fn clear(&self) {
         let mut inner = self.lock();
+        self.generation.fetch_add(1, Ordering::SeqCst);
         let tokens: Vec<u64> = inner.entries.values().map(|e| e.token).collect();
         inner.gone.extend(tokens);
         inner.entries.clear();
@@ -497,6 +511,7 @@ impl ReplayMemo {
         &self,
         py: Python<'_>,
         token: u64,
+        generation: u64,
         path: &str,
         origin: Option<&str>,
         referer: Option<&str>,
@@ -517,7 +532,7 @@ impl ReplayMemo {
             pairs.push((name, value));
         }
         let asked = Asked { path, origin, referer, content_type, body };
-        Ok(py.allow_threads(|| self.memo.install(token, &asked, status, pairs, answer)))
+        Ok(py.allow_threads(|| self.memo.install(token, generation, &asked, status, pairs, answer)))
     }
 
     /// The replay of a request, as the server would write it: `(status, headers, body)`, or
@@ -546,6 +561,11 @@ impl ReplayMemo {
 
     fn clear(&self) {
         self.memo.clear();
+    }
+
+    /// Read before a request is decided; `install` refuses its answer after a `clear`.
+    fn generation(&self) -> u64 {
+        self.memo.generation()
     }
 
     fn drain(&self) -> (Vec<(u64, u64)>, Vec<u64>) {
@@ -637,7 +657,7 @@ mod tests {
     fn a_replay_is_the_answer_under_the_callers_id_with_a_fresh_batch_id() {
         let memo = memo();
         let headers = vec![(HeaderName::from_static("x-cache"), HeaderValue::from_static("HIT"))];
-        assert!(memo.install(9, &asked(CALL), StatusCode::OK, headers, ANSWER));
+        assert!(memo.install(9, 0, &asked(CALL), StatusCode::OK, headers, ANSWER));
         let again = br#"{"jsonrpc":"2.0","id":"q-1","method":"eth_chainId","params":[]}"#;
         let response = memo.replay(&asked(again)).unwrap();
         assert_eq!(response.headers()["x-cache"], "HIT");
@@ -649,7 +669,7 @@ mod tests {
     #[test]
     fn anything_else_that_differs_is_not_a_replay() {
         let memo = memo();
-        assert!(memo.install(1, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        assert!(memo.install(1, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
         let other_params = br#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId","params":[1]}"#;
         assert!(memo.replay(&asked(other_params)).is_none());
         let spaced = br#"{"jsonrpc":"2.0", "id":7,"method":"eth_chainId","params":[]}"#;
@@ -669,10 +689,10 @@ mod tests {
     fn an_answer_whose_ids_are_not_the_requests_is_not_kept() {
         let memo = memo();
         let other = br#"{"jsonrpc":"2.0","id":8,"result":"0x1"}"#;
-        assert!(!memo.install(1, &asked(CALL), StatusCode::OK, vec![], other));
+        assert!(!memo.install(1, 0, &asked(CALL), StatusCode::OK, vec![], other));
         let batch = br#"[{"id":1,"method":"a"},{"id":2,"method":"b"}]"#;
         let swapped = br#"[{"id":2,"result":"b"},{"id":1,"result":"a"}]"#;
-        assert!(!memo.install(1, &asked(batch), StatusCode::OK, vec![], swapped));
+        assert!(!memo.install(1, 0, &asked(batch), StatusCode::OK, vec![], swapped));
         assert_eq!(memo.stats().0, 0);
     }
 
@@ -681,7 +701,7 @@ mod tests {
         let memo = memo();
         let batch = br#"[{"id":1,"method":"a"},{"id":2,"method":"b"}]"#;
         let answer = br#"[{"id":1,"result":{"id":5}},{"id":2,"result":"b"}]"#;
-        assert!(memo.install(3, &asked(batch), StatusCode::OK, vec![], answer));
+        assert!(memo.install(3, 0, &asked(batch), StatusCode::OK, vec![], answer));
         let again = br#"[{"id":"x","method":"a"},{"id":null,"method":"b"}]"#;
         let response = memo.replay(&asked(again)).unwrap();
         assert_eq!(
@@ -696,7 +716,14 @@ mod tests {
         for token in 0..6u64 {
             let body = format!(r#"{{"id":1,"method":"m{token}"}}"#);
             let answer = br#"{"id":1,"result":"0x1"}"#;
-            assert!(memo.install(token, &asked(body.as_bytes()), StatusCode::OK, vec![], answer));
+            assert!(memo.install(
+                token,
+                0,
+                &asked(body.as_bytes()),
+                StatusCode::OK,
+                vec![],
+                answer
+            ));
         }
         let (entries, bytes) = memo.stats();
         assert!(entries < 6 && bytes <= 4 * (ENTRY_OVERHEAD + 200), "{entries} {bytes}");
@@ -710,7 +737,7 @@ mod tests {
     #[test]
     fn clearing_forgets_every_entry_but_keeps_the_counts_for_the_drain() {
         let memo = memo();
-        assert!(memo.install(4, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        assert!(memo.install(4, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
         assert!(memo.replay(&asked(CALL)).is_some());
         memo.clear();
         assert!(memo.replay(&asked(CALL)).is_none());
@@ -719,8 +746,17 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_decided_before_a_clear_is_not_installed_after_it() {
+        let memo = memo();
+        let decided_in = memo.generation();
+        memo.clear();
+        assert!(!memo.install(1, decided_in, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        assert!(memo.install(1, memo.generation(), &asked(CALL), StatusCode::OK, vec![], ANSWER));
+    }
+
+    #[test]
     fn a_body_past_the_bound_is_neither_kept_nor_replayed() {
         let memo = Memo::new(1 << 20, CALL.len() - 1, "p-".into());
-        assert!(!memo.install(1, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        assert!(!memo.install(1, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
     }
 }

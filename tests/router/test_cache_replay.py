@@ -21,6 +21,10 @@ from sqlalchemy import func, select
 from chainrouter.management.admin import purge_chain_cache
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
+from chainrouter.router.contract import HttpAnswer, HttpRequest
+from chainrouter.router.executors.native import load_native_module
+from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.replay import Replays
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
@@ -83,6 +87,28 @@ def test_an_answer_joined_from_a_call_in_flight_is_never_handed_over() -> None:
     # The second call of the batch joins the first one's attempt: no cache hit, nothing final.
     reply = world.call([rpc("eth_blockNumber", [], 1), rpc("eth_blockNumber", [], 2)])
     assert reply.replayable is None
+
+
+def test_an_answer_decided_under_the_snapshot_before_is_not_handed_over_after_it() -> None:
+    """The sync installs a snapshot on its own thread while a request may be decided under the
+    one before: an answer decided before the memo was cleared is not installed after."""
+    world = _world()
+    native = load_native_module()
+    memo = Replays.new_memo(native, 1 << 20)
+    replays = Replays(memo, world.service.deps.meter, RouterMetrics(), world.service.deps.cache)
+    world.service.replays = replays
+    world.call(rpc(BLOCK, [FINAL, False], 1))
+    body = json.dumps(rpc(BLOCK, [FINAL, False], 2)).encode()
+    request = HttpRequest("POST", "/rpc/1/k", None, None, None, "application/json", "::1", body)
+    decided_in = replays.generation()
+    reply = world.call(rpc(BLOCK, [FINAL, False], 2))
+    assert reply.replayable is not None
+    world.service.install(world.service.snapshot)  # the sync, meanwhile
+    answer = HttpAnswer(200, [("content-type", "application/json")], reply.body)
+    replays.install(request, answer, reply.replayable, decided_in)
+    assert replays.held() == (0, 0)
+    replays.install(request, answer, reply.replayable, replays.generation())
+    assert replays.held()[0] == 1
 
 
 # A served native router in front of a real node.

@@ -63,6 +63,7 @@ def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
         "max_body_bytes": 4096,
         "batch_prefix": "p-",
         "token": 1,
+        "generation": 0,
         "path": "/rpc/1/k",
         "origin": None,
         "referer": None,
@@ -76,7 +77,7 @@ def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
     results = {
         method: getattr(memo, method)(**{name: values[name] for name in parameters})
         for method, parameters in declared.items()
-        if method not in ("__new__", "clear", "drain", "stats")
+        if method not in ("__new__", "clear", "generation", "drain", "stats")
     }
     assert results["install"] is True
     assert results["replay"] is not None
@@ -84,6 +85,7 @@ def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
     assert memo.drain() == ([(1, 1)], [])
     memo.clear()
     assert memo.stats() == (0, 0)
+    assert memo.generation() == 1
     with pytest.raises(TypeError):
         memo.install(**{name: values[name] for name in declared["install"]}, extra=1)
 

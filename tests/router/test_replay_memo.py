@@ -62,6 +62,7 @@ class Memo:
     ) -> bool:
         installed: bool = self.native.install(
             token,
+            self.native.generation(),  # decided now: nothing cleared the memo meanwhile
             asked.path,
             asked.origin,
             asked.referer,

@@ -182,6 +182,7 @@ REPLAY_MEMO: dict[str, list[str]] = {
     "__new__": ["max_bytes", "max_body_bytes", "batch_prefix"],
     "install": [
         "token",
+        "generation",
         "path",
         "origin",
         "referer",
@@ -193,6 +194,7 @@ REPLAY_MEMO: dict[str, list[str]] = {
     ],
     "replay": ["path", "origin", "referer", "content_type", "body"],
     "clear": [],
+    "generation": [],
     "drain": [],
     "stats": [],
     "scan_ids": ["body"],

@@ -119,6 +119,9 @@ class RouterFace:
                 ip = client_address(request.peer, request.forwarded_for, self._trusted)
                 reply = await service.handle_public(parts[1], ip, body, request.content_type)
             else:
+                # Before the snapshot is read: a replay is installed only if nothing cleared
+                # the memo meanwhile (router/replay.py).
+                replayed_in = 0 if self._replays is None else self._replays.generation()
                 reply = await service.handle_keyed(
                     parts[0],
                     parts[1],
@@ -137,7 +140,7 @@ class RouterFace:
             request_log.write(route, reply, time.perf_counter() - started)
         answer = _answer(reply, origin)
         if reply.replayable is not None and self._replays is not None:
-            self._replays.install(request, answer, reply.replayable)
+            self._replays.install(request, answer, reply.replayable, replayed_in)
         return answer
 
     def _other(self, request: HttpRequest) -> HttpAnswer:

@@ -76,8 +76,22 @@ class Replays:
             batch_prefix=secrets.token_hex(6) + "-r",
         )
 
-    def install(self, request: HttpRequest, answer: HttpAnswer, replayable: Replayable) -> None:
-        """Hand the server `answer` to `request`, to give again to the same request."""
+    def generation(self) -> int:
+        """Read before a request is decided: its answer is installed only if no `clear` came
+        between (a snapshot installed by the sync's thread while this one decided under the
+        one before)."""
+        generation: int = self._memo.generation()
+        return generation
+
+    def install(
+        self,
+        request: HttpRequest,
+        answer: HttpAnswer,
+        replayable: Replayable,
+        generation: int,
+    ) -> None:
+        """Hand the server `answer` to `request`, decided in `generation`, to give again to
+        the same request."""
         body = request.body
         if body is None or len(body) > MAX_BODY_BYTES or request.method != "POST":
             return
@@ -86,6 +100,7 @@ class Replays:
         self._replayable[token] = replayable
         installed = self._memo.install(
             token=token,
+            generation=generation,
             path=request.path,
             origin=request.origin,
             referer=request.referer,
