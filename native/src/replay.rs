@@ -17,6 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hyper::body::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
@@ -33,6 +34,13 @@ const ENTRY_OVERHEAD: usize = 256;
 /// The deepest nesting `scan` follows; the pipeline refuses params nested past 64 levels.
 const MAX_DEPTH: usize = 80;
 const MAX_ID_BYTES: usize = 64;
+/// Requests whose path and header fields together are longer are not replayed.
+const MAX_FIELD_BYTES: usize = 4096;
+/// How long an entry is replayed after the pipeline decided it; then the pipeline answers the
+/// request once more (and hands it over again). What the pipeline reads beyond the snapshot and
+/// the purges (whether the cache still holds the answer, the chain's finalized block) is so
+/// never more than this out of step, and a hot answer stays the cache's most recently used.
+pub const MAX_AGE: Duration = Duration::from_secs(1);
 
 /// A request as the server read it: what a replay is keyed by.
 pub struct Asked<'a> {
@@ -50,12 +58,18 @@ struct Entry {
     /// The answer with its ids cut out: `pieces[0] id pieces[1] id ... pieces[n]`.
     pieces: Vec<Bytes>,
     size: usize,
+    decided: Instant,
+    serial: u64, // its place in `order`
 }
 
 #[derive(Default)]
 struct Inner {
-    entries: HashMap<Vec<u8>, Entry>,
-    order: VecDeque<Vec<u8>>, // keys, oldest installed first
+    entries: HashMap<Arc<[u8]>, Entry>,
+    /// Keys, oldest installed first, each with the serial of its install: a key installed
+    /// again leaves its older place behind, skipped when reached (and dropped when the places
+    /// left behind outnumber the entries).
+    order: VecDeque<(Arc<[u8]>, u64)>,
+    serials: u64,
     bytes: usize,
     counts: HashMap<u64, u64>, // token -> replays not yet drained
     gone: Vec<u64>,            // tokens no entry holds any more, not yet drained
@@ -93,14 +107,17 @@ impl Memo {
     /// The answer to `asked`, if it is a replay: status, headers (a fresh `x-batch-id` among
     /// them) and body.
     pub fn replay(&self, asked: &Asked<'_>) -> Option<Response<Body>> {
-        if self.held.load(Ordering::Relaxed) == 0 || asked.body.len() > self.max_body_bytes {
+        if self.held.load(Ordering::Relaxed) == 0
+            || asked.body.len() > self.max_body_bytes
+            || field_bytes(asked) > MAX_FIELD_BYTES
+        {
             return None;
         }
         let ids = scan(asked.body)?;
         let key = key_of(asked, &ids);
         let mut inner = self.lock();
-        let entry = inner.entries.get(&key)?;
-        if entry.pieces.len() != ids.len() + 1 {
+        let entry = inner.entries.get(key.as_slice())?;
+        if entry.pieces.len() != ids.len() + 1 || entry.decided.elapsed() >= MAX_AGE {
             return None;
         }
         let mut body = Vec::with_capacity(entry.size);
@@ -145,8 +162,16 @@ impl Memo {
         headers: Vec<(HeaderName, HeaderValue)>,
         answer: &[u8],
     ) -> bool {
-        if asked.body.len() > self.max_body_bytes {
-            return false;
+        let fields = field_bytes(asked);
+        let header_bytes: usize = headers.iter().map(|(n, v)| n.as_str().len() + v.len()).sum();
+        // The entry's size, known before anything is read: an answer too large to keep is not
+        // scanned (the server's thread would wait for it).
+        let size = fields + asked.body.len() + answer.len() + header_bytes + ENTRY_OVERHEAD;
+        if asked.body.len() > self.max_body_bytes
+            || fields > MAX_FIELD_BYTES
+            || size > self.max_bytes / 4
+        {
+            return false; // and one answer never takes most of the memo
         }
         let Some(ids) = scan(asked.body) else {
             return false;
@@ -159,7 +184,7 @@ impl Memo {
         if !same || ids.is_empty() {
             return false;
         }
-        let key = key_of(asked, &ids);
+        let key: Arc<[u8]> = key_of(asked, &ids).into();
         let mut pieces = Vec::with_capacity(answered.len() + 1);
         let mut from = 0;
         for &(start, end) in &answered {
@@ -167,11 +192,6 @@ impl Memo {
             from = end;
         }
         pieces.push(Bytes::copy_from_slice(&answer[from..]));
-        let size = key.len() + answer.len() + ENTRY_OVERHEAD;
-        if size > self.max_bytes / 4 {
-            return false; // one answer never takes most of the memo
-        }
-        let entry = Entry { token, status, headers, pieces, size };
         let mut inner = self.lock();
         if self.generation.load(Ordering::SeqCst) != generation {
             return false; // cleared while the request was decided: under what it read before
@@ -179,20 +199,28 @@ impl Memo {
         if let Some(old) = inner.entries.remove(&key) {
             inner.bytes -= old.size;
             inner.gone.push(old.token);
-            inner.order.retain(|k| *k != key);
         }
         while inner.bytes + size > self.max_bytes {
-            let Some(oldest) = inner.order.pop_front() else {
+            let Some((oldest, serial)) = inner.order.pop_front() else {
                 break;
             };
-            if let Some(old) = inner.entries.remove(&oldest) {
+            if inner.entries.get(&oldest).is_some_and(|e| e.serial == serial) {
+                let old = inner.entries.remove(&oldest).expect("just found");
                 inner.bytes -= old.size;
                 inner.gone.push(old.token);
             }
         }
+        inner.serials += 1;
+        let serial = inner.serials;
+        let decided = Instant::now();
+        let entry = Entry { token, status, headers, pieces, size, decided, serial };
         inner.bytes += size;
-        inner.order.push_back(key.clone());
+        inner.order.push_back((key.clone(), serial));
         inner.entries.insert(key, entry);
+        if inner.order.len() > 2 * inner.entries.len() + 16 {
+            let Inner { entries, order, .. } = &mut *inner;
+            order.retain(|(key, serial)| entries.get(key).is_some_and(|e| e.serial == *serial));
+        }
         self.held.store(inner.entries.len(), Ordering::Relaxed);
         true
     }
@@ -222,6 +250,11 @@ impl Memo {
         let inner = self.lock();
         (inner.entries.len(), inner.bytes)
     }
+}
+
+fn field_bytes(asked: &Asked<'_>) -> usize {
+    let length = |field: Option<&str>| field.map_or(0, str::len);
+    asked.path.len() + length(asked.origin) + length(asked.referer) + length(asked.content_type)
 }
 
 /// What a replay is keyed by: the request's header fields, each after its length (or a mark of
@@ -752,6 +785,36 @@ mod tests {
         memo.clear();
         assert!(!memo.install(1, decided_in, &asked(CALL), StatusCode::OK, vec![], ANSWER));
         assert!(memo.install(1, memo.generation(), &asked(CALL), StatusCode::OK, vec![], ANSWER));
+    }
+
+    #[test]
+    fn an_entry_is_replayed_for_its_age_then_left_to_the_pipeline() {
+        let memo = memo();
+        assert!(memo.install(1, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        memo.lock().entries.values_mut().for_each(|e| e.decided -= MAX_AGE);
+        assert!(memo.replay(&asked(CALL)).is_none());
+        assert!(memo.install(2, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        assert!(memo.replay(&asked(CALL)).is_some());
+        assert_eq!(memo.drain(), (vec![(2, 1)], vec![1]));
+    }
+
+    #[test]
+    fn installing_the_same_request_again_and_again_keeps_the_order_bounded() {
+        let memo = memo();
+        for token in 0..1000 {
+            assert!(memo.install(token, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        }
+        let inner = memo.lock();
+        assert_eq!(inner.entries.len(), 1);
+        assert!(inner.order.len() <= 2 + 16, "{}", inner.order.len());
+    }
+
+    #[test]
+    fn long_header_fields_are_neither_kept_nor_replayed() {
+        let memo = memo();
+        let long = "x".repeat(MAX_FIELD_BYTES);
+        let referred = Asked { referer: Some(&long), ..asked(CALL) };
+        assert!(!memo.install(1, 0, &referred, StatusCode::OK, vec![], ANSWER));
     }
 
     #[test]

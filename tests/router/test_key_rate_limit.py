@@ -73,6 +73,17 @@ async def test_every_call_of_a_batch_counts_and_a_batch_over_the_limit_is_refuse
     assert "this batch alone has 4" in json.loads(too_big.body)[0]["error"]["message"]
 
 
+def test_a_batch_larger_than_the_limit_is_refused_without_a_retry_after_as_it_never_fits() -> None:
+    world = scripted_world([(A, 100, answering("0x1"))], key_rate_limit=3)
+    too_big = world.call([scripted_rpc() for _ in range(4)])
+    assert too_big.status == 429
+    assert "retry-after" not in dict(too_big.headers)
+    assert "split it" in json.loads(too_big.body)[0]["error"]["message"]
+    fits = world.call([scripted_rpc() for _ in range(3)])
+    assert fits.status == 200
+    assert "retry-after" in dict(world.call(scripted_rpc()).headers)  # full: it will fit later
+
+
 @pytest.mark.anyio
 async def test_a_key_without_a_limit_of_its_own_is_not_limited(
     make_world: WorldFactory, upstream: FaultyUpstream

@@ -5,11 +5,14 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from chainrouter.domain.enums import LedgerEntryKind
 from chainrouter.domain.money import MAX_NANO, BalanceOutOfRangeError
+from chainrouter.stores.sql import migrate
+from chainrouter.stores.sql.accounts import ledger_lines
+from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.ledger import find_by_reference, record_credit_change
 from chainrouter.stores.sql.schema import credit_ledger, customers
 
@@ -116,3 +119,35 @@ def test_a_change_may_reach_the_edge_of_the_range_exactly(engine: Engine) -> Non
                 connection, customer_id=customer_id, kind=LedgerEntryKind.GRANT, amount_nano=amount
             )
     assert _balance_and_ledger_sum(engine, customer_id) == (MAX_NANO, MAX_NANO)
+
+
+def test_a_ledger_page_is_read_newest_first_from_an_index_without_sorting_the_customers_rows(
+    postgresql_database_url: str,
+) -> None:
+    """A usage flush adds a ledger row per customer every few seconds: a page (newest first, from
+    `before_id` down) must not read and sort them all (PostgreSQL's plan, with the table's
+    statistics)."""
+    engine = create_database_engine(postgresql_database_url)
+    migrate.upgrade(engine)
+    customer_id = _customer(engine)
+    other = _customer(engine, "b@example.com")
+    rows = [
+        {"customer_id": owner, "kind": "usage", "amount_nano": -1, "balance_after_nano": 0}
+        for owner in [customer_id] * 20_000 + [other] * 20_000
+    ]
+    with engine.begin() as connection:
+        connection.execute(credit_ledger.insert(), rows)
+        connection.execute(text("ANALYZE credit_ledger"))
+        newest = connection.execute(select(func.max(credit_ledger.c.id))).scalar_one()
+        query = (
+            select(credit_ledger)
+            .where(credit_ledger.c.customer_id == customer_id, credit_ledger.c.id < newest)
+            .order_by(credit_ledger.c.id.desc())
+            .limit(50)
+        )
+        compiled = query.compile(engine, compile_kwargs={"literal_binds": True})
+        plan = "\n".join(row[0] for row in connection.execute(text(f"EXPLAIN {compiled}")))
+        assert len(ledger_lines(connection, customer_id, limit=50, before_id=newest)) == 50
+    engine.dispose()
+    assert "ix_credit_ledger_customer_id" in plan, plan
+    assert "Sort" not in plan, plan

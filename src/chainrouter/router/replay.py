@@ -21,7 +21,9 @@ usage, all of them free of charge (docs/decisions.md).
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +33,9 @@ from chainrouter.router.metering import UsageMeter
 from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.response_cache import ResponseCache
 
-DRAIN_INTERVAL_S = 0.05
+log = logging.getLogger(__name__)
+
+DRAIN_INTERVAL_S = 0.02
 # Bodies longer than this are never replayed: a key costs a hash of the body, and batches of
 # many calls are rare enough to leave to the pipeline.
 MAX_BODY_BYTES = 16 * 1024
@@ -63,6 +67,9 @@ class Replays:
         self._cache = cache
         self._tokens = itertools.count(1)
         self._replayable: dict[int, Replayable] = {}  # token -> what its replays meter
+        # One drain at a time: the last one (at stop) may run on another thread than the rest,
+        # and a token must not be forgotten by one drain before another has metered its counts.
+        self._draining = threading.Lock()
         self._stopped = False
         if cache is not None:
             cache.on_purge = self._purged
@@ -122,16 +129,18 @@ class Replays:
 
     def drain(self) -> int:
         """Meter the replays counted since the last drain; how many there were."""
-        counts, gone = self._memo.drain()
-        replayed = 0
-        for token, count in counts:
-            replayable = self._replayable.get(token)
-            if replayable is None:  # pragma: no cover - a token is dropped after its last count
-                continue
-            replayed += count
-            self._meter_replays(replayable, count)
-        for token in gone:
-            self._replayable.pop(token, None)
+        with self._draining:
+            counts, gone = self._memo.drain()
+            replayed = 0
+            for token, count in counts:
+                replayable = self._replayable.get(token)
+                if replayable is None:  # pragma: no cover - dropped only after its last count
+                    log.error("replays of an unknown entry (%d) not metered: %d", token, count)
+                    continue
+                replayed += count
+                self._meter_replays(replayable, count)
+            for token in gone:
+                self._replayable.pop(token, None)
         return replayed
 
     def _meter_replays(self, replayable: Replayable, count: int) -> None:
@@ -155,7 +164,10 @@ class Replays:
         the server's thread, where the replays are installed)."""
         while not self._stopped:
             await Wait(DRAIN_INTERVAL_S)
-            self.drain()
+            try:
+                self.drain()
+            except Exception:  # a bug here must not stop the metering of later replays
+                log.exception("metering replays failed; trying again")
 
     def stop(self) -> None:
         self._stopped = True

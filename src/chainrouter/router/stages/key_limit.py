@@ -29,10 +29,13 @@ class KeyRateLimit:
     async def _take(self, request: RequestContext, access: KeyAccess, calls: int) -> None:
         limit, interval_s = access.rate_limit, access.rate_limit_interval_s
         if wait_s := await Acquire([Bucket(f"key:{access.key_id}", limit, interval_s, calls)]):
+            too_big = calls > limit
             request.refusal = RpcError(
                 429,
                 RpcCode.KEY_RATE_LIMITED,
                 f"this API key's rate limit: at most {limit} calls per {interval_s} s"
-                + (f"; this batch alone has {calls}" if calls > limit else ""),
-                retry_after_s=wait_s,
+                + (f"; this batch alone has {calls}: split it" if too_big else ""),
+                # A batch larger than the limit never fits: no Retry-After, which clients obey
+                # by sending it again and again.
+                retry_after_s=None if too_big else wait_s,
             )

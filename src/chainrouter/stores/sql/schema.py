@@ -287,6 +287,8 @@ credit_ledger = Table(
     Column("created_at", UtcDateTime(), nullable=False, default=utcnow),
     UniqueConstraint("customer_id", "reference"),
     Index("ix_credit_ledger_customer_created", "customer_id", "created_at"),
+    # Ledger pages: a customer's rows newest first, from `before_id` down (accounts.py).
+    Index("ix_credit_ledger_customer_id", "customer_id", "id"),
 )
 
 usage_aggregates = Table(
