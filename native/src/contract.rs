@@ -40,7 +40,7 @@ pub const SPAWN: (&str, [&str; 1]) = ("Spawn", ["program"]);
 /// `ReplayMemo` (replay.rs): each method and its parameters, in order; Python calls them with
 /// these names as keywords.
 pub const REPLAY_MEMO: [(&str, &[&str]); 8] = [
-    ("__new__", &["max_bytes", "max_body_bytes", "batch_prefix"]),
+    ("__new__", &["max_bytes", "max_body_bytes", "max_age_s", "batch_prefix"]),
     (
         "install",
         &[

@@ -36,11 +36,8 @@ const MAX_DEPTH: usize = 80;
 const MAX_ID_BYTES: usize = 64;
 /// Requests whose path and header fields together are longer are not replayed.
 const MAX_FIELD_BYTES: usize = 4096;
-/// How long an entry is replayed after the pipeline decided it; then the pipeline answers the
-/// request once more (and hands it over again). What the pipeline reads beyond the snapshot and
-/// the purges (whether the cache still holds the answer, the chain's finalized block) is so
-/// never more than this out of step, and a hot answer stays the cache's most recently used.
-pub const MAX_AGE: Duration = Duration::from_secs(1);
+/// Bytes each piece of an answer costs beyond its own (its handle and allocation).
+const PIECE_OVERHEAD: usize = 48;
 
 /// A request as the server read it: what a replay is keyed by.
 pub struct Asked<'a> {
@@ -58,7 +55,7 @@ struct Entry {
     /// The answer with its ids cut out: `pieces[0] id pieces[1] id ... pieces[n]`.
     pieces: Vec<Bytes>,
     size: usize,
-    decided: Instant,
+    handed: Instant,
     serial: u64, // its place in `order`
 }
 
@@ -79,6 +76,12 @@ pub struct Memo {
     inner: Mutex<Inner>,
     max_bytes: usize,
     max_body_bytes: usize,
+    /// How long an entry is replayed after it was handed over; then the pipeline answers the
+    /// request once more (and hands it over again). What the pipeline reads beyond the snapshot
+    /// and the purges (whether the cache still holds the answer, the chain's finalized block)
+    /// is so never more than this out of step, and a hot answer stays the cache's most recently
+    /// used.
+    max_age: Duration,
     batch_prefix: String,
     batches: AtomicU64,
     /// Entries held, read without the lock: a request costs nothing here while there are none.
@@ -88,11 +91,17 @@ pub struct Memo {
 }
 
 impl Memo {
-    pub fn new(max_bytes: usize, max_body_bytes: usize, batch_prefix: String) -> Memo {
+    pub fn new(
+        max_bytes: usize,
+        max_body_bytes: usize,
+        max_age: Duration,
+        batch_prefix: String,
+    ) -> Memo {
         Memo {
             inner: Mutex::new(Inner::default()),
             max_bytes,
             max_body_bytes,
+            max_age,
             batch_prefix,
             batches: AtomicU64::new(0),
             held: AtomicUsize::new(0),
@@ -117,7 +126,7 @@ impl Memo {
         let key = key_of(asked, &ids);
         let mut inner = self.lock();
         let entry = inner.entries.get(key.as_slice())?;
-        if entry.pieces.len() != ids.len() + 1 || entry.decided.elapsed() >= MAX_AGE {
+        if entry.pieces.len() != ids.len() + 1 || entry.handed.elapsed() >= self.max_age {
             return None;
         }
         let mut body = Vec::with_capacity(entry.size);
@@ -179,6 +188,10 @@ impl Memo {
         let Some(answered) = scan(answer) else {
             return false;
         };
+        let size = size + PIECE_OVERHEAD * (answered.len() + 1);
+        if size > self.max_bytes / 4 {
+            return false;
+        }
         let same = ids.len() == answered.len()
             && ids.iter().zip(&answered).all(|(&(a, b), &(c, d))| asked.body[a..b] == answer[c..d]);
         if !same || ids.is_empty() {
@@ -196,10 +209,16 @@ impl Memo {
         if self.generation.load(Ordering::SeqCst) != generation {
             return false; // cleared while the request was decided: under what it read before
         }
-        if let Some(old) = inner.entries.remove(&key) {
-            inner.bytes -= old.size;
-            inner.gone.push(old.token);
-        }
+        // Installed again: the new entry takes over the old one's key, so that the place the
+        // old one leaves in `order` holds no buffer of its own.
+        let key = match inner.entries.remove_entry(&*key) {
+            Some((same_key, old)) => {
+                inner.bytes -= old.size;
+                inner.gone.push(old.token);
+                same_key
+            }
+            None => key,
+        };
         while inner.bytes + size > self.max_bytes {
             let Some((oldest, serial)) = inner.order.pop_front() else {
                 break;
@@ -212,8 +231,8 @@ impl Memo {
         }
         inner.serials += 1;
         let serial = inner.serials;
-        let decided = Instant::now();
-        let entry = Entry { token, status, headers, pieces, size, decided, serial };
+        let handed = Instant::now();
+        let entry = Entry { token, status, headers, pieces, size, handed, serial };
         inner.bytes += size;
         inner.order.push_back((key.clone(), serial));
         inner.entries.insert(key, entry);
@@ -535,8 +554,16 @@ pub struct ReplayMemo {
 #[pymethods]
 impl ReplayMemo {
     #[new]
-    fn new(max_bytes: usize, max_body_bytes: usize, batch_prefix: String) -> Self {
-        ReplayMemo { memo: Arc::new(Memo::new(max_bytes, max_body_bytes, batch_prefix)) }
+    fn new(
+        max_bytes: usize,
+        max_body_bytes: usize,
+        max_age_s: f64,
+        batch_prefix: String,
+    ) -> PyResult<Self> {
+        let max_age = crate::driver::seconds(max_age_s)?;
+        Ok(ReplayMemo {
+            memo: Arc::new(Memo::new(max_bytes, max_body_bytes, max_age, batch_prefix)),
+        })
     }
 
     #[allow(clippy::too_many_arguments)] // the request's fields, then the answer's, each named
@@ -621,6 +648,7 @@ impl ReplayMemo {
 mod tests {
     use super::*;
 
+    const AGE: Duration = Duration::from_secs(60);
     const CALL: &[u8] = br#"{"jsonrpc":"2.0","id":7,"method":"eth_chainId","params":[]}"#;
     const ANSWER: &[u8] = br#"{"jsonrpc":"2.0","id":7,"result":"0x1"}"#;
 
@@ -635,7 +663,7 @@ mod tests {
     }
 
     fn memo() -> Memo {
-        Memo::new(1 << 20, 8192, "abc-r".into())
+        Memo::new(1 << 20, 8192, AGE, "abc-r".into())
     }
 
     fn body_of(response: Response<Body>) -> Vec<u8> {
@@ -745,7 +773,7 @@ mod tests {
 
     #[test]
     fn the_oldest_entries_go_first_past_the_bound_and_their_tokens_are_given_back() {
-        let memo = Memo::new(4 * (ENTRY_OVERHEAD + 200), 8192, "p-".into());
+        let memo = Memo::new(4 * (ENTRY_OVERHEAD + 300), 8192, AGE, "p-".into());
         for token in 0..6u64 {
             let body = format!(r#"{{"id":1,"method":"m{token}"}}"#);
             let answer = br#"{"id":1,"result":"0x1"}"#;
@@ -759,7 +787,7 @@ mod tests {
             ));
         }
         let (entries, bytes) = memo.stats();
-        assert!(entries < 6 && bytes <= 4 * (ENTRY_OVERHEAD + 200), "{entries} {bytes}");
+        assert!(entries < 6 && bytes <= 4 * (ENTRY_OVERHEAD + 300), "{entries} {bytes}");
         let (_, gone) = memo.drain();
         assert_eq!(gone.len(), 6 - entries);
         assert_eq!(gone[0], 0);
@@ -791,7 +819,7 @@ mod tests {
     fn an_entry_is_replayed_for_its_age_then_left_to_the_pipeline() {
         let memo = memo();
         assert!(memo.install(1, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
-        memo.lock().entries.values_mut().for_each(|e| e.decided -= MAX_AGE);
+        memo.lock().entries.values_mut().for_each(|e| e.handed -= AGE);
         assert!(memo.replay(&asked(CALL)).is_none());
         assert!(memo.install(2, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
         assert!(memo.replay(&asked(CALL)).is_some());
@@ -815,11 +843,44 @@ mod tests {
         let long = "x".repeat(MAX_FIELD_BYTES);
         let referred = Asked { referer: Some(&long), ..asked(CALL) };
         assert!(!memo.install(1, 0, &referred, StatusCode::OK, vec![], ANSWER));
+        assert!(memo.install(2, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        assert!(memo.replay(&referred).is_none()); // held entries or not, never keyed
+    }
+
+    #[test]
+    fn reinstalls_and_evictions_keep_the_bytes_the_sum_of_the_entries_and_every_entry_evictable() {
+        let memo = Memo::new(8 * (ENTRY_OVERHEAD + 300), 8192, AGE, "p-".into());
+        for round in 0..200u64 {
+            let body = format!(r#"{{"id":1,"method":"m{}"}}"#, round % 13);
+            let answer = br#"{"id":1,"result":"0x1"}"#;
+            assert!(memo.install(
+                round,
+                0,
+                &asked(body.as_bytes()),
+                StatusCode::OK,
+                vec![],
+                answer
+            ));
+            let inner = memo.lock();
+            let sum: usize = inner.entries.values().map(|e| e.size).sum();
+            assert_eq!(inner.bytes, sum);
+            assert!(inner.bytes <= 8 * (ENTRY_OVERHEAD + 300));
+            for (key, entry) in &inner.entries {
+                let places = inner.order.iter().filter(|(k, s)| k == key && *s == entry.serial);
+                assert_eq!(places.count(), 1, "every entry has its one place in the order");
+            }
+            for (key, _) in &inner.order {
+                if let Some((live, _)) = inner.entries.get_key_value(key) {
+                    assert!(Arc::ptr_eq(live, key), "a place left behind shares its entry's key");
+                }
+            }
+            assert!(inner.order.len() <= 2 * inner.entries.len() + 16);
+        }
     }
 
     #[test]
     fn a_body_past_the_bound_is_neither_kept_nor_replayed() {
-        let memo = Memo::new(1 << 20, CALL.len() - 1, "p-".into());
+        let memo = Memo::new(1 << 20, CALL.len() - 1, AGE, "p-".into());
         assert!(!memo.install(1, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
     }
 }

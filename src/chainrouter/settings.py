@@ -343,6 +343,13 @@ class Settings(BaseSettings):
         "out first; request bodies up to 16 KiB). 0, or no response cache: nothing is replayed "
         '(docs/cache.md, "Replays").',
     )
+    cache_replay_max_age_s: float = Field(
+        default=1.0,
+        ge=0.05,
+        le=60,
+        description="How long the native server replays an answer the pipeline handed it, "
+        'seconds; then the pipeline answers the request once more (docs/cache.md, "Replays").',
+    )
     coalesce: bool = Field(
         default=True,
         description="Identical read-only calls in flight at once share one upstream attempt.",

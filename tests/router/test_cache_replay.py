@@ -21,8 +21,9 @@ from sqlalchemy import func, select
 from chainrouter.management.admin import purge_chain_cache
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
-from chainrouter.router.contract import HttpAnswer, HttpRequest
+from chainrouter.router.contract import HttpRequest
 from chainrouter.router.executors.native import load_native_module
+from chainrouter.router.http_face import RouterFace
 from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.replay import Replays
 from chainrouter.stores.sql import migrate
@@ -38,6 +39,7 @@ from tests.router.test_server import Served, launch_router
 A = "http://a.node"
 BLOCK = "eth_getBlockByNumber"
 FINAL = hex(90)  # the scripted nodes' head is 100 and the finality depth 10
+JSON = "application/json"
 
 
 def _world(**options: Any) -> ScriptedWorld:
@@ -89,26 +91,67 @@ def test_an_answer_joined_from_a_call_in_flight_is_never_handed_over() -> None:
     assert reply.replayable is None
 
 
-def test_an_answer_decided_under_the_snapshot_before_is_not_handed_over_after_it() -> None:
-    """The sync installs a snapshot on its own thread while a request may be decided under the
-    one before: an answer decided before the memo was cleared is not installed after."""
-    world = _world()
-    native = load_native_module()
-    memo = Replays.new_memo(native, 1 << 20)
-    replays = Replays(memo, world.service.deps.meter, RouterMetrics(), world.service.deps.cache)
+def _replaying(world: ScriptedWorld) -> tuple[RouterFace, Replays]:
+    """`world` behind a face that hands answers to a native replay memo, as a native worker's."""
+    deps = world.service.deps
+    memo = Replays.new_memo(load_native_module(), 1 << 20, 60.0)
+    replays = Replays(memo, deps.meter, RouterMetrics(), deps.cache)
     world.service.replays = replays
-    world.call(rpc(BLOCK, [FINAL, False], 1))
-    body = json.dumps(rpc(BLOCK, [FINAL, False], 2)).encode()
-    request = HttpRequest("POST", "/rpc/1/k", None, None, None, "application/json", "::1", body)
-    decided_in = replays.generation()
-    reply = world.call(rpc(BLOCK, [FINAL, False], 2))
-    assert reply.replayable is not None
-    world.service.install(world.service.snapshot)  # the sync, meanwhile
-    answer = HttpAnswer(200, [("content-type", "application/json")], reply.body)
-    replays.install(request, answer, reply.replayable, decided_in)
+    unused: Any = None  # storage sync and readiness: only /health reads them
+    return RouterFace(world.service, unused, [], "native", unused, replays=replays), replays
+
+
+def _http(world: ScriptedWorld, call_id: int) -> HttpRequest:
+    body = json.dumps(rpc(BLOCK, [FINAL, False], call_id)).encode()
+    return HttpRequest("POST", f"/rpc/{CHAIN}/{world.key}", None, None, None, JSON, "::1", body)
+
+
+def test_a_free_hit_served_through_the_face_is_held_by_the_memo() -> None:
+    world = _world()
+    face, replays = _replaying(world)
+    world.executor.run(face.respond(_http(world, 1)))  # the node's answer, now cached
     assert replays.held() == (0, 0)
-    replays.install(request, answer, reply.replayable, replays.generation())
+    world.executor.run(face.respond(_http(world, 2)))
     assert replays.held()[0] == 1
+
+
+def test_installing_a_snapshot_or_purging_the_chain_clears_the_memo() -> None:
+    world = _world()
+    face, replays = _replaying(world)
+    cache = world.service.deps.cache
+    assert cache is not None
+    for clear in (
+        lambda: world.service.install(world.service.snapshot),
+        lambda: cache.purge(CHAIN),
+    ):
+        for call_id in (1, 2):
+            world.executor.run(face.respond(_http(world, call_id)))
+        assert replays.held()[0] == 1
+        clear()
+        assert replays.held() == (0, 0)
+
+
+def test_an_answer_decided_under_the_snapshot_before_is_not_handed_over_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sync installs snapshots on its own thread: one may come after a request read its
+    snapshot and before its answer is handed over. That answer is not kept (the memo's
+    generation is read before the request reads its snapshot)."""
+    world = _world()
+    face, replays = _replaying(world)
+    world.executor.run(face.respond(_http(world, 1)))
+    keyed = world.service.keyed
+    serve = keyed.serve
+
+    def sync_meanwhile(request: Any) -> Any:
+        world.service.install(world.service.snapshot)  # after the request took its snapshot
+        return serve(request)
+
+    monkeypatch.setattr(keyed, "serve", sync_meanwhile)
+    answer = world.executor.run(face.respond(_http(world, 2)))
+    assert answer.status == 200
+    assert dict(answer.headers)["x-cache"] == "HIT"
+    assert replays.held() == (0, 0)
 
 
 # A served native router in front of a real node.
@@ -117,6 +160,8 @@ FIRST_BLOCKS = range(1, 6)  # final: anvil's finalized block is 64 behind its he
 QUICK = {
     "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "600",
     "CHAINROUTER_SYNC_INTERVAL_S": "0.2",
+    # Long enough that only a clear ends an entry within a test.
+    "CHAINROUTER_CACHE_REPLAY_MAX_AGE_S": "60",
 }
 
 

@@ -61,6 +61,7 @@ def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
     values: dict[str, Any] = {
         "max_bytes": 1 << 20,
         "max_body_bytes": 4096,
+        "max_age_s": 1.0,
         "batch_prefix": "p-",
         "token": 1,
         "generation": 0,

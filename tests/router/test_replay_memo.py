@@ -49,7 +49,7 @@ class Asked:
 
 class Memo:
     def __init__(self, max_bytes: int = 1 << 26, max_body_bytes: int = MAX_BODY_BYTES) -> None:
-        self.native = NATIVE.ReplayMemo(max_bytes, max_body_bytes, PREFIX)
+        self.native = NATIVE.ReplayMemo(max_bytes, max_body_bytes, 3600.0, PREFIX)
 
     def install(
         self,

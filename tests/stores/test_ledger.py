@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Engine, event, func, select, text
 from sqlalchemy.exc import IntegrityError
 
 from chainrouter.domain.enums import LedgerEntryKind
@@ -139,15 +140,17 @@ def test_a_ledger_page_is_read_newest_first_from_an_index_without_sorting_the_cu
         connection.execute(credit_ledger.insert(), rows)
         connection.execute(text("ANALYZE credit_ledger"))
         newest = connection.execute(select(func.max(credit_ledger.c.id))).scalar_one()
-        query = (
-            select(credit_ledger)
-            .where(credit_ledger.c.customer_id == customer_id, credit_ledger.c.id < newest)
-            .order_by(credit_ledger.c.id.desc())
-            .limit(50)
-        )
-        compiled = query.compile(engine, compile_kwargs={"literal_binds": True})
-        plan = "\n".join(row[0] for row in connection.execute(text(f"EXPLAIN {compiled}")))
+        executed: list[tuple[str, Any]] = []
+
+        def capture(*args: Any) -> None:
+            executed.append((args[2], args[3]))  # the statement and its parameters, as sent
+
+        event.listen(connection, "before_cursor_execute", capture)
         assert len(ledger_lines(connection, customer_id, limit=50, before_id=newest)) == 50
+        event.remove(connection, "before_cursor_execute", capture)
+        [(statement, parameters)] = executed
+        explained = connection.exec_driver_sql("EXPLAIN " + statement, parameters)
+        plan = "\n".join(row[0] for row in explained)
     engine.dispose()
     assert "ix_credit_ledger_customer_id" in plan, plan
     assert "Sort" not in plan, plan

@@ -179,7 +179,7 @@ Command = Forward | Gather | Race | Acquire | Join | Wait | Spawn
 # The native server's replay memo, `chainrouter._native.ReplayMemo`: each method and its
 # parameters, in order (router/replay.py calls them with these names as keywords).
 REPLAY_MEMO: dict[str, list[str]] = {
-    "__new__": ["max_bytes", "max_body_bytes", "batch_prefix"],
+    "__new__": ["max_bytes", "max_body_bytes", "max_age_s", "batch_prefix"],
     "install": [
         "token",
         "generation",

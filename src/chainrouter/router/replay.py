@@ -75,11 +75,13 @@ class Replays:
             cache.on_purge = self._purged
 
     @staticmethod
-    def new_memo(native: Any, max_bytes: int) -> Any:
-        """A memo of `max_bytes`, its batch ids with a prefix of their own (as `BatchIds`)."""
+    def new_memo(native: Any, max_bytes: int, max_age_s: float) -> Any:
+        """A memo of `max_bytes` whose entries are replayed for `max_age_s` each, its batch ids
+        with a prefix of their own (as `BatchIds`)."""
         return native.ReplayMemo(
             max_bytes=max_bytes,
             max_body_bytes=MAX_BODY_BYTES,
+            max_age_s=max_age_s,
             batch_prefix=secrets.token_hex(6) + "-r",
         )
 
@@ -105,20 +107,25 @@ class Replays:
         token = next(self._tokens)
         headers = [(name, value) for name, value in answer.headers if name != "x-batch-id"]
         self._replayable[token] = replayable
-        installed = self._memo.install(
-            token=token,
-            generation=generation,
-            path=request.path,
-            origin=request.origin,
-            referer=request.referer,
-            content_type=request.content_type,
-            body=body,
-            status=answer.status,
-            headers=headers,
-            answer=answer.body,
-        )
-        if not installed:
-            del self._replayable[token]
+        installed = False
+        try:
+            installed = self._memo.install(
+                token=token,
+                generation=generation,
+                path=request.path,
+                origin=request.origin,
+                referer=request.referer,
+                content_type=request.content_type,
+                body=body,
+                status=answer.status,
+                headers=headers,
+                answer=answer.body,
+            )
+        except Exception:  # the answer is served all the same, only not replayed
+            log.exception("an answer could not be handed to the replay memo")
+        finally:
+            if not installed:
+                del self._replayable[token]
 
     def clear(self) -> None:
         """Forget every answer handed over: what decided them may have changed."""
@@ -132,15 +139,21 @@ class Replays:
         with self._draining:
             counts, gone = self._memo.drain()
             replayed = 0
-            for token, count in counts:
-                replayable = self._replayable.get(token)
-                if replayable is None:  # pragma: no cover - dropped only after its last count
-                    log.error("replays of an unknown entry (%d) not metered: %d", token, count)
-                    continue
-                replayed += count
-                self._meter_replays(replayable, count)
-            for token in gone:
-                self._replayable.pop(token, None)
+            try:
+                for token, count in counts:
+                    replayable = self._replayable.get(token)
+                    if replayable is None:  # pragma: no cover - dropped only after its counts
+                        log.error("replays of an unknown entry (%d) not metered: %d", token, count)
+                        continue
+                    try:
+                        self._meter_replays(replayable, count)
+                    except Exception:  # the other entries' counts are metered all the same
+                        log.exception("%d replays could not be metered", count)
+                        continue
+                    replayed += count
+            finally:
+                for token in gone:
+                    self._replayable.pop(token, None)
         return replayed
 
     def _meter_replays(self, replayable: Replayable, count: int) -> None:
@@ -167,7 +180,7 @@ class Replays:
             try:
                 self.drain()
             except Exception:  # a bug here must not stop the metering of later replays
-                log.exception("metering replays failed; trying again")
+                log.exception("metering replays failed")
 
     def stop(self) -> None:
         self._stopped = True

@@ -195,7 +195,10 @@ class RouterRuntime:
         self._tasks.clear()
         if self.replays is not None:  # the server has stopped: the last replays it counted
             self.replays.stop()
-            self.replays.drain()
+            try:
+                self.replays.drain()
+            except Exception:  # what was metered before is written all the same
+                log.exception("the last replays could not be metered")
         if not await self.sync.flush():
             self.sync.log_unwritten()
         self.sync.close_journal()

@@ -143,7 +143,9 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
     executor = NativeExecutor(driver)
     memo = None
     if settings.cache_replay_max_bytes and runtime.service.deps.cache is not None:
-        memo = Replays.new_memo(native, settings.cache_replay_max_bytes)
+        memo = Replays.new_memo(
+            native, settings.cache_replay_max_bytes, settings.cache_replay_max_age_s
+        )
         runtime.replay_into(memo)
     face = runtime.face(trusted, executor)
     server = native.NativeServer(
