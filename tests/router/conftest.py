@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -38,7 +38,7 @@ from chainrouter.settings import Settings
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
-from tests.anvil import CHAIN_A, CHAIN_B, AnvilNodes, free_port
+from tests.anvil import CHAIN_A, CHAIN_B, AnvilNodes, free_port, node_result, start_anvil_nodes
 
 __all__ = ["CHAIN_A", "CHAIN_B", "AnvilNodes", "free_port"]
 
@@ -277,6 +277,17 @@ async def _factory(database_url: str, native: bool) -> AsyncIterator[WorldFactor
         await world.runtime.stop()
         await world.executor.close()
         world.engine.dispose()  # the test may have used it after the router stopped
+
+
+@pytest.fixture(scope="module")
+def final_blocks_node() -> Iterator[AnvilNodes]:
+    """One anvil node of chain A (`urls["node"]`) with 100 blocks mined: anvil's `finalized` is
+    64 behind its head, so blocks up to 36 are final (the response cache's tests)."""
+    started = start_anvil_nodes((("node", CHAIN_A),))
+    nodes = next(started)
+    node_result(nodes.urls["node"], "anvil_mine", ["0x64"])
+    yield nodes
+    started.close()
 
 
 @pytest.fixture(params=["python", "native"])

@@ -31,7 +31,7 @@ from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from chainrouter.testing.scripted import answering
-from tests.anvil import CHAIN_A, AnvilNodes, start_anvil_nodes
+from tests.anvil import CHAIN_A, AnvilNodes
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.scripted_world import CHAIN, ScriptedWorld, rpc, scripted_world
 from tests.router.test_server import Served, launch_router
@@ -165,15 +165,6 @@ QUICK = {
 }
 
 
-@pytest.fixture(scope="module")
-def node() -> Iterator[AnvilNodes]:
-    started = start_anvil_nodes((("node", CHAIN_A),))
-    nodes = next(started)
-    httpx.post(nodes.urls["node"], json=_body("anvil_mine", ["0x64"], 1)).raise_for_status()
-    yield nodes
-    started.close()
-
-
 def _body(method: str, params: list[Any], call_id: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": call_id, "method": method, "params": params}
 
@@ -229,11 +220,13 @@ def _replayed(response: httpx.Response) -> bool:
 
 
 @pytest.fixture
-def setup_of(node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path) -> Iterator[Any]:
+def setup_of(
+    final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+) -> Iterator[Any]:
     made: list[_Setup] = []
 
     def make(name: str, key: dict[str, Any], **settings: str) -> _Setup:
-        port = node.urls["node"].rsplit(":", 1)[1]
+        port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
         path = f"/relay/{port}/full/{name}"
         setup = _Setup(tmp_path, upstream_server.url(path), path, key, **settings)
         made.append(setup)
@@ -247,7 +240,7 @@ def setup_of(node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path) 
 
 
 def test_a_repeated_free_hit_is_answered_by_the_server_and_metered_as_a_cache_call(
-    setup_of: Any, node: AnvilNodes, upstream_server: FaultyUpstream
+    setup_of: Any, final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream
 ) -> None:
     setup = setup_of("replayed", api_key("main"))
     asked = upstream_server.requests[setup.node_path]
@@ -260,7 +253,10 @@ def test_a_repeated_free_hit_is_answered_by_the_server_and_metered_as_a_cache_ca
         assert _replayed(reply), reply.headers
         assert reply.status_code == 200
         assert reply.headers["x-cache"] == "HIT"
-        assert reply.content == httpx.post(node.urls["node"], json=_block(3, call_id)).content
+        assert (
+            reply.content
+            == httpx.post(final_blocks_node.urls["node"], json=_block(3, call_id)).content
+        )
     assert len({reply.headers["x-batch-id"] for reply in replies}) == len(ids)
     assert upstream_server.requests[setup.node_path] == asked + 1  # the node, once
     # An id the server does not echo itself (a string past 64 characters) goes to the pipeline.
@@ -270,7 +266,7 @@ def test_a_repeated_free_hit_is_answered_by_the_server_and_metered_as_a_cache_ca
 
 
 def test_a_batch_is_replayed_with_each_callers_id_in_its_place(
-    setup_of: Any, node: AnvilNodes
+    setup_of: Any, final_blocks_node: AnvilNodes
 ) -> None:
     setup = setup_of("batch", api_key("main"))
     batch = [_block(n, n) for n in FIRST_BLOCKS]
@@ -279,7 +275,7 @@ def test_a_batch_is_replayed_with_each_callers_id_in_its_place(
     again = [_block(n, f"id-{n}") for n in FIRST_BLOCKS]
     reply = setup.post(again)
     assert _replayed(reply)
-    assert reply.json() == httpx.post(node.urls["node"], json=again).json()
+    assert reply.json() == httpx.post(final_blocks_node.urls["node"], json=again).json()
     setup.stop()
     assert setup.metered() == {"first_choice": 5, "cache": 10}
 

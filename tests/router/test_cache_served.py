@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from chainrouter.router.response_cache import ResponseCache, redis_tier
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.anvil import CHAIN_A, AnvilNodes, start_anvil_nodes
+from tests.anvil import CHAIN_A, AnvilNodes
 from tests.redis_servers import PrivateRedis, SilentRedis
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.test_server import Served, launch_router
@@ -35,15 +34,6 @@ QUIET = {
     "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "600",
     "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5",
 }
-
-
-@pytest.fixture(scope="module")
-def node() -> Iterator[AnvilNodes]:
-    started = start_anvil_nodes((("node", CHAIN_A),))
-    nodes = next(started)
-    httpx.post(nodes.urls["node"], json=_body("anvil_mine", ["0x64"], 1)).raise_for_status()
-    yield nodes
-    started.close()
 
 
 def _body(method: str, params: list[Any], call_id: Any) -> dict[str, Any]:
@@ -88,9 +78,9 @@ def _stop(routers: list[Served]) -> None:
 
 @pytest.mark.parametrize("server", ["python", "native"])
 async def test_identical_calls_that_arrive_together_reach_a_slow_node_once(
-    server: str, node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+    server: str, final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
 ) -> None:
-    port = node.urls["node"].rsplit(":", 1)[1]
+    port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
     path = f"/relay/{port}/slow/400/served-{server}"
     [router], _ = _routers(tmp_path, upstream_server.url(path), [server])
     try:
@@ -111,9 +101,9 @@ async def test_identical_calls_that_arrive_together_reach_a_slow_node_once(
 
 
 async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
-    node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+    final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
 ) -> None:
-    port = node.urls["node"].rsplit(":", 1)[1]
+    port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
     path = f"/relay/{port}/full/shared-cache"
     redis = PrivateRedis()
     routers, _ = _routers(
@@ -127,7 +117,7 @@ async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
 
     def node_answer(block: int, call_id: int) -> bytes:
         body = _body("eth_getBlockByNumber", [hex(block), False], call_id)
-        return httpx.post(node.urls["node"], json=body).content
+        return httpx.post(final_blocks_node.urls["node"], json=body).content
 
     try:
         asked = upstream_server.requests[path]
@@ -163,9 +153,9 @@ async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
 
 @pytest.mark.parametrize("server", ["python", "native"])
 def test_a_redis_that_hangs_costs_one_call_its_time_out_and_the_next_none(
-    server: str, node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+    server: str, final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
 ) -> None:
-    port = node.urls["node"].rsplit(":", 1)[1]
+    port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
     path = f"/relay/{port}/full/silent-redis-{server}"
     silent = SilentRedis()
     [router], _ = _routers(
@@ -247,11 +237,11 @@ async def test_an_answer_over_a_mebibyte_is_kept_in_process_and_not_in_redis() -
 
 
 async def test_with_a_redis_for_the_cache_answers_stay_out_of_the_limits_redis(
-    node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+    final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
 ) -> None:
     """Answers in the Redis of the rate limits would evict limit buckets or fill it
     (docs/cache.md): CHAINROUTER_CACHE_REDIS_URL gives them one of their own."""
-    port = node.urls["node"].rsplit(":", 1)[1]
+    port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
     limits, answers = PrivateRedis(), PrivateRedis()
     routers: list[Served] = []
     try:
