@@ -39,7 +39,7 @@ pub const SPAWN: (&str, [&str; 1]) = ("Spawn", ["program"]);
 
 /// `ReplayMemo` (replay.rs): each method and its parameters, in order; Python calls them with
 /// these names as keywords.
-pub const REPLAY_MEMO: [(&str, &[&str]); 8] = [
+pub const REPLAY_MEMO: [(&str, &[&str]); 9] = [
     ("__new__", &["max_bytes", "max_body_bytes", "max_age_s", "batch_prefix"]),
     (
         "install",
@@ -59,6 +59,7 @@ pub const REPLAY_MEMO: [(&str, &[&str]); 8] = [
     ("replay", &["path", "origin", "referer", "content_type", "body"]),
     ("clear", &[]),
     ("generation", &[]),
+    ("next_batch_id", &[]),
     ("drain", &[]),
     ("stats", &[]),
     ("scan_ids", &["body"]),

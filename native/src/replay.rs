@@ -145,12 +145,16 @@ impl Memo {
         let token = entry.token;
         *inner.counts.entry(token).or_insert(0) += 1;
         drop(inner);
-        let number = self.batches.fetch_add(1, Ordering::Relaxed) + 1;
-        let batch_id = format!("{}{number:x}", self.batch_prefix);
-        if let Ok(value) = HeaderValue::from_str(&batch_id) {
+        if let Ok(value) = HeaderValue::from_str(&self.next_batch_id()) {
             response.headers_mut().insert(HeaderName::from_static("x-batch-id"), value);
         }
         Some(response)
+    }
+
+    /// The worker's next batch id: one sequence for the pipeline's answers and the replays.
+    pub fn next_batch_id(&self) -> String {
+        let number = self.batches.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}{number:x}", self.batch_prefix)
     }
 
     /// The generation now: read before a request is decided, handed back to `install`.
@@ -623,6 +627,11 @@ impl ReplayMemo {
         self.memo.clear();
     }
 
+    /// The worker's next batch id (the pipeline's answers take theirs from here too).
+    fn next_batch_id(&self) -> String {
+        self.memo.next_batch_id()
+    }
+
     /// Read before a request is decided; `install` refuses its answer after a `clear`.
     fn generation(&self) -> u64 {
         self.memo.generation()
@@ -723,6 +732,7 @@ mod tests {
         let response = memo.replay(&asked(again)).unwrap();
         assert_eq!(response.headers()["x-cache"], "HIT");
         assert_eq!(response.headers()["x-batch-id"], "abc-r1");
+        assert_eq!(memo.next_batch_id(), "abc-r2"); // one sequence with the pipeline's
         assert_eq!(body_of(response), br#"{"jsonrpc":"2.0","id":"q-1","result":"0x1"}"#);
         assert_eq!(memo.drain(), (vec![(9, 1)], vec![]));
     }

@@ -78,12 +78,13 @@ def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
     results = {
         method: getattr(memo, method)(**{name: values[name] for name in parameters})
         for method, parameters in declared.items()
-        if method not in ("__new__", "clear", "generation", "drain", "stats")
+        if method not in ("__new__", "clear", "generation", "next_batch_id", "drain", "stats")
     }
     assert results["install"] is True
     assert results["replay"] is not None
     assert results["scan_ids"] == [(22, 23)]
     assert memo.drain() == ([(1, 1)], [])
+    assert memo.next_batch_id() == "p-2"  # after the replay's
     memo.clear()
     assert memo.stats() == (0, 0)
     assert memo.generation() == 1

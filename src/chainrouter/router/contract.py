@@ -195,6 +195,7 @@ REPLAY_MEMO: dict[str, list[str]] = {
     "replay": ["path", "origin", "referer", "content_type", "body"],
     "clear": [],
     "generation": [],
+    "next_batch_id": [],
     "drain": [],
     "stats": [],
     "scan_ids": ["body"],

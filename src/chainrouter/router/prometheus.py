@@ -135,6 +135,7 @@ _CACHE_SERIES = (
     ("misses", "Calls the response cache was asked for and did not hold, by chain and method."),
     ("evictions", "Answers the response cache dropped for room, by chain and method."),
     ("coalesced", "Calls that joined an identical call in flight instead of reaching a node."),
+    ("replayed", "Cache hits the native server answered again itself (replays; hits too)."),
 )
 
 

@@ -67,6 +67,7 @@ class Replays:
         self._cache = cache
         self._tokens = itertools.count(1)
         self._replayable: dict[int, Replayable] = {}  # token -> what its replays meter
+        self.replayed: dict[tuple[int, str], int] = {}  # (chain, method) -> calls, for metrics
         # One drain at a time: the last one (at stop) may run on another thread than the rest,
         # and a token must not be forgotten by one drain before another has metered its counts.
         self._draining = threading.Lock()
@@ -76,13 +77,13 @@ class Replays:
 
     @staticmethod
     def new_memo(native: Any, max_bytes: int, max_age_s: float) -> Any:
-        """A memo of `max_bytes` whose entries are replayed for `max_age_s` each, its batch ids
-        with a prefix of their own (as `BatchIds`)."""
+        """A memo of `max_bytes` whose entries are replayed for `max_age_s` each. Its batch ids
+        are the worker's (`RpcService` takes them from it too): one sequence, as `BatchIds`'."""
         return native.ReplayMemo(
             max_bytes=max_bytes,
             max_body_bytes=MAX_BODY_BYTES,
             max_age_s=max_age_s,
-            batch_prefix=secrets.token_hex(6) + "-r",
+            batch_prefix=secrets.token_hex(6) + "-",
         )
 
     def generation(self) -> int:
@@ -170,6 +171,8 @@ class Replays:
             )
             if self._cache is not None:
                 self._cache.memory.count((chain_id, method), hit=True, times=count)
+            stat = (chain_id, method)
+            self.replayed[stat] = self.replayed.get(stat, 0) + count
         self._metrics.request("keyed", 200, count)
 
     async def run(self) -> None:

@@ -168,7 +168,9 @@ def redis_tier(url: str | None, *, timeout_s: float, ttl_s: int) -> RedisTier | 
 
 
 def cache_counts(
-    cache: ResponseCache | None, coalesced: dict[CacheStat, int] | None
+    cache: ResponseCache | None,
+    coalesced: dict[CacheStat, int] | None,
+    replayed: dict[CacheStat, int] | None = None,
 ) -> dict[tuple[str, int, str], int]:
     """The cache's counts for the metrics: (series, chain, method) -> n."""
     counts: dict[tuple[str, int, str], int] = {}
@@ -183,6 +185,8 @@ def cache_counts(
         ]
     if coalesced is not None:
         series.append(("coalesced", coalesced))
+    if replayed is not None:
+        series.append(("replayed", replayed))
     for name, by_stat in series:
         for (chain_id, method), n in list(by_stat.items()):
             counts[(name, chain_id, method)] = n

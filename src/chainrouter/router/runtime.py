@@ -121,6 +121,8 @@ class RouterRuntime:
         deps = self.service.deps
         replays = Replays(memo, deps.meter, self.metrics, deps.cache)
         self.replays = self.service.replays = replays
+        # One sequence of batch ids for the worker: the pipeline's answers and the replays.
+        self.service.batch_ids = memo.next_batch_id
         return replays
 
     def readiness(self) -> Readiness:
@@ -172,7 +174,10 @@ class RouterRuntime:
         deps = self.service.deps
         websocket = None if self.hub is None else self.hub.gauges()
         flights = deps.flights
-        cache = cache_counts(deps.cache, None if flights is None else flights.coalesced)
+        replayed = None if self.replays is None else self.replays.replayed
+        cache = cache_counts(
+            deps.cache, None if flights is None else flights.coalesced, replayed
+        )
         return with_metered(self.metrics, deps.meter, websocket, cache)
 
     def current_nodes(self) -> list[NodeInfo]:

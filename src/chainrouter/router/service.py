@@ -6,7 +6,7 @@ only touched by the background sync (`router/sync.py`), which installs each new 
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from chainrouter.domain.snapshot import RouterSnapshot
@@ -35,7 +35,8 @@ class RpcService:
         self.keyed = Pipeline(stages.keyed(deps), calls, stages.closing(deps), **kept)
         self.public = Pipeline(stages.public(deps), calls, stages.free_closing(deps), **kept)
         self.upgrade_stages = tuple(stages.websocket(deps))
-        self._ids = BatchIds()
+        # The next batch id; a native worker's comes from its replay memo (one sequence).
+        self.batch_ids: Callable[[], str] = BatchIds().next
         self.replays: Replays | None = None  # the native server's, once it serves
 
     @property
@@ -63,10 +64,10 @@ class RpcService:
                     cache.purge(chain_id)
 
     def new_batch_id(self) -> str:
-        return self._ids.next()
+        return self.batch_ids()
 
     def refuse(self, failure: RpcError) -> Reply:
-        return Reply(failure.http_status, error_response(failure), self._ids.next())
+        return Reply(failure.http_status, error_response(failure), self.batch_ids())
 
     def check_upgrade(
         self, chain_segment: str, api_key: str, *, origin: str | None, referer: str | None
@@ -75,7 +76,7 @@ class RpcService:
         request with its key and chain, or with the refusal that answers it."""
         request = RequestContext(
             self.snapshot,
-            self._ids.next(),
+            self.batch_ids(),
             b"",
             chain_segment,
             api_key,
@@ -104,7 +105,7 @@ class RpcService:
         """The program that serves a request to `/rpc/{chain_segment}/{api_key}`."""
         request = RequestContext(
             self.snapshot,
-            self._ids.next(),
+            self.batch_ids(),
             body,
             chain_segment,
             api_key,
@@ -120,7 +121,7 @@ class RpcService:
         """The program that serves a request to the free tier's `/rpc/evm/{chain_segment}`."""
         request = RequestContext(
             self.snapshot,
-            self._ids.next(),
+            self.batch_ids(),
             body,
             chain_segment,
             None,
