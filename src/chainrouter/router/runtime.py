@@ -175,9 +175,7 @@ class RouterRuntime:
         websocket = None if self.hub is None else self.hub.gauges()
         flights = deps.flights
         replayed = None if self.replays is None else self.replays.replayed
-        cache = cache_counts(
-            deps.cache, None if flights is None else flights.coalesced, replayed
-        )
+        cache = cache_counts(deps.cache, None if flights is None else flights.coalesced, replayed)
         return with_metered(self.metrics, deps.meter, websocket, cache)
 
     def current_nodes(self) -> list[NodeInfo]:
