@@ -98,6 +98,7 @@ class RouterFace:
             return HttpAnswer(204, [batch_id, *_cors(origin), *_CORS_PREFLIGHT], b"")
         request_log = self._request_log
         started = time.perf_counter() if request_log is not None and request_log.enabled else 0.0
+        replayed_in = 0  # the replay memo's generation when a keyed request began
         try:
             parts = path[5:].split("/")
             body = request.body
@@ -121,7 +122,8 @@ class RouterFace:
             else:
                 # Before the snapshot is read: a replay is installed only if nothing cleared
                 # the memo meanwhile (router/replay.py).
-                replayed_in = 0 if self._replays is None else self._replays.generation()
+                if self._replays is not None:
+                    replayed_in = self._replays.generation()
                 reply = await service.handle_keyed(
                     parts[0],
                     parts[1],
