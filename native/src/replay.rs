@@ -315,20 +315,12 @@ pub fn scan(body: &[u8]) -> Option<Vec<(usize, usize)>> {
     match scanner.peek()? {
         b'{' => ids.push(scanner.call()?),
         b'[' => {
-            scanner.at += 1;
-            scanner.space();
-            if scanner.peek()? == b']' {
-                return None; // an empty batch is an error the pipeline answers
-            }
-            loop {
-                scanner.space();
+            let calls = scanner.array(|scanner| {
                 ids.push(scanner.call()?);
-                scanner.space();
-                match scanner.next()? {
-                    b',' => continue,
-                    b']' => break,
-                    _ => return None,
-                }
+                Some(())
+            })?;
+            if calls == 0 {
+                return None; // an empty batch is an error the pipeline answers
             }
         }
         _ => return None,
@@ -363,37 +355,77 @@ impl Scanner<'_> {
     /// name with an escape is refused: `"\u0069d"` is `id` to the pipeline's parser, which
     /// takes the last of two.
     fn call(&mut self) -> Option<(usize, usize)> {
-        if self.next()? != b'{' {
+        if self.peek()? != b'{' {
             return None;
         }
+        let text = self.text;
         let mut id = None;
+        self.object(0, |(name_start, name_end), (start, end)| {
+            let name = &text[name_start..name_end];
+            if name.contains(&b'\\') {
+                return None;
+            }
+            if name == b"\"id\"" {
+                if id.is_some() || !plain_id(&text[start..end]) {
+                    return None;
+                }
+                id = Some((start, end));
+            }
+            Some(())
+        })?;
+        id // None for an object without one: a notification, or `{}`
+    }
+
+    /// An object, from its `{`: each member's name (quotes included) and value, as spans, to
+    /// `member`, which refuses the object by giving None.
+    fn object(
+        &mut self,
+        depth: usize,
+        mut member: impl FnMut((usize, usize), (usize, usize)) -> Option<()>,
+    ) -> Option<()> {
+        self.at += 1;
         self.space();
         if self.peek()? == b'}' {
-            return None;
+            self.at += 1;
+            return Some(());
         }
         loop {
             self.space();
             let name = self.string()?;
-            if self.text[name.0..name.1].contains(&b'\\') {
-                return None;
-            }
             self.space();
             if self.next()? != b':' {
                 return None;
             }
             self.space();
             let start = self.at;
-            self.value(1)?;
-            if &self.text[name.0..name.1] == b"\"id\"" {
-                if id.is_some() || !plain_id(&self.text[start..self.at]) {
-                    return None;
-                }
-                id = Some((start, self.at));
-            }
+            self.value(depth + 1)?;
+            member(name, (start, self.at))?;
             self.space();
             match self.next()? {
                 b',' => continue,
-                b'}' => return id,
+                b'}' => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array, from its `[`, each item read by `item`; how many there were.
+    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<usize> {
+        self.at += 1;
+        self.space();
+        if self.peek()? == b']' {
+            self.at += 1;
+            return Some(0);
+        }
+        let mut items = 0;
+        loop {
+            self.space();
+            item(self)?;
+            items += 1;
+            self.space();
+            match self.next()? {
+                b',' => continue,
+                b']' => return Some(items),
                 _ => return None,
             }
         }
@@ -405,48 +437,8 @@ impl Scanner<'_> {
         }
         match self.peek()? {
             b'"' => self.string().map(|_| ()),
-            b'{' => {
-                self.at += 1;
-                self.space();
-                if self.peek()? == b'}' {
-                    self.at += 1;
-                    return Some(());
-                }
-                loop {
-                    self.space();
-                    self.string()?;
-                    self.space();
-                    if self.next()? != b':' {
-                        return None;
-                    }
-                    self.space();
-                    self.value(depth + 1)?;
-                    self.space();
-                    match self.next()? {
-                        b',' => continue,
-                        b'}' => return Some(()),
-                        _ => return None,
-                    }
-                }
-            }
-            b'[' => {
-                self.at += 1;
-                self.space();
-                if self.peek()? == b']' {
-                    self.at += 1;
-                    return Some(());
-                }
-                loop {
-                    self.space();
-                    self.value(depth + 1)?;
-                    self.space();
-                    match self.next()? {
-                        b',' => continue,
-                        b']' => return Some(()),
-                        _ => return None,
-                    }
-                }
-            }
+            b'{' => self.object(depth, |_, _| Some(())),
+            b'[' => self.array(|scanner| scanner.value(depth + 1)).map(|_| ()),
             b't' => self.literal(b"true"),
             b'f' => self.literal(b"false"),
             b'n' => self.literal(b"null"),

@@ -133,7 +133,7 @@ class Replays:
         self._memo.clear()
 
     def _purged(self, chain_id: int) -> None:
-        self._memo.clear()
+        self.clear()  # every chain's: entries are not kept by chain, and purges are rare
 
     def drain(self) -> int:
         """Meter the replays counted since the last drain; how many there were."""
