@@ -8,7 +8,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `HttpRequest`'s fields, in the order the server passes them.
@@ -39,7 +39,7 @@ pub const SPAWN: (&str, [&str; 1]) = ("Spawn", ["program"]);
 
 /// `ReplayMemo` (replay.rs): each method and its parameters, in order; Python calls them with
 /// these names as keywords.
-pub const REPLAY_MEMO: [(&str, &[&str]); 9] = [
+pub const REPLAY_MEMO: [(&str, &[&str]); 11] = [
     ("__new__", &["max_bytes", "max_body_bytes", "max_age_s", "batch_prefix"]),
     (
         "install",
@@ -56,7 +56,27 @@ pub const REPLAY_MEMO: [(&str, &[&str]); 9] = [
             "answer",
         ],
     ),
+    (
+        "install_forward",
+        &[
+            "token",
+            "generation",
+            "path",
+            "origin",
+            "referer",
+            "content_type",
+            "body",
+            "url",
+            "sent",
+            "answer",
+            "timeout_s",
+            "headers",
+            "alone",
+            "hand_head",
+        ],
+    ),
     ("replay", &["path", "origin", "referer", "content_type", "body"]),
+    ("holds_forward", &["path", "origin", "referer", "content_type", "body"]),
     ("clear", &[]),
     ("generation", &[]),
     ("next_batch_id", &[]),
@@ -64,6 +84,10 @@ pub const REPLAY_MEMO: [(&str, &[&str]); 9] = [
     ("stats", &[]),
     ("scan_ids", &["body"]),
 ];
+
+/// The host's `settle` for repeated forwards: forward.rs calls it with a list of tuples of
+/// these fields, in this order, and reads back one verdict for each.
+pub const SETTLE_FORWARD: [&str; 4] = ["token", "elapsed_s", "answered", "head"];
 
 /// Why a node gave no usable answer: `FailureKind`'s values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +209,7 @@ pub fn contract(py: Python<'_>) -> PyResult<PyObject> {
         memo.set_item(method, parameters.to_vec())?;
     }
     described.set_item("replay_memo", memo)?;
+    described.set_item("settle_forward", SETTLE_FORWARD.to_vec())?;
     Ok(described.into())
 }
 

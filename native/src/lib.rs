@@ -4,6 +4,7 @@
 
 mod contract;
 mod driver;
+mod forward;
 mod http1;
 mod limit;
 mod race;

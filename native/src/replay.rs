@@ -26,6 +26,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::forward::Grant;
+
 /// Marks an id's place in a key: a raw control byte, which no body a key matches can hold
 /// anywhere else (`scan` refuses them outside whitespace).
 const ID_MARK: u8 = 0;
@@ -50,13 +52,35 @@ pub struct Asked<'a> {
 
 struct Entry {
     token: u64,
-    status: StatusCode,
-    headers: Vec<(HeaderName, HeaderValue)>,
-    /// The answer with its ids cut out: `pieces[0] id pieces[1] id ... pieces[n]`.
-    pieces: Vec<Bytes>,
+    kept: Kept,
     size: usize,
     handed: Instant,
     serial: u64, // its place in `order`
+}
+
+/// What an entry gives the request it matches.
+enum Kept {
+    /// An answer, given again.
+    Answer {
+        status: StatusCode,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        /// The answer with its ids cut out: `pieces[0] id pieces[1] id ... pieces[n]`.
+        pieces: Vec<Bytes>,
+    },
+    /// A forward, repeated (forward.rs).
+    Forward(Arc<Grant>),
+}
+
+/// What a request found in the memo.
+pub enum Found {
+    Replay(Response<Body>),
+    /// Send the call to the grant's node under the caller's id (the span of the body given);
+    /// `key` names the entry, for `revoke`.
+    Forward {
+        grant: Arc<Grant>,
+        id: (usize, usize),
+        key: Arc<[u8]>,
+    },
 }
 
 #[derive(Default)]
@@ -116,6 +140,15 @@ impl Memo {
     /// The answer to `asked`, if it is a replay: status, headers (a fresh `x-batch-id` among
     /// them) and body.
     pub fn replay(&self, asked: &Asked<'_>) -> Option<Response<Body>> {
+        match self.lookup(asked)? {
+            Found::Replay(response) => Some(response),
+            Found::Forward { .. } => None,
+        }
+    }
+
+    /// What the memo holds for `asked`: a replay, a forward to repeat, or nothing (the
+    /// pipeline answers).
+    pub fn lookup(&self, asked: &Asked<'_>) -> Option<Found> {
         if self.held.load(Ordering::Relaxed) == 0
             || asked.body.len() > self.max_body_bytes
             || field_bytes(asked) > MAX_FIELD_BYTES
@@ -125,22 +158,36 @@ impl Memo {
         let ids = scan(asked.body)?;
         let key = key_of(asked, &ids);
         let mut inner = self.lock();
-        let entry = inner.entries.get(key.as_slice())?;
-        if entry.pieces.len() != ids.len() + 1 || entry.handed.elapsed() >= self.max_age {
+        let (stored, entry) = inner.entries.get_key_value(key.as_slice())?;
+        if entry.handed.elapsed() >= self.max_age {
+            return None;
+        }
+        let (status, headers, pieces) = match &entry.kept {
+            Kept::Forward(grant) => {
+                if ids.len() != 1 {
+                    return None;
+                }
+                let found =
+                    Found::Forward { grant: grant.clone(), id: ids[0], key: stored.clone() };
+                return Some(found);
+            }
+            Kept::Answer { status, headers, pieces } => (status, headers, pieces),
+        };
+        if pieces.len() != ids.len() + 1 {
             return None;
         }
         let mut body = Vec::with_capacity(entry.size);
-        for (piece, id) in entry.pieces.iter().zip(ids.iter().map(Some).chain([None])) {
+        for (piece, id) in pieces.iter().zip(ids.iter().map(Some).chain([None])) {
             body.extend_from_slice(piece);
             if let Some(&(start, end)) = id {
                 body.extend_from_slice(&asked.body[start..end]);
             }
         }
         let mut response = Response::new(Body::from(body));
-        *response.status_mut() = entry.status;
-        let headers = response.headers_mut();
-        for (name, value) in &entry.headers {
-            headers.append(name.clone(), value.clone());
+        *response.status_mut() = *status;
+        let out = response.headers_mut();
+        for (name, value) in headers {
+            out.append(name.clone(), value.clone());
         }
         let token = entry.token;
         *inner.counts.entry(token).or_insert(0) += 1;
@@ -148,7 +195,7 @@ impl Memo {
         if let Ok(value) = HeaderValue::from_str(&self.next_batch_id()) {
             response.headers_mut().insert(HeaderName::from_static("x-batch-id"), value);
         }
-        Some(response)
+        Some(Found::Replay(response))
     }
 
     /// The worker's next batch id: one sequence for the pipeline's answers and the replays.
@@ -209,6 +256,57 @@ impl Memo {
             from = end;
         }
         pieces.push(Bytes::copy_from_slice(&answer[from..]));
+        self.keep(token, generation, key, Kept::Answer { status, headers, pieces }, size)
+    }
+
+    /// Repeat `grant` for `asked` (one call), decided in `generation`: the forward the pipeline
+    /// made for it, to the same node (forward.rs). False, and nothing kept, when the memo was
+    /// cleared since, or the request is not one call with an id echoed byte for byte, or the
+    /// body the node was sent does not hold the call's id where the request does.
+    pub fn install_forward(&self, generation: u64, asked: &Asked<'_>, grant: Grant) -> bool {
+        let fields = field_bytes(asked);
+        let size = fields + asked.body.len() + grant.size() + ENTRY_OVERHEAD;
+        if asked.body.len() > self.max_body_bytes
+            || fields > MAX_FIELD_BYTES
+            || size > self.max_bytes / 4
+        {
+            return false;
+        }
+        let Some(ids) = scan(asked.body) else {
+            return false;
+        };
+        if ids.len() != 1 || asked.body[ids[0].0..ids[0].1] != *grant.sent_id() {
+            return false;
+        }
+        let key: Arc<[u8]> = key_of(asked, &ids).into();
+        {
+            let inner = self.lock();
+            let current = inner.entries.get(&*key);
+            if current.is_some_and(|e| {
+                matches!(e.kept, Kept::Forward(_)) && e.handed.elapsed() < self.max_age
+            }) {
+                // Repeated already: the requests the pipeline answered meanwhile (identical
+                // calls at once) leave the grant in flight as it is.
+                return false;
+            }
+        }
+        let token = grant.token;
+        self.keep(token, generation, key, Kept::Forward(Arc::new(grant)), size)
+    }
+
+    /// Forget the entry under `key` if it still holds `token`'s: what it repeated failed, or
+    /// Python no longer stands by it.
+    pub fn revoke(&self, key: &[u8], token: u64) {
+        let mut inner = self.lock();
+        if inner.entries.get(key).is_some_and(|e| e.token == token) {
+            let old = inner.entries.remove(key).expect("just found");
+            inner.bytes -= old.size;
+            inner.gone.push(old.token);
+            self.held.store(inner.entries.len(), Ordering::Relaxed);
+        }
+    }
+
+    fn keep(&self, token: u64, generation: u64, key: Arc<[u8]>, kept: Kept, size: usize) -> bool {
         let mut inner = self.lock();
         if self.generation.load(Ordering::SeqCst) != generation {
             return false; // cleared while the request was decided: under what it read before
@@ -236,7 +334,7 @@ impl Memo {
         inner.serials += 1;
         let serial = inner.serials;
         let handed = Instant::now();
-        let entry = Entry { token, status, headers, pieces, size, handed, serial };
+        let entry = Entry { token, kept, size, handed, serial };
         inner.bytes += size;
         inner.order.push_back((key.clone(), serial));
         inner.entries.insert(key, entry);
@@ -329,7 +427,41 @@ pub fn scan(body: &[u8]) -> Option<Vec<(usize, usize)>> {
     (scanner.at == body.len()).then_some(ids)
 }
 
-struct Scanner<'a> {
+/// The span of the `result` of `answer` if it is a plain JSON-RPC answer to the call with id
+/// `id` (its bytes as sent): one object whose members are exactly `"jsonrpc":"2.0"`, the `id`
+/// with those bytes and a `result`, each once, and valid JSON throughout. None for anything else
+/// (an error, another id, extra members, names with escapes): the pipeline's to judge.
+pub fn plain_answer(answer: &[u8], id: &[u8]) -> Option<(usize, usize)> {
+    let mut scanner = Scanner { text: answer, at: 0 };
+    scanner.space();
+    if scanner.peek() != Some(b'{') {
+        return None;
+    }
+    let (mut version, mut echoed, mut result) = (false, false, None);
+    scanner.object(0, |(name_start, name_end), (start, end)| {
+        let value = &answer[start..end];
+        match &answer[name_start..name_end] {
+            b"\"jsonrpc\"" if value == b"\"2.0\"" && !version => version = true,
+            b"\"id\"" if value == id && !echoed => echoed = true,
+            b"\"result\"" if result.is_none() => result = Some((start, end)),
+            _ => return None, // another member, another value, or a member twice
+        }
+        Some(())
+    })?;
+    scanner.space();
+    (scanner.at == answer.len() && version && echoed).then_some(result?)
+}
+
+/// The block number an `eth_blockNumber` result spells: a quoted `0x` and 1 to 16 hex digits.
+pub fn hex_quantity(result: &[u8]) -> Option<u64> {
+    let digits = result.strip_prefix(b"\"0x")?.strip_suffix(b"\"")?;
+    if digits.is_empty() || digits.len() > 16 {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
+pub(crate) struct Scanner<'a> {
     text: &'a [u8],
     at: usize,
 }
@@ -538,6 +670,26 @@ fn plain_id(value: &[u8]) -> bool {
     }
 }
 
+/// Whether `answer` is a plain answer to the one call in `sent`.
+fn answered_plainly(answer: &[u8], sent: &[u8]) -> bool {
+    match scan(sent).as_deref() {
+        Some(&[(start, end)]) => plain_answer(answer, &sent[start..end]).is_some(),
+        _ => false,
+    }
+}
+
+fn header_pairs(headers: Vec<(String, String)>) -> PyResult<Vec<(HeaderName, HeaderValue)>> {
+    let mut pairs = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| PyValueError::new_err(format!("bad header name {name:?}")))?;
+        let value = HeaderValue::from_str(&value)
+            .map_err(|_| PyValueError::new_err(format!("bad value for header {name}")))?;
+        pairs.push((name, value));
+    }
+    Ok(pairs)
+}
+
 /// A replay as Python reads it: status, headers, body.
 type Replayed = (u16, Vec<(String, String)>, PyObject);
 
@@ -579,16 +731,56 @@ impl ReplayMemo {
     ) -> PyResult<bool> {
         let status = StatusCode::from_u16(status)
             .map_err(|_| PyValueError::new_err(format!("{status} is not an HTTP status")))?;
-        let mut pairs = Vec::with_capacity(headers.len());
-        for (name, value) in headers {
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| PyValueError::new_err(format!("bad header name {name:?}")))?;
-            let value = HeaderValue::from_str(&value)
-                .map_err(|_| PyValueError::new_err(format!("bad value for header {name}")))?;
-            pairs.push((name, value));
-        }
+        let pairs = header_pairs(headers)?;
         let asked = Asked { path, origin, referer, content_type, body };
         Ok(py.allow_threads(|| self.memo.install(token, generation, &asked, status, pairs, answer)))
+    }
+
+    /// Repeat the forward of `body`'s one call: `sent` to `url` within `timeout_s`, its answer
+    /// given with `headers` (forward.rs), if the node's `answer` to it was a plain one (a
+    /// `result`, under the id sent). False when not kept.
+    #[allow(clippy::too_many_arguments)] // the request's fields, then the forward's, each named
+    fn install_forward(
+        &self,
+        py: Python<'_>,
+        token: u64,
+        generation: u64,
+        path: &str,
+        origin: Option<&str>,
+        referer: Option<&str>,
+        content_type: Option<&str>,
+        body: &[u8],
+        url: String,
+        sent: &[u8],
+        answer: &[u8],
+        timeout_s: f64,
+        headers: Vec<(String, String)>,
+        alone: bool,
+        hand_head: bool,
+    ) -> PyResult<bool> {
+        let timeout = crate::driver::seconds(timeout_s)?;
+        if !answered_plainly(answer, sent) {
+            return Ok(false); // an error, or not one a repeat could check: not repeated
+        }
+        let headers = header_pairs(headers)?;
+        let Some(grant) = Grant::new(token, url, sent, timeout, headers, alone, hand_head) else {
+            return Ok(false);
+        };
+        let asked = Asked { path, origin, referer, content_type, body };
+        Ok(py.allow_threads(|| self.memo.install_forward(generation, &asked, grant)))
+    }
+
+    /// Whether the memo would repeat a forward for this request: for the tests.
+    fn holds_forward(
+        &self,
+        path: &str,
+        origin: Option<&str>,
+        referer: Option<&str>,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> bool {
+        let asked = Asked { path, origin, referer, content_type, body };
+        matches!(self.memo.lookup(&asked), Some(Found::Forward { .. }))
     }
 
     /// The replay of a request, as the server would write it: `(status, headers, body)`, or

@@ -27,8 +27,9 @@ use pyo3::types::{PyBytes, PyList, PyString};
 use tokio::sync::Notify;
 
 use crate::driver::{drive_from, log_error, seconds, start, Driver, Shared, Step};
+use crate::forward::{repeat, Settler};
 use crate::limit::{Counted, Limited};
-use crate::replay::{Asked, Memo, ReplayMemo};
+use crate::replay::{Asked, Found, Memo, ReplayMemo};
 
 const HEARTBEAT: Duration = Duration::from_secs(1);
 const LOGGER: &str = "chainrouter.router.executors.native";
@@ -56,6 +57,9 @@ struct State {
     /// Answers the server gives again without the handler (replay.rs). None: every request
     /// goes to the handler.
     replays: Option<Arc<Memo>>,
+    /// Bills the forwards the memo repeats, with Python's `settle` (forward.rs). None: none
+    /// are repeated.
+    settler: Option<Arc<Settler>>,
     max_body_bytes: usize,
     /// The whole body must arrive within this of the head: a client dripping it holds no
     /// connection for long.
@@ -84,6 +88,7 @@ impl NativeServer {
                 handler,
                 websocket_handler: None,
                 replays: None,
+                settler: None,
                 max_body_bytes,
                 body_timeout: seconds(body_timeout_s)?,
             }),
@@ -133,6 +138,15 @@ impl NativeServer {
         Ok(())
     }
 
+    /// Repeat the forwards Python hands the memo, each answer given once `settle` has billed it
+    /// (router/forwards.py). Before `serve`, after `replay_from`.
+    fn settle_forwards_with(&mut self, settle: PyObject) -> PyResult<()> {
+        let state = Arc::get_mut(&mut self.state)
+            .ok_or_else(|| PyRuntimeError::new_err("settle_forwards_with comes before serve"))?;
+        state.settler = Some(Arc::new(Settler::new(settle)));
+        Ok(())
+    }
+
     /// Stop accepting, finish the requests in flight, then let `serve` return. Any thread.
     fn stop(&self) {
         self.stopping.notify_one();
@@ -152,6 +166,7 @@ async fn run(
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     let mut incoming = AddrIncoming::from_listener(listener).map_err(|e| e.to_string())?;
     incoming.set_nodelay(true);
+    let settling = state.settler.clone().map(|settler| tokio::spawn(settler.run()));
     let make = make_service_fn(move |connection: &Counted| {
         let peer: Arc<str> = connection.stream.remote_addr().ip().to_string().into();
         let deadline = connection.deadline.clone();
@@ -195,6 +210,9 @@ async fn run(
         .await
         .map_err(|e| e.to_string());
     heartbeat.abort();
+    if let Some(settling) = settling {
+        settling.abort(); // after the last request: none waits on it
+    }
     served
 }
 
@@ -224,8 +242,20 @@ async fn answer(
                 content_type: header("content-type"),
                 body,
             };
-            if let Some(response) = memo.replay(&asked) {
-                return Ok(response);
+            match memo.lookup(&asked) {
+                Some(Found::Replay(response)) => return Ok(response),
+                Some(Found::Forward { grant, id, key }) => {
+                    if let Some(settler) = &state.settler {
+                        let upstream = &state.shared.upstream;
+                        let id = &body[id.0..id.1];
+                        if let Some(response) =
+                            repeat(upstream, memo, settler, grant, id, &key).await
+                        {
+                            return Ok(response);
+                        }
+                    }
+                }
+                None => {}
             }
         }
     }

@@ -343,6 +343,14 @@ class Settings(BaseSettings):
         "out first; request bodies up to 16 KiB). 0, or no response cache: nothing is replayed "
         '(docs/cache.md, "Replays").',
     )
+    repeat_forwards: bool = Field(
+        default=True,
+        description="Whether the native server sends a call the pipeline forwarded to its first "
+        "choice of node, and that node answered at once, to the same node itself when the same "
+        "request comes again, billed as the pipeline would; within the replay memo's bound and "
+        'age (CHAINROUTER_CACHE_REPLAY_MAX_BYTES, _MAX_AGE_S; docs/router.md, "Repeated '
+        'forwards").',
+    )
     cache_replay_max_age_s: float = Field(
         default=1.0,
         ge=0.05,

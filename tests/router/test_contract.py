@@ -78,8 +78,34 @@ def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
     results = {
         method: getattr(memo, method)(**{name: values[name] for name in parameters})
         for method, parameters in declared.items()
-        if method not in ("__new__", "clear", "generation", "next_batch_id", "drain", "stats")
+        if method
+        not in (
+            "__new__",
+            "clear",
+            "generation",
+            "next_batch_id",
+            "drain",
+            "stats",
+            "install_forward",
+            "holds_forward",
+        )
     }
+    # A forward to repeat, under another key (the same key would take the replay's place).
+    forward = {
+        **values,
+        "path": "/rpc/1/other",
+        "url": "http://127.0.0.1:1/",
+        "sent": values["body"],
+        "timeout_s": 1.0,
+        "alone": False,
+        "hand_head": False,
+    }
+    for method in ("install_forward", "holds_forward"):
+        results[method] = getattr(memo, method)(
+            **{name: forward[name] for name in declared[method]}
+        )
+    assert results["install_forward"] is True
+    assert results["holds_forward"] is True
     assert results["install"] is True
     assert results["replay"] is not None
     assert results["scan_ids"] == [(22, 23)]
@@ -87,6 +113,7 @@ def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
     assert memo.next_batch_id() == "p-2"  # after the replay's
     memo.clear()
     assert memo.stats() == (0, 0)
+    assert memo.drain() == ([], [1, 1])  # the replay's token and the forward's (both 1 here)
     assert memo.generation() == 1
     with pytest.raises(TypeError):
         memo.install(**{name: values[name] for name in declared["install"]}, extra=1)

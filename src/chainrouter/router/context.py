@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.cacheable import Pinned
@@ -20,6 +21,9 @@ from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
 from chainrouter.jsonrpc.errors import RpcError
 from chainrouter.router.flights import Flight
+
+if TYPE_CHECKING:
+    from chainrouter.router.forwards import Forwardable
 
 
 @dataclass(slots=True)
@@ -43,6 +47,8 @@ class RequestContext:
     split_ranges: int = 0  # eth_getLogs ranges asked of nodes for calls split in parts
     cache_hits: int = 0  # calls answered from the cache or by joining an identical call
     free_hits: int = 0  # calls answered from the cache (not joined) at the cache price 0
+    # The one call's forward, when the native server may repeat it (router/forwards.py).
+    forwardable: Forwardable | None = None
     # Each call once it ended, kept only when requests are logged (router/request_log.py).
     ended: list[CallContext] | None = None
 
@@ -72,6 +78,9 @@ class CallContext:
     cache_key: str | None = None
     cache_pin: Pinned | None = None  # None: never kept (coalesced at most)
     flight: Flight | None = None  # the flight this call leads
+    # Served by its first route at the first try, with no rate limit in the way: how long the
+    # attempt would have waited before another node was tried (router/forwards.py). None: not.
+    repeat_within_s: float | None = None
 
     @property
     def cost_nano(self) -> int:

@@ -11,7 +11,9 @@ executors: the native one in Rust (`native/`, the default) and the Python one
   resumed with;
 - the ways a node can fail (`FailureKind`, inside a `Failure`);
 - the native server's replay memo (`REPLAY_MEMO`: router/replay.py hands it answers the server
-  gives again itself), called with these keyword arguments.
+  gives again itself, router/forwards.py forwards it repeats), called with these keyword
+  arguments, and the host function the server calls before it answers a repeated forward
+  (`SETTLE_FORWARD`, its parameters in the order they are passed).
 
 The Rust side declares what it expects of each (`chainrouter._native.contract()`), and
 `tests/router/test_contract.py` checks that declaration against `describe()`: a change on one side
@@ -33,8 +35,9 @@ from typing import Any, NamedTuple
 from chainrouter.ratelimit.window import Bucket
 
 # 2: `Race`; 3: `Acquire` resumed with the seconds to wait (0.0: taken), not a bool;
-# 4: `HttpRequest.websocket_key` (a WebSocket upgrade); 5: `Join`; 6: the replay memo
-VERSION = 6
+# 4: `HttpRequest.websocket_key` (a WebSocket upgrade); 5: `Join`; 6: the replay memo;
+# 7: repeated forwards (`install_forward`, `holds_forward`, `SETTLE_FORWARD`)
+VERSION = 7
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -192,7 +195,24 @@ REPLAY_MEMO: dict[str, list[str]] = {
         "headers",
         "answer",
     ],
+    "install_forward": [
+        "token",
+        "generation",
+        "path",
+        "origin",
+        "referer",
+        "content_type",
+        "body",
+        "url",
+        "sent",
+        "answer",
+        "timeout_s",
+        "headers",
+        "alone",
+        "hand_head",
+    ],
     "replay": ["path", "origin", "referer", "content_type", "body"],
+    "holds_forward": ["path", "origin", "referer", "content_type", "body"],
     "clear": [],
     "generation": [],
     "next_batch_id": [],
@@ -200,6 +220,11 @@ REPLAY_MEMO: dict[str, list[str]] = {
     "stats": [],
     "scan_ids": ["body"],
 }
+
+# `Forwards.settle` (router/forwards.py), which the native server calls with a list of the
+# repeated forwards whose nodes have answered, each a tuple of these fields in this order; it
+# returns a verdict for each: True, billed, and the answer is given; False, the pipeline answers.
+SETTLE_FORWARD = ["token", "elapsed_s", "answered", "head"]
 
 
 def describe() -> dict[str, Any]:
@@ -217,4 +242,5 @@ def describe() -> dict[str, Any]:
         "failure_kinds": [kind.value for kind in FailureKind],
         "commands": {kind.__name__: field_names(kind) for kind in COMMANDS},
         "replay_memo": REPLAY_MEMO,
+        "settle_forward": SETTLE_FORWARD,
     }

@@ -37,6 +37,10 @@ class MemoryCooldowns:
         record = self._records.get(node_id)
         return 0.0 if record is None else max(record.until - self.clock(), 0.0)
 
+    def clean(self, node_id: int) -> bool:
+        """Whether the node has no failure on record (none since its last success)."""
+        return node_id not in self._records
+
     def take(self, node_id: int) -> bool:
         """Whether a call may try the node now; the first call after a pause is its trial, and
         the node stays out for the others until the trial's outcome, `base_s` at most."""

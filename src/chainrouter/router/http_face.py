@@ -21,6 +21,7 @@ import orjson
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
 from chainrouter.net.client_ip import IpNetwork, client_address, in_networks
 from chainrouter.router.contract import HttpAnswer, HttpRequest
+from chainrouter.router.forwards import Forwards
 from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.pipeline import CACHE_HEADER, SPLIT_HEADER, Reply
 from chainrouter.router.prometheus import CONTENT_TYPE, RouterExposition
@@ -65,6 +66,7 @@ class RouterFace:
         request_log: RequestLog | None = None,  # None or not enabled: no line per request
         hub: Hub | None = None,  # WebSocket clients' feeds; None: upgrades are refused (404)
         replays: Replays | None = None,  # the native server's; None: nothing is replayed
+        forwards: Forwards | None = None,  # the native server's; None: no forward is repeated
     ) -> None:
         self._service = service
         self._sync = sync
@@ -76,6 +78,7 @@ class RouterFace:
         self._request_log = request_log
         self._hub = hub
         self._replays = replays
+        self._forwards = forwards
 
     async def respond(self, request: HttpRequest) -> HttpAnswer:
         """The answer to one request (a program: the executor runs it). One coroutine for the
@@ -120,8 +123,8 @@ class RouterFace:
                 ip = client_address(request.peer, request.forwarded_for, self._trusted)
                 reply = await service.handle_public(parts[1], ip, body, request.content_type)
             else:
-                # Before the snapshot is read: a replay is installed only if nothing cleared
-                # the memo meanwhile (router/replay.py).
+                # Before the snapshot is read: a replay or a forward is installed only if
+                # nothing cleared the memo meanwhile (router/replay.py).
                 if self._replays is not None:
                     replayed_in = self._replays.generation()
                 reply = await service.handle_keyed(
@@ -143,6 +146,8 @@ class RouterFace:
         answer = _answer(reply, origin)
         if reply.replayable is not None and self._replays is not None:
             self._replays.install(request, answer, reply.replayable, replayed_in)
+        elif reply.forwardable is not None and self._forwards is not None:
+            self._forwards.install(request, answer, reply.forwardable, replayed_in)
         return answer
 
     def _other(self, request: HttpRequest) -> HttpAnswer:

@@ -143,6 +143,21 @@ class CreditView:
                 self._reserved[customer_id] = held + amount_nano
             return True
 
+    def charge(self, customer_id: int, amount_nano: int, *, check: bool = True) -> bool:
+        """Charge `amount_nano` for a call already served and not held for (a repeated forward,
+        router/forwards.py): with `check`, only if that much is available; False, and nothing
+        charged, otherwise."""
+        with self._lock:
+            unwritten = self._unwritten.get(customer_id, 0)
+            if check and (
+                self._stored.get(customer_id, 0) - unwritten - self._reserved.get(customer_id, 0)
+                < amount_nano
+            ):
+                return False
+            if amount_nano:
+                self._unwritten[customer_id] = unwritten + amount_nano
+            return True
+
     def settle(self, customer_id: int, held_nano: int, charged_nano: int) -> None:
         """A call has ended: release what it held and charge what it cost, in one step."""
         with self._lock:

@@ -10,12 +10,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from chainrouter.domain.enums import Scenario
+from chainrouter.domain.requirements import work_of
 from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
 from chainrouter.jsonrpc.errors import RpcError
 from chainrouter.jsonrpc.responses import batch_response, error_response
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.contract import Gather
+from chainrouter.router.forwards import Forwardable
 from chainrouter.router.replay import Replayable
 from chainrouter.router.stages import CallStage, RequestStage
 
@@ -35,6 +38,8 @@ class Reply:
     request: RequestContext | None = None  # the request served, when requests are logged
     # Set when the native server may give this answer again itself (router/replay.py).
     replayable: Replayable | None = None
+    # Set when the native server may send this call to the same node again (router/forwards.py).
+    forwardable: Forwardable | None = None
 
 
 def combined_status(statuses: Sequence[int]) -> int:
@@ -90,7 +95,9 @@ class Pipeline:
             status, answer, retry_s = await self._call(request, request.calls[0], request.body)
             headers = _headers(request, status, retry_s, self.cache_header)
             replayable = _replayable(request) if request.free_hits and kept is None else None
-            return Reply(status, answer, request.batch_id, headers, kept, replayable)
+            return Reply(
+                status, answer, request.batch_id, headers, kept, replayable, request.forwardable
+            )
         results: list[tuple[int, bytes, float | None]] = await Gather(
             [self._call(request, call, None) for call in request.calls]
         )
@@ -129,6 +136,8 @@ class Pipeline:
                 closing.run(context)
             if request.ended is not None:
                 request.ended.append(context)
+        if context.repeat_within_s is not None and body is not None and request.ended is None:
+            request.forwardable = _forwardable(context)
         return context.status, context.answer, context.retry_after_s
 
 
@@ -143,6 +152,41 @@ def _replayable(request: RequestContext) -> Replayable | None:
     if len(methods) != len(calls):
         return None
     return Replayable(access.customer_id, access.key_id, request.chain_id, methods)
+
+
+def _forwardable(call: CallContext) -> Forwardable | None:
+    """Whether the native server may repeat this call's forward (router/forwards.py): it was
+    the whole decision for a single call, served by its first route at the first try; the key
+    has no rate limit of its own; the answer is never kept (a kept one comes from the cache
+    next time, at the cache's price); not a split `eth_getLogs`; not an `eth_chainId`, whose
+    answer the pipeline checks against the chain."""
+    request, route, within_s = call.request, call.served_by, call.repeat_within_s
+    access = request.access
+    if (
+        access is None
+        or route is None
+        or within_s is None
+        or access.rate_limit > 0
+        or call.scenario is not Scenario.FIRST_CHOICE
+        or call.cache_pin is not None
+        or call.split_size
+        or call.charged_nano is not None
+        or call.call.method == "eth_chainId"
+    ):
+        return None
+    return Forwardable(
+        access.customer_id,
+        access.key_id,
+        request.chain_id,
+        call.call.method,
+        access.bypass_credit_check,
+        route,
+        work_of(call.call.method),
+        call.needs.at_head,
+        call.body,
+        within_s,
+        call.flight is not None,
+    )
 
 
 def _refused(request: RequestContext, refusal: RpcError) -> bytes:

@@ -24,6 +24,7 @@ import itertools
 import logging
 import secrets
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +66,10 @@ class Replays:
         self._meter = meter
         self._metrics = metrics
         self._cache = cache
-        self._tokens = itertools.count(1)
+        # One token per entry of the memo, replays and repeated forwards alike (forwards.py).
+        self.tokens = itertools.count(1)
+        # Told the tokens no entry holds any more (the forwards' own are among them).
+        self.on_gone: Callable[[list[int]], None] | None = None
         self._replayable: dict[int, Replayable] = {}  # token -> what its replays meter
         self.replayed: dict[tuple[int, str], int] = {}  # (chain, method) -> calls, for metrics
         # One drain at a time: the last one (at stop) may run on another thread than the rest,
@@ -105,7 +109,7 @@ class Replays:
         body = request.body
         if body is None or len(body) > MAX_BODY_BYTES or request.method != "POST":
             return
-        token = next(self._tokens)
+        token = next(self.tokens)
         headers = [(name, value) for name, value in answer.headers if name != "x-batch-id"]
         self._replayable[token] = replayable
         installed = False
@@ -155,6 +159,8 @@ class Replays:
             finally:
                 for token in gone:
                     self._replayable.pop(token, None)
+                if self.on_gone is not None and gone:
+                    self.on_gone(gone)
         return replayed
 
     def _meter_replays(self, replayable: Replayable, count: int) -> None:

@@ -23,6 +23,7 @@ from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.executors import Executor
 from chainrouter.router.finality import Finality
 from chainrouter.router.flights import Flights
+from chainrouter.router.forwards import Forwards
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.http_face import MetricsAccess, RouterFace
 from chainrouter.router.journal import (
@@ -81,6 +82,7 @@ class RouterRuntime:
     hub: Hub | None = None  # the WebSocket clients' chain feeds
     ws_limits: WsLimits = field(default_factory=WsLimits)
     replays: Replays | None = None  # a native server's memo of answers it gives again itself
+    forwards: Forwards | None = None  # the forwards that memo repeats
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
@@ -113,14 +115,28 @@ class RouterRuntime:
             self.request_log,
             self.hub,
             self.replays,
+            self.forwards,
         )
 
-    def replay_into(self, memo: Any) -> Replays:
+    def replay_into(self, memo: Any, *, forwards: bool = True) -> Replays:
         """Have the pipeline hand the native server's `memo` the answers it may give again
-        itself (router/replay.py); before `face` and `start_background`."""
+        itself (router/replay.py) and, with `forwards`, the forwards it may repeat
+        (router/forwards.py); before `face` and `start_background`."""
         deps = self.service.deps
         replays = Replays(memo, deps.meter, self.metrics, deps.cache)
         self.replays = self.service.replays = replays
+        if forwards:
+            self.forwards = Forwards(
+                memo,
+                replays.tokens,
+                meter=deps.meter,
+                credits=deps.credits,
+                cooldowns=deps.cooldowns,
+                health=deps.health,
+                seen_heads=deps.seen_heads,
+                metrics=self.metrics,
+            )
+            replays.on_gone = self.forwards.forget
         # One sequence of batch ids for the worker: the pipeline's answers and the replays.
         self.service.batch_ids = memo.next_batch_id
         return replays

@@ -142,11 +142,12 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
     )
     executor = NativeExecutor(driver)
     memo = None
-    if settings.cache_replay_max_bytes and runtime.service.deps.cache is not None:
+    caching = runtime.service.deps.cache is not None
+    if settings.cache_replay_max_bytes and (caching or settings.repeat_forwards):
         memo = Replays.new_memo(
             native, settings.cache_replay_max_bytes, settings.cache_replay_max_age_s
         )
-        runtime.replay_into(memo)
+        runtime.replay_into(memo, forwards=settings.repeat_forwards)
     face = runtime.face(trusted, executor)
     server = native.NativeServer(
         face.respond,
@@ -158,6 +159,8 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
     )
     if memo is not None:
         server.replay_from(memo)
+        if runtime.forwards is not None:
+            server.settle_forwards_with(runtime.forwards.settle)
     server.accept_websockets(
         websocket_handler(runtime, executor.driver, loop, settings.ws_max_message_bytes)
     )

@@ -122,6 +122,7 @@ class _Attempts:
         "_peers",
         "busy",
         "call",
+        "hedge_at",
         "in_flight",
         "next",
         "policy",
@@ -139,6 +140,7 @@ class _Attempts:
         self.started = started
         self.next = 0  # index in call.ordered
         self.busy = 0  # lanes between taking a route and knowing its outcome
+        self.hedge_at: float | None = None  # when a race starts its second lane
         self.tally = _Tally()
         self.in_flight: dict[int, tuple[Route, float]] = {}
         self._peers: list[int] | None = None
@@ -213,10 +215,9 @@ class Attempt:
     async def _race(self, attempts: _Attempts, lanes: int) -> None:
         attempts.racing = True
         work, policy = attempts.work, attempts.policy
-        _, outcome = await Race(
-            [self._lane(attempts, lane) for lane in range(lanes)],
-            self._recent.hedge_delays(attempts.peers()[:lanes], work, policy),
-        )
+        delays = self._recent.hedge_delays(attempts.peers()[:lanes], work, policy)
+        attempts.hedge_at = delays[1]
+        _, outcome = await Race([self._lane(attempts, lane) for lane in range(lanes)], delays)
         if isinstance(outcome, _Served) and outcome.route is not None:
             node_id = outcome.route.node.node_id
             if attempts.in_flight:  # judged before the winner's time joins its record
@@ -291,6 +292,20 @@ class Attempt:
                     served.scenario = Scenario.FAILOVER
                 if lane and served.scenario is not Scenario.REJECTED:
                     served.scenario = Scenario.HEDGED
+                elif (
+                    served.route is ordered[0]
+                    and served.scenario is Scenario.FIRST_CHOICE
+                    and tally.tried == 1
+                    and not attempts.in_flight
+                    and not buckets
+                    and work is not Work.WRITE
+                ):
+                    # The pipeline's whole decision for this call: the native server may repeat
+                    # it, waiting on the node no longer than this attempt would have.
+                    hedge_at = attempts.hedge_at
+                    call.repeat_within_s = (
+                        timeout_s if hedge_at is None else min(hedge_at, timeout_s)
+                    )
                 if not attempts.racing:
                     self._settle(attempts, served)
                 return served
