@@ -76,6 +76,7 @@ BARE = "bare Python forwarder (uvicorn + aiohttp, no pipeline), 1 worker"
 BARE_NATIVE = "bare native forwarder (Rust server and client, no pipeline), 1 worker"
 PYTHON_ONE_WORKER = "chainrouter python, 1 worker(s)"
 NATIVE_ONE_WORKER = "chainrouter native, 1 worker(s)"
+NATIVE_PIPELINE = "chainrouter native, 1 worker(s), repeats off: every request through the pipeline"
 UPSTREAM = "static upstream, direct"
 ECHO = "uvicorn echo server (answers itself, no upstream), 1 worker"
 NATIVE_HALF = "chainrouter native, 1 worker"
@@ -153,8 +154,11 @@ def _children(pid: int) -> list[int]:
 
 
 @contextmanager
-def router(setup: Setup, workers: int, executor: str) -> Iterator[tuple[str, list[int]]]:
-    """A served router on `executor` (native or python) with `workers` worker processes."""
+def router(
+    setup: Setup, workers: int, executor: str, settings: dict[str, str] | None = None
+) -> Iterator[tuple[str, list[int]]]:
+    """A served router on `executor` (native or python) with `workers` worker processes, and
+    `settings` (environment variables) beside the benchmark's own."""
     port = free_port()
     env = {
         **os.environ,
@@ -168,6 +172,7 @@ def router(setup: Setup, workers: int, executor: str) -> Iterator[tuple[str, lis
         # measure the pipeline and its forwarding (those: bench/cache.py).
         "CHAINROUTER_COALESCE": "false",
         "CHAINROUTER_CACHE_MAX_BYTES": "0",
+        **(settings or {}),
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"], env=env
@@ -259,6 +264,12 @@ def main() -> None:
         natives = {
             workers: running.enter_context(router(setup, workers, "native")) for workers in (1, 2)
         }
+        # The same request again and again is what the native server repeats itself (docs/
+        # router.md, "Repeated forwards"): with repeats off, the pipeline serves every one, as it
+        # does each first request and every request unlike the ones before.
+        pipeline_only = running.enter_context(
+            router(setup, 1, "native", {"CHAINROUTER_REPEAT_FORWARDS": "false"})
+        )
         time.sleep(1)  # let the snapshots settle and the first health checks go out
         memory["python, 1 worker(s), loaded"] = [rss_mb(p) for p in python[1]]
         for workers, (_, pids) in natives.items():
@@ -273,6 +284,7 @@ def main() -> None:
                 f"chainrouter native, {w} worker(s)": Target(url, ORIGIN, pids)
                 for w, (url, pids) in natives.items()
             },
+            NATIVE_PIPELINE: Target(pipeline_only[0], ORIGIN, pipeline_only[1]),
         }
         # Interleaved rounds: a slow spell of this shared machine hits every target of a round
         # alike, and the medians of the per-round ratios set it aside.
@@ -383,6 +395,8 @@ def _write(
         r[NATIVE_ONE_WORKER].requests_per_s / r[BARE_NATIVE].requests_per_s for r in rounds
     ]
     pipeline_share = statistics.median(pipelines)
+    repeats = [r[NATIVE_PIPELINE].requests_per_s / r[BARE_NATIVE].requests_per_s for r in rounds]
+    repeat_share = statistics.median(repeats)
     when = datetime.now(UTC).isoformat(timespec="seconds")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "router.json").write_text(
@@ -397,6 +411,7 @@ def _write(
                 "max_load": {k: asdict(v) for k, v in rows.items()},
                 "native_vs_python": round(native_gain, 3),
                 "native_vs_bare_native": round(pipeline_share, 3),
+                "native_pipeline_only_vs_bare_native": round(repeat_share, 3),
                 "half_load_rate": round(rate),
                 **{
                     key: [{k: asdict(v) for k, v in r.items()} for r in half_load[layout]]
@@ -418,8 +433,13 @@ def _write(
         f"{when}. wrk, {CONNECTIONS} connections, {DURATION_S} s after a 2 s warm-up, on the same "
         f"2-core machine as everything else; {len(rounds)} interleaved rounds over all targets, "
         "medians shown, with the lowest and highest per-round ratio to nginx. The router holds "
-        f"{nodes} nodes over the whole registry; each request passes key, domain (Origin checked "
-        "against a one-domain list), credit check, routing, forwarding and billing. Upstream: "
+        f"{nodes} nodes over the whole registry; each request is decided by key, domain (Origin "
+        "checked against a one-domain list), credit check, routing, forwarding and billing. "
+        "Every request is the same `eth_blockNumber` call: the native rows repeat the pipeline's "
+        'forward in the server once the pipeline has decided it (docs/router.md, "Repeated '
+        'forwards"; billed by Python in groups before the answers leave), and the row with '
+        "repeats off runs the whole pipeline for every request, as for a first request or one "
+        "unlike those before. Upstream: "
         "nginx returning a fixed JSON-RPC result. The bare forwarders are the transport "
         "benchmark's: the minimal ASGI app on uvicorn with aiohttp, and the minimal handler on "
         "the native executor (`bench/native_forwarder.py`); each is the ceiling of its server "
@@ -460,12 +480,15 @@ def _write(
         f"{rows[NATIVE_ONE_WORKER].cpu_us:.1f} against "
         f"{rows[PYTHON_ONE_WORKER].cpu_us:.1f} µs CPU per request.",
         "",
-        f"The pipeline's share, one native worker against the bare native forwarder: "
-        f"{pipeline_share:.2f}x the requests/s (rounds {min(pipelines):.2f} to "
-        f"{max(pipelines):.2f}); server thread {rows[NATIVE_ONE_WORKER].busiest_thread_us:.1f} "
-        f"against {rows[BARE_NATIVE].busiest_thread_us:.1f} µs per request. The difference is "
-        "what the pipeline and its glue cost: key, domain, credits, validation, routing, the "
-        "answer's check, billing, and stepping the program from Rust.",
+        f"One native worker against the bare native forwarder: {pipeline_share:.2f}x the "
+        f"requests/s (rounds {min(pipelines):.2f} to {max(pipelines):.2f}); server thread "
+        f"{rows[NATIVE_ONE_WORKER].busiest_thread_us:.1f} against "
+        f"{rows[BARE_NATIVE].busiest_thread_us:.1f} µs per request: what repeating costs beside "
+        "forwarding (the memo's look-up, the answer's check, billing in groups). With repeats "
+        f"off, {repeat_share:.2f}x (rounds {min(repeats):.2f} to {max(repeats):.2f}); server "
+        f"thread {rows[NATIVE_PIPELINE].busiest_thread_us:.1f} µs per request: what the "
+        "pipeline and its glue cost (key, domain, credits, validation, routing, the answer's "
+        "check, billing, stepping the program from Rust).",
         "",
         f"## Latency at half load ({rate:.0f} requests/s offered, "
         "half the native one-worker maximum)",

@@ -200,15 +200,12 @@ class Forwards:
         repeats: list[tuple[int, float, bool, int | None]],
     ) -> int:
         """What the closing stages record of served calls, for a grant's billed repeats."""
-        node_id, work = grant.route.node.node_id, grant.work
-        attempt, observe = self._metrics.attempt, self._health.observe_answer
-        head = None
-        for index in indices:
-            _, elapsed_s, _, block = repeats[index]
-            attempt(node_id, True, elapsed_s)
-            observe(node_id, work, elapsed_s)
-            if block is not None and (head is None or block > head):
-                head = block
+        node_id = grant.route.node.node_id
+        times = [repeats[index][1] for index in indices]
+        self._metrics.answered(node_id, times)
+        self._health.observe_answers(node_id, grant.work, times)
+        heads = [block for index in indices if (block := repeats[index][3]) is not None]
+        head = max(heads) if heads else None
         self._cooldowns.succeeded(node_id)
         if head is not None:
             seen = self._seen_heads.seen(grant.key_id, grant.chain_id)

@@ -195,6 +195,17 @@ class HealthMonitor:
             self.observe_latency(node_id, seconds * 1000)
         self.recent.observe(node_id, work, seconds)
 
+    def observe_answers(self, node_id: int, work: Work, times: list[float]) -> None:
+        """`observe_answer` for each of `times`, in order (repeated forwards, in groups)."""
+        if work is Work.QUICK:
+            latency = self._latency_ms.get(node_id)
+            for seconds in times:
+                ms = seconds * 1000
+                latency = ms if latency is None else latency + _SMOOTHING * (ms - latency)
+            if latency is not None:
+                self._latency_ms[node_id] = latency
+        self.recent.observe_all(node_id, work, times)
+
     # -- checking ----------------------------------------------------------------------------
 
     async def check(self, node: NodeInfo) -> None:

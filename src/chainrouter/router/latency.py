@@ -95,6 +95,18 @@ class RecentLatency:
         if self._strikes:
             self._strikes.pop(node_id, None)
 
+    def observe_all(self, node_id: int, work: Work, times: list[float]) -> None:
+        """`observe` for each of `times`, in order."""
+        key = (node_id, work)
+        window = self._windows.get(key)
+        if window is None:
+            window = self._windows[key] = _Window()
+        add = window.add
+        for seconds in times:
+            add(seconds)
+        if self._strikes:
+            self._strikes.pop(node_id, None)
+
     def quantile(self, node_id: int, work: Work, q: float) -> float | None:
         """The q-quantile of the node's recent answer times for this work; None: too few."""
         window = self._windows.get((node_id, work))

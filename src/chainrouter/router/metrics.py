@@ -94,6 +94,16 @@ class RouterMetrics:
         else:
             counts[_FAILED] += 1
 
+    def answered(self, node_id: int, times: list[float]) -> None:
+        """`attempt(node_id, True, seconds)` for each of `times` (repeated forwards, in groups)."""
+        counts = self.nodes.get(node_id)
+        if counts is None:
+            counts = self.nodes[node_id] = [0.0] * _NODE_SLOTS
+        counts[_ANSWERED] += len(times)
+        for seconds in times:
+            counts[_BUCKETS + bisect.bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
+        counts[-1] += sum(times)
+
     def attempts(self) -> dict[tuple[int, str], int]:
         """(node, "answered" | "failed") -> attempts."""
         found = {}
