@@ -221,6 +221,8 @@ class Forwards:
             grant.route.plan.plan_id,
             count=len(indices),
         )
+        repeated, stat = self._metrics.repeated, (grant.chain_id, grant.method)
+        repeated[stat] = repeated.get(stat, 0) + len(indices)
         return len(indices)
 
     def _still_first_choice(self, grant: Forwardable) -> bool:

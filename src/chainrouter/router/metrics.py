@@ -52,6 +52,7 @@ class RouterMetrics:
         "credits_nano",
         "nodes",
         "notifications",
+        "repeated",
         "requests",
         "websocket",
     )
@@ -70,6 +71,8 @@ class RouterMetrics:
         # (series, chain, method) -> n: the response cache's hits, misses, evictions, bytes held
         # and calls coalesced (read from the cache when counts are read or exported)
         self.cache: dict[tuple[str, int, str], int] = {}
+        # (chain, method) -> calls the native server sent again itself (router/forwards.py)
+        self.repeated: dict[tuple[int, str], int] = {}
 
     def request(self, route: str, status: int, count: int = 1) -> None:
         key = (route, status)
@@ -134,6 +137,7 @@ class RouterMetrics:
             "notifications": [[*key, n] for key, n in list(self.notifications.items())],
             "websocket": [[name, n] for name, n in list(self.websocket.items())],
             "cache": [[*key, n] for key, n in list(self.cache.items())],
+            "repeated": [[*key, n] for key, n in list(self.repeated.items())],
         }
 
     def add(self, data: dict[str, Any]) -> None:
@@ -156,6 +160,8 @@ class RouterMetrics:
         for series, chain, method, n in data.get("cache", ()):
             stat = (series, chain, method)
             self.cache[stat] = self.cache.get(stat, 0) + n
+        for chain, method, n in data.get("repeated", ()):
+            self.repeated[(chain, method)] = self.repeated.get((chain, method), 0) + n
 
     def copy(self) -> RouterMetrics:
         merged = RouterMetrics()

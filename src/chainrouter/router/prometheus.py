@@ -52,6 +52,7 @@ class _RouterCollector(Collector):
         yield from _nodes(state)
         yield from _websocket(counts)
         yield from _cache(counts)
+        yield _repeated(counts)
         yield from _storage(state.sync)
 
 
@@ -158,6 +159,18 @@ def _cache(counts: RouterMetrics) -> Iterator[Metric]:
     for chain, method, n in by_series.get("bytes", ()):
         held.add_metric([str(chain), method], n)
     yield held
+
+
+def _repeated(counts: RouterMetrics) -> Metric:
+    repeated = CounterMetricFamily(
+        "chainrouter_forwards_repeated",
+        "Calls the native server sent again itself to the node the pipeline chose for the same "
+        "request, by chain and method (billed and counted as calls too).",
+        labels=["chain", "method"],
+    )
+    for (chain, method), n in sorted(counts.repeated.items()):
+        repeated.add_metric([str(chain), method], n)
+    return repeated
 
 
 def _nodes(state: RouterState) -> Iterator[Metric]:
