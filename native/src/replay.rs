@@ -272,24 +272,13 @@ impl Memo {
         {
             return false;
         }
-        let Some(ids) = scan(asked.body) else {
+        let Some(id) = one_call(asked.body) else {
             return false;
         };
-        if ids.len() != 1 || asked.body[ids[0].0..ids[0].1] != *grant.sent_id() {
+        if asked.body[id.0..id.1] != *grant.sent_id() {
             return false;
         }
-        let key: Arc<[u8]> = key_of(asked, &ids).into();
-        {
-            let inner = self.lock();
-            let current = inner.entries.get(&*key);
-            if current.is_some_and(|e| {
-                matches!(e.kept, Kept::Forward(_)) && e.handed.elapsed() < self.max_age
-            }) {
-                // Repeated already: the requests the pipeline answered meanwhile (identical
-                // calls at once) leave the grant in flight as it is.
-                return false;
-            }
-        }
+        let key: Arc<[u8]> = key_of(asked, &[id]).into();
         let token = grant.token;
         self.keep(token, generation, key, Kept::Forward(Arc::new(grant)), size)
     }
@@ -310,6 +299,13 @@ impl Memo {
         let mut inner = self.lock();
         if self.generation.load(Ordering::SeqCst) != generation {
             return false; // cleared while the request was decided: under what it read before
+        }
+        let fresh_forward =
+            |e: &Entry| matches!(e.kept, Kept::Forward(_)) && e.handed.elapsed() < self.max_age;
+        if matches!(kept, Kept::Forward(_)) && inner.entries.get(&*key).is_some_and(fresh_forward) {
+            // Repeated already: the requests the pipeline answered meanwhile (identical calls at
+            // once) leave the grant in flight as it is. Checked under the lock that installs.
+            return false;
         }
         // Installed again: the new entry takes over the old one's key, so that the place the
         // old one leaves in `order` holds no buffer of its own.
@@ -427,6 +423,16 @@ pub fn scan(body: &[u8]) -> Option<Vec<(usize, usize)>> {
     (scanner.at == body.len()).then_some(ids)
 }
 
+/// The span of the id of `body` if it is one call (an object, not a batch, even of one: its
+/// answer is an array) with a plain id.
+pub fn one_call(body: &[u8]) -> Option<(usize, usize)> {
+    let first = body.iter().find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
+    match scan(body)?[..] {
+        [id] if *first == b'{' => Some(id),
+        _ => None,
+    }
+}
+
 /// The span of the `result` of `answer` if it is a plain JSON-RPC answer to the call with id
 /// `id` (its bytes as sent): one object whose members are exactly `"jsonrpc":"2.0"`, the `id`
 /// with those bytes and a `result`, each once, and valid JSON throughout. None for anything else
@@ -455,7 +461,8 @@ pub fn plain_answer(answer: &[u8], id: &[u8]) -> Option<(usize, usize)> {
 /// The block number an `eth_blockNumber` result spells: a quoted `0x` and 1 to 16 hex digits.
 pub fn hex_quantity(result: &[u8]) -> Option<u64> {
     let digits = result.strip_prefix(b"\"0x")?.strip_suffix(b"\"")?;
-    if digits.is_empty() || digits.len() > 16 {
+    // `from_str_radix` would also take a leading `+`.
+    if digits.is_empty() || digits.len() > 16 || !digits.iter().all(u8::is_ascii_hexdigit) {
         return None;
     }
     u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
@@ -672,10 +679,7 @@ fn plain_id(value: &[u8]) -> bool {
 
 /// Whether `answer` is a plain answer to the one call in `sent`.
 fn answered_plainly(answer: &[u8], sent: &[u8]) -> bool {
-    match scan(sent).as_deref() {
-        Some(&[(start, end)]) => plain_answer(answer, &sent[start..end]).is_some(),
-        _ => false,
-    }
+    one_call(sent).is_some_and(|(start, end)| plain_answer(answer, &sent[start..end]).is_some())
 }
 
 fn header_pairs(headers: Vec<(String, String)>) -> PyResult<Vec<(HeaderName, HeaderValue)>> {
@@ -1076,5 +1080,463 @@ mod tests {
     fn a_body_past_the_bound_is_neither_kept_nor_replayed() {
         let memo = Memo::new(1 << 20, CALL.len() - 1, AGE, "p-".into());
         assert!(!memo.install(1, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+    }
+
+    // plain_answer: what a repeat may give.
+
+    const PLAIN: &[u8] = br#"{"jsonrpc":"2.0","id":1,"result":"0x1"}"#;
+
+    fn result_of<'a>(answer: &'a [u8], id: &[u8]) -> Option<&'a [u8]> {
+        plain_answer(answer, id).map(|(start, end)| &answer[start..end])
+    }
+
+    #[test]
+    fn a_plain_answer_is_jsonrpc_2_0_the_id_as_sent_and_a_result_and_its_result_is_spanned() {
+        assert_eq!(result_of(PLAIN, b"1"), Some(&b"\"0x1\""[..]));
+        let spaced =
+            b" \r\n{ \"result\" :\t{\"a\":[1,{\"id\":2}]} ,\"id\" : 1 , \"jsonrpc\":\"2.0\" }\n ";
+        assert_eq!(result_of(spaced, b"1"), Some(&br#"{"a":[1,{"id":2}]}"#[..]));
+        let named = br#"{"jsonrpc":"2.0","id":"q-1","result":null}"#;
+        assert_eq!(result_of(named, b"\"q-1\""), Some(&b"null"[..]));
+        let none = br#"{"id":null,"jsonrpc":"2.0","result":[]}"#;
+        assert_eq!(result_of(none, b"null"), Some(&b"[]"[..]));
+    }
+
+    #[test]
+    fn an_error_an_extra_member_a_missing_one_or_one_twice_is_not_a_plain_answer() {
+        for answer in [
+            &br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"x"}}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"result":"0x1","error":null}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":"0x1","x":1}"#,
+            br#"{"jsonrpc":"2.0","id":1}"#,         // no result
+            br#"{"id":1,"result":"0x1"}"#,          // no jsonrpc
+            br#"{"jsonrpc":"2.0","result":"0x1"}"#, // no id
+            br#"{"jsonrpc":"2.0","id":1,"result":"0x1","result":"0x2"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"id":1,"result":"0x1"}"#,
+            br#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"result":"0x1"}"#,
+            br#"{"JSONRPC":"2.0","id":1,"result":"0x1"}"#,
+            br#"{}"#,
+        ] {
+            assert_eq!(plain_answer(answer, b"1"), None, "{}", String::from_utf8_lossy(answer));
+        }
+    }
+
+    #[test]
+    fn an_answer_under_any_other_id_bytes_than_those_sent_is_not_plain() {
+        for (answer_id, sent_id) in [
+            ("2", "1"),
+            ("1.0", "1"),
+            ("1", "1.0"),
+            ("\"1\"", "1"),
+            ("1", "\"1\""),
+            ("null", "1"),
+            ("1", "null"),
+            ("\"a\"", "\"A\""),
+            ("\"\\u0061\"", "\"a\""),
+            ("10", "1"),
+        ] {
+            let answer = format!(r#"{{"jsonrpc":"2.0","id":{answer_id},"result":"0x1"}}"#);
+            assert_eq!(plain_answer(answer.as_bytes(), sent_id.as_bytes()), None, "{answer}");
+        }
+    }
+
+    #[test]
+    fn jsonrpc_is_plain_only_as_the_string_2_0() {
+        for version in ["\"1.0\"", "2.0", "\"2.0 \"", "\"2\"", "null", "\"2\\u002e0\""] {
+            let answer = format!(r#"{{"jsonrpc":{version},"id":1,"result":"0x1"}}"#);
+            assert_eq!(plain_answer(answer.as_bytes(), b"1"), None, "{answer}");
+        }
+    }
+
+    #[test]
+    fn an_answer_that_is_not_one_valid_json_object_is_not_plain() {
+        for answer in [
+            &br#"{"jsonrpc":"2.0","id":1,"result":"0x1"} x"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"result":"0x1"}{}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":"0x1"},"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":[1,]}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":01}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":"\x"}"#,
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\x01\"}",
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":\"\xff\"}",
+            br#"{"jsonrpc":"2.0","id":1,"result":tru}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":"0x1",}"#,
+            br#"[{"jsonrpc":"2.0","id":1,"result":"0x1"}]"#,
+            br#""{\"jsonrpc\":\"2.0\"}""#,
+            b"null",
+            b"",
+            b"   ",
+        ] {
+            assert_eq!(plain_answer(answer, b"1"), None, "{}", String::from_utf8_lossy(answer));
+        }
+    }
+
+    #[test]
+    fn no_truncation_of_a_plain_answer_is_plain() {
+        let answer =
+            br#"{"jsonrpc":"2.0","id":12,"result":{"n":-1.5e3,"s":"a\"b","l":[true,null]}}"#;
+        assert!(plain_answer(answer, b"12").is_some());
+        for end in 0..answer.len() {
+            assert_eq!(plain_answer(&answer[..end], b"12"), None, "{end}");
+        }
+    }
+
+    #[test]
+    fn member_names_with_escapes_are_not_plain_even_when_they_spell_the_right_name() {
+        for answer in [
+            &br#"{"jsonrpc":"2.0","id":1,"\u0072esult":"0x1"}"#[..],
+            br#"{"jsonrp\u0063":"2.0","id":1,"result":"0x1"}"#,
+            br#"{"jsonrpc":"2.0","i\u0064":1,"result":"0x1"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":"0x1","\u0065rror":null}"#,
+        ] {
+            assert_eq!(plain_answer(answer, b"1"), None, "{}", String::from_utf8_lossy(answer));
+        }
+    }
+
+    // hex_quantity: the block an eth_blockNumber's result names.
+
+    #[test]
+    fn a_hex_quantity_is_a_quoted_0x_and_1_to_16_hex_digits() {
+        assert_eq!(hex_quantity(b"\"0x0\""), Some(0));
+        assert_eq!(hex_quantity(b"\"0x10\""), Some(16));
+        assert_eq!(hex_quantity(b"\"0x1b4\""), Some(436));
+        assert_eq!(hex_quantity(b"\"0x0000000000000001\""), Some(1)); // 16 digits
+        assert_eq!(hex_quantity(b"\"0xffffffffffffffff\""), Some(u64::MAX));
+        // Upper case digits are hex digits to `from_str_radix`, and so here.
+        assert_eq!(hex_quantity(b"\"0xABCDEF\""), Some(0xabcdef));
+        assert_eq!(hex_quantity(b"\"0xAbC\""), Some(0xabc));
+    }
+
+    #[test]
+    fn anything_else_is_no_hex_quantity() {
+        for result in [
+            &b"\"0x00000000000000001\""[..], // 17 digits, however small
+            b"\"0x10000000000000000\"",
+            b"0x10",     // not quoted
+            b"\"0x10",   // quoted on one side
+            b"\"0x\"",   // no digits
+            b"\"0xg\"",  // not hex
+            b"\"10\"",   // no 0x
+            b"\"0X10\"", // 0X
+            b"\"0x+1\"", // a sign, which `from_str_radix` alone would take
+            b"\"0x-1\"",
+            b"\"0x 1\"",
+            b"\"0x1 \"",
+            b"\"0x1_0\"",
+            b"16",
+            b"null",
+            b"",
+        ] {
+            assert_eq!(hex_quantity(result), None, "{}", String::from_utf8_lossy(result));
+        }
+    }
+
+    // Forwards in the memo.
+
+    const FORWARDED: &[u8] =
+        br#"{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":["0xab","latest"]}"#;
+
+    fn grant(token: u64, sent: &[u8]) -> Grant {
+        let url = "http://node.example/rpc".to_string();
+        Grant::new(token, url, sent, Duration::from_secs(1), vec![], false, false).unwrap()
+    }
+
+    fn forward(token: u64) -> Grant {
+        grant(token, FORWARDED)
+    }
+
+    /// The forward `body` finds: its grant's token, the caller's id, the entry's key.
+    fn found(memo: &Memo, asked: &Asked<'_>) -> Option<(u64, Vec<u8>, Arc<[u8]>)> {
+        match memo.lookup(asked)? {
+            Found::Forward { grant, id, key } => {
+                Some((grant.token, asked.body[id.0..id.1].to_vec(), key))
+            }
+            Found::Replay(_) => panic!("a replay where a forward was expected"),
+        }
+    }
+
+    fn forward_size(asked: &Asked<'_>, grant: &Grant) -> usize {
+        field_bytes(asked) + asked.body.len() + grant.size() + ENTRY_OVERHEAD
+    }
+
+    fn bytes_are_the_sum_of_the_entries(memo: &Memo) {
+        let inner = memo.lock();
+        let sum: usize = inner.entries.values().map(|e| e.size).sum();
+        assert_eq!(inner.bytes, sum);
+    }
+
+    #[test]
+    fn a_forward_is_found_for_the_same_request_under_another_id_with_the_callers_id() {
+        let memo = memo();
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(5)));
+        let again =
+            br#"{"jsonrpc":"2.0","id":"q-1","method":"eth_getBalance","params":["0xab","latest"]}"#;
+        let (token, id, key) = found(&memo, &asked(again)).unwrap();
+        assert_eq!((token, &id[..]), (5, &b"\"q-1\""[..]));
+        assert_eq!(&*key, &key_of(&asked(again), &scan(again).unwrap())[..]);
+        let (_, id, _) = found(&memo, &asked(FORWARDED)).unwrap();
+        assert_eq!(id, b"7");
+        let null =
+            br#"{"jsonrpc":"2.0","id":null,"method":"eth_getBalance","params":["0xab","latest"]}"#;
+        assert_eq!(found(&memo, &asked(null)).unwrap().1, b"null");
+    }
+
+    #[test]
+    fn a_forward_is_neither_a_replay_nor_counted_as_one() {
+        let memo = memo();
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(5)));
+        assert!(memo.replay(&asked(FORWARDED)).is_none());
+        assert!(found(&memo, &asked(FORWARDED)).is_some());
+        assert_eq!(memo.drain(), (vec![], vec![]), "settle bills repeats, not the drain");
+    }
+
+    #[test]
+    fn a_request_that_differs_from_a_forwards_in_anything_but_the_id_finds_nothing() {
+        let memo = memo();
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(1)));
+        for body in [
+            &br#"{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":["0xac","latest"]}"#[..],
+            br#"{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":["0xab","latest"]} "#,
+            br#"{"jsonrpc":"2.0", "id":7,"method":"eth_getBalance","params":["0xab","latest"]}"#,
+            br#"{"jsonrpc":"2.0","id":7,"method":"eth_getbalance","params":["0xab","latest"]}"#,
+            br#"[{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":["0xab","latest"]}]"#,
+        ] {
+            assert!(memo.lookup(&asked(body)).is_none(), "{}", String::from_utf8_lossy(body));
+        }
+        let others = [
+            Asked { path: "/rpc/1/crk_y", ..asked(FORWARDED) },
+            Asked { path: "/rpc/10/crk_x", ..asked(FORWARDED) },
+            Asked { origin: Some("https://evil.example"), ..asked(FORWARDED) },
+            Asked { origin: None, ..asked(FORWARDED) },
+            Asked { referer: Some("https://app.example/"), ..asked(FORWARDED) },
+            Asked { referer: Some(""), ..asked(FORWARDED) },
+            Asked { content_type: Some("text/plain"), ..asked(FORWARDED) },
+            Asked { content_type: None, ..asked(FORWARDED) },
+        ];
+        for other in &others {
+            assert!(memo.lookup(other).is_none());
+        }
+        assert!(found(&memo, &asked(FORWARDED)).is_some());
+    }
+
+    #[test]
+    fn a_forward_is_kept_only_for_one_call_whose_id_the_node_was_sent() {
+        let memo = memo();
+        let batch_of_one =
+            br#"[{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":["0xab","latest"]}]"#;
+        assert!(!memo.install_forward(0, &asked(batch_of_one), forward(1)));
+        let batch = br#"[{"id":7,"method":"a"},{"id":8,"method":"b"}]"#;
+        assert!(!memo.install_forward(0, &asked(batch), forward(1)));
+        let notification =
+            br#"{"jsonrpc":"2.0","method":"eth_getBalance","params":["0xab","latest"]}"#;
+        assert!(!memo.install_forward(0, &asked(notification), forward(1)));
+        let not_plain =
+            br#"{"jsonrpc":"2.0","id":7.0,"method":"eth_getBalance","params":["0xab","latest"]}"#;
+        assert!(!memo.install_forward(0, &asked(not_plain), forward(1)));
+        let broken =
+            br#"{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":["0xab","latest"]"#;
+        assert!(!memo.install_forward(0, &asked(broken), forward(1)));
+        // The node was sent another id than the request's.
+        let sent =
+            br#"{"jsonrpc":"2.0","id":8,"method":"eth_getBalance","params":["0xab","latest"]}"#;
+        assert!(!memo.install_forward(0, &asked(FORWARDED), grant(1, sent)));
+        let sent =
+            br#"{"jsonrpc":"2.0","id":"7","method":"eth_getBalance","params":["0xab","latest"]}"#;
+        assert!(!memo.install_forward(0, &asked(FORWARDED), grant(1, sent)));
+        assert_eq!(memo.stats(), (0, 0));
+        assert_eq!(memo.drain(), (vec![], vec![]), "a grant refused was never held");
+        // The body sent may be written otherwise than the request, around the same id.
+        let sent =
+            br#"{"id":7,"jsonrpc":"2.0","method":"eth_getBalance","params":["0xab","latest"]}"#;
+        assert!(memo.install_forward(0, &asked(FORWARDED), grant(1, sent)));
+    }
+
+    #[test]
+    fn a_forward_past_the_bounds_is_not_kept() {
+        let memo = Memo::new(1 << 20, FORWARDED.len() - 1, AGE, "p-".into());
+        assert!(!memo.install_forward(0, &asked(FORWARDED), forward(1)));
+        let memo = self::memo();
+        let long = "x".repeat(MAX_FIELD_BYTES);
+        let referred = Asked { referer: Some(&long), ..asked(FORWARDED) };
+        assert!(!memo.install_forward(0, &referred, forward(1)));
+        let small =
+            Memo::new(4 * forward_size(&asked(FORWARDED), &forward(1)) - 4, 8192, AGE, "p-".into());
+        assert!(!small.install_forward(0, &asked(FORWARDED), forward(1)), "a quarter at most");
+        assert_eq!(small.stats(), (0, 0));
+    }
+
+    #[test]
+    fn only_plain_answers_to_one_call_are_handed_over_as_forwards() {
+        assert!(answered_plainly(br#"{"jsonrpc":"2.0","id":7,"result":"0x10"}"#, FORWARDED));
+        let error = br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"x"}}"#;
+        assert!(!answered_plainly(error, FORWARDED));
+        assert!(!answered_plainly(br#"{"jsonrpc":"2.0","id":8,"result":"0x10"}"#, FORWARDED));
+        let batch_of_one = br#"[{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":[]}]"#;
+        assert!(!answered_plainly(br#"{"jsonrpc":"2.0","id":7,"result":"0x10"}"#, batch_of_one));
+        let notification = br#"{"jsonrpc":"2.0","method":"eth_getBalance","params":[]}"#;
+        assert!(!answered_plainly(br#"{"jsonrpc":"2.0","id":null,"result":"0x10"}"#, notification));
+    }
+
+    #[test]
+    fn a_forward_is_repeated_for_its_age_then_left_to_the_pipeline_and_may_be_handed_over_again() {
+        let memo = memo();
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(1)));
+        memo.lock().entries.values_mut().for_each(|e| e.handed -= AGE);
+        assert!(memo.lookup(&asked(FORWARDED)).is_none());
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(2)));
+        assert_eq!(found(&memo, &asked(FORWARDED)).unwrap().0, 2);
+        assert_eq!(memo.drain(), (vec![], vec![1]));
+        assert_eq!(memo.stats().0, 1);
+        bytes_are_the_sum_of_the_entries(&memo);
+    }
+
+    #[test]
+    fn a_fresh_forward_is_not_replaced_by_another_for_the_same_request() {
+        let memo = memo();
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(1)));
+        assert!(!memo.install_forward(0, &asked(FORWARDED), forward(2)));
+        let other_id =
+            br#"{"jsonrpc":"2.0","id":9,"method":"eth_getBalance","params":["0xab","latest"]}"#;
+        let sent_9 = other_id;
+        assert!(!memo.install_forward(0, &asked(other_id), grant(3, sent_9)), "the same key");
+        assert_eq!(found(&memo, &asked(FORWARDED)).unwrap().0, 1);
+        assert_eq!(memo.drain(), (vec![], vec![]));
+        assert_eq!(memo.stats().0, 1);
+    }
+
+    #[test]
+    fn of_forwards_for_one_request_installed_at_once_exactly_one_is_kept() {
+        let memo = Arc::new(memo());
+        for round in 0..100u64 {
+            memo.clear();
+            let _ = memo.drain();
+            let generation = memo.generation();
+            let start = Arc::new(std::sync::Barrier::new(8));
+            let installers: Vec<_> = (0..8u64)
+                .map(|n| {
+                    let (memo, start) = (memo.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        memo.install_forward(generation, &asked(FORWARDED), forward(round * 8 + n))
+                    })
+                })
+                .collect();
+            let kept =
+                installers.into_iter().map(|i| i.join().unwrap()).filter(|&kept| kept).count();
+            assert_eq!(kept, 1, "round {round}");
+            assert_eq!(memo.drain(), (vec![], vec![]), "none replaced another");
+        }
+    }
+
+    #[test]
+    fn clearing_forgets_a_forward_and_gives_its_token_back() {
+        let memo = memo();
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(4)));
+        assert!(memo.install(5, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        memo.clear();
+        assert!(memo.lookup(&asked(FORWARDED)).is_none());
+        let (counts, mut gone) = memo.drain();
+        gone.sort_unstable();
+        assert_eq!((counts, gone), (vec![], vec![4, 5]));
+        assert_eq!(memo.stats(), (0, 0));
+    }
+
+    #[test]
+    fn a_forward_decided_before_a_clear_is_not_installed_after_it() {
+        let memo = memo();
+        let decided_in = memo.generation();
+        memo.clear();
+        assert!(!memo.install_forward(decided_in, &asked(FORWARDED), forward(1)));
+        assert!(memo.lookup(&asked(FORWARDED)).is_none());
+        assert_eq!(memo.drain(), (vec![], vec![]));
+        assert!(memo.install_forward(memo.generation(), &asked(FORWARDED), forward(2)));
+    }
+
+    #[test]
+    fn revoking_forgets_a_forward_only_while_it_holds_the_token_revoked() {
+        let memo = memo();
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(5)));
+        let (_, _, key) = found(&memo, &asked(FORWARDED)).unwrap();
+        memo.revoke(&key, 6); // not its token
+        assert_eq!(found(&memo, &asked(FORWARDED)).unwrap().0, 5);
+        memo.revoke(b"not a key", 5);
+        assert_eq!(memo.stats().0, 1);
+        memo.revoke(&key, 5);
+        assert!(memo.lookup(&asked(FORWARDED)).is_none());
+        assert_eq!(memo.stats(), (0, 0));
+        assert_eq!(memo.drain(), (vec![], vec![5]));
+        // A repeat of the old grant failing late leaves its successor alone.
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(7)));
+        memo.revoke(&key, 5);
+        assert_eq!(found(&memo, &asked(FORWARDED)).unwrap().0, 7);
+        assert_eq!(memo.drain(), (vec![], vec![]));
+    }
+
+    #[test]
+    fn a_replay_and_a_forward_replacing_each_other_keep_the_bytes_the_size_of_the_one_held() {
+        let memo = memo();
+        assert!(memo.install(1, 0, &asked(FORWARDED), StatusCode::OK, vec![], ANSWER));
+        let replay_bytes = memo.stats().1;
+        bytes_are_the_sum_of_the_entries(&memo);
+        let grant = forward(2);
+        let size = forward_size(&asked(FORWARDED), &grant);
+        assert!(memo.install_forward(0, &asked(FORWARDED), grant));
+        assert_eq!(memo.stats(), (1, size));
+        assert_eq!(memo.drain(), (vec![], vec![1]));
+        assert_eq!(found(&memo, &asked(FORWARDED)).unwrap().0, 2);
+        // A replay replaces even a fresh forward: the cache's answer is the pipeline's now.
+        assert!(memo.install(3, 0, &asked(FORWARDED), StatusCode::OK, vec![], ANSWER));
+        assert_eq!(memo.stats(), (1, replay_bytes));
+        assert_eq!(memo.drain(), (vec![], vec![2]));
+        assert!(matches!(memo.lookup(&asked(FORWARDED)), Some(Found::Replay(_))));
+        bytes_are_the_sum_of_the_entries(&memo);
+        let key = key_of(&asked(FORWARDED), &scan(FORWARDED).unwrap());
+        memo.revoke(&key, 3);
+        assert_eq!(memo.stats(), (0, 0));
+    }
+
+    #[test]
+    fn forwards_are_evicted_past_the_bound_oldest_first_like_replays() {
+        let size = forward_size(&asked(FORWARDED), &forward(0)) + 2 * PIECE_OVERHEAD;
+        let memo = Memo::new(4 * size, 8192, AGE, "p-".into());
+        let body = |n: u64| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"eth_getBalance","params":["0x{n:02}","latest"]}}"#
+            )
+        };
+        for token in 0..12u64 {
+            let body = body(token);
+            let asked = asked(body.as_bytes());
+            if token % 3 == 0 {
+                let answer = br#"{"id":7,"result":"0x1"}"#;
+                assert!(memo.install(token, 0, &asked, StatusCode::OK, vec![], answer));
+            } else {
+                assert!(memo.install_forward(0, &asked, grant(token, body.as_bytes())));
+            }
+            bytes_are_the_sum_of_the_entries(&memo);
+            assert!(memo.stats().1 <= 4 * size);
+        }
+        let (entries, _) = memo.stats();
+        assert!((2..12).contains(&entries), "{entries}");
+        let (_, gone) = memo.drain();
+        assert_eq!(gone, (0..(12 - entries as u64)).collect::<Vec<_>>(), "oldest first");
+        let newest = body(11);
+        assert_eq!(found(&memo, &asked(newest.as_bytes())).unwrap().0, 11);
+        let oldest_forward = body(1);
+        assert!(memo.lookup(&asked(oldest_forward.as_bytes())).is_none());
+    }
+
+    #[test]
+    fn revoked_forwards_leave_the_order_bounded_and_every_entry_evictable() {
+        let memo = memo();
+        for token in 0..1000u64 {
+            assert!(memo.install_forward(0, &asked(FORWARDED), forward(token)));
+            let (_, _, key) = found(&memo, &asked(FORWARDED)).unwrap();
+            memo.revoke(&key, token);
+        }
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(1000)));
+        let inner = memo.lock();
+        assert_eq!(inner.entries.len(), 1);
+        assert!(inner.order.len() <= 2 + 16, "{}", inner.order.len());
     }
 }
