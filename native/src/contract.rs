@@ -39,7 +39,7 @@ pub const SPAWN: (&str, [&str; 1]) = ("Spawn", ["program"]);
 
 /// `ReplayMemo` (replay.rs): each method and its parameters, in order; Python calls them with
 /// these names as keywords.
-pub const REPLAY_MEMO: [(&str, &[&str]); 11] = [
+pub const REPLAY_MEMO: [(&str, &[&str]); 14] = [
     ("__new__", &["max_bytes", "max_body_bytes", "max_age_s", "batch_prefix"]),
     (
         "install",
@@ -71,11 +71,14 @@ pub const REPLAY_MEMO: [(&str, &[&str]); 11] = [
             "answer",
             "timeout_s",
             "headers",
-            "alone",
+            "flight",
             "hand_head",
         ],
     ),
     ("replay", &["path", "origin", "referer", "content_type", "body"]),
+    ("flying", &["flight"]),
+    ("landed", &["flight"]),
+    ("follow", &["flight", "future"]),
     ("holds_forward", &["path", "origin", "referer", "content_type", "body"]),
     ("clear", &[]),
     ("generation", &[]),
@@ -87,7 +90,8 @@ pub const REPLAY_MEMO: [(&str, &[&str]); 11] = [
 
 /// The host's `settle` for repeated forwards: forward.rs calls it with a list of tuples of
 /// these fields, in this order, and reads back one verdict for each.
-pub const SETTLE_FORWARD: [&str; 4] = ["token", "elapsed_s", "answered", "head"];
+pub const SETTLE_FORWARD: [&str; 7] =
+    ["token", "elapsed_s", "answered", "head", "leader", "answer", "followers"];
 
 /// Why a node gave no usable answer: `FailureKind`'s values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -26,7 +26,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::forward::Grant;
+use crate::forward::{Flights, Grant};
 
 /// Marks an id's place in a key: a raw control byte, which no body a key matches can hold
 /// anywhere else (`scan` refuses them outside whitespace).
@@ -40,6 +40,10 @@ const MAX_ID_BYTES: usize = 64;
 const MAX_FIELD_BYTES: usize = 4096;
 /// Bytes each piece of an answer costs beyond its own (its handle and allocation).
 const PIECE_OVERHEAD: usize = 48;
+/// The longest a forward is repeated after it was handed over, whatever the memo's `max_age`:
+/// what the node answers may change with every block, and the pipeline's closing checks (a
+/// node's health, the cache) should see such a call again soon.
+pub const FORWARD_MAX_AGE: Duration = Duration::from_secs(1);
 
 /// A request as the server read it: what a replay is keyed by.
 pub struct Asked<'a> {
@@ -112,6 +116,8 @@ pub struct Memo {
     held: AtomicUsize,
     /// Raised by every `clear`: an answer decided before a clear is not installed after it.
     generation: AtomicU64,
+    /// The flights of coalesced calls the repeats take part in (forward.rs).
+    pub flights: Flights,
 }
 
 impl Memo {
@@ -130,7 +136,13 @@ impl Memo {
             batches: AtomicU64::new(0),
             held: AtomicUsize::new(0),
             generation: AtomicU64::new(0),
+            flights: Flights::default(),
         }
+    }
+
+    /// How long a forward is repeated: `max_age`, at most `FORWARD_MAX_AGE`.
+    fn forward_max_age(&self) -> Duration {
+        self.max_age.min(FORWARD_MAX_AGE)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -159,7 +171,11 @@ impl Memo {
         let key = key_of(asked, &ids);
         let mut inner = self.lock();
         let (stored, entry) = inner.entries.get_key_value(key.as_slice())?;
-        if entry.handed.elapsed() >= self.max_age {
+        let max_age = match entry.kept {
+            Kept::Forward(_) => self.forward_max_age(),
+            Kept::Answer { .. } => self.max_age,
+        };
+        if entry.handed.elapsed() >= max_age {
             return None;
         }
         let (status, headers, pieces) = match &entry.kept {
@@ -300,8 +316,9 @@ impl Memo {
         if self.generation.load(Ordering::SeqCst) != generation {
             return false; // cleared while the request was decided: under what it read before
         }
+        let forward_max_age = self.forward_max_age();
         let fresh_forward =
-            |e: &Entry| matches!(e.kept, Kept::Forward(_)) && e.handed.elapsed() < self.max_age;
+            |e: &Entry| matches!(e.kept, Kept::Forward(_)) && e.handed.elapsed() < forward_max_age;
         if matches!(kept, Kept::Forward(_)) && inner.entries.get(&*key).is_some_and(fresh_forward) {
             // Repeated already: the requests the pipeline answered meanwhile (identical calls at
             // once) leave the grant in flight as it is. Checked under the lock that installs.
@@ -403,7 +420,7 @@ fn key_of(asked: &Asked<'_>, ids: &[(usize, usize)]) -> Vec<u8> {
 /// anything else, and for anything that is not JSON (each byte is checked: a key matches only a
 /// body that differs from a valid one in its ids alone).
 pub fn scan(body: &[u8]) -> Option<Vec<(usize, usize)>> {
-    let mut scanner = Scanner { text: body, at: 0 };
+    let mut scanner = Scanner { text: body, at: 0, strict: false };
     let mut ids = Vec::new();
     scanner.space();
     match scanner.peek()? {
@@ -436,9 +453,10 @@ pub fn one_call(body: &[u8]) -> Option<(usize, usize)> {
 /// The span of the `result` of `answer` if it is a plain JSON-RPC answer to the call with id
 /// `id` (its bytes as sent): one object whose members are exactly `"jsonrpc":"2.0"`, the `id`
 /// with those bytes and a `result`, each once, and valid JSON throughout. None for anything else
-/// (an error, another id, extra members, names with escapes): the pipeline's to judge.
+/// (an error, another id, extra members, names with escapes): the pipeline's to judge. Strict
+/// (`Scanner::strict`): numbers with an exponent and escapes of surrogates are refused too.
 pub fn plain_answer(answer: &[u8], id: &[u8]) -> Option<(usize, usize)> {
-    let mut scanner = Scanner { text: answer, at: 0 };
+    let mut scanner = Scanner { text: answer, at: 0, strict: true };
     scanner.space();
     if scanner.peek() != Some(b'{') {
         return None;
@@ -471,6 +489,11 @@ pub fn hex_quantity(result: &[u8]) -> Option<u64> {
 pub(crate) struct Scanner<'a> {
     text: &'a [u8],
     at: usize,
+    /// Refuse also what Python's parser (orjson) refuses or the pipeline would reject in an
+    /// answer: a number with an exponent (`1e999` overflows; Ethereum's answers never have
+    /// one) and a `\u` escape of a surrogate, paired or not (a valid pair refused only sends
+    /// the call to the pipeline). For `plain_answer` only.
+    strict: bool,
 }
 
 impl Scanner<'_> {
@@ -606,6 +629,9 @@ impl Scanner<'_> {
             self.some_digits()?;
         }
         if matches!(self.peek(), Some(b'e' | b'E')) {
+            if self.strict {
+                return None;
+            }
             self.at += 1;
             if matches!(self.peek(), Some(b'+' | b'-')) {
                 self.at += 1;
@@ -643,6 +669,12 @@ impl Scanner<'_> {
                         let hex = self.text.get(self.at..self.at + 4)?;
                         if !hex.iter().all(u8::is_ascii_hexdigit) {
                             return None;
+                        }
+                        if self.strict {
+                            let unit = u16::from_str_radix(std::str::from_utf8(hex).ok()?, 16);
+                            if (0xd800..=0xdfff).contains(&unit.ok()?) {
+                                return None;
+                            }
                         }
                         self.at += 4;
                     }
@@ -759,19 +791,37 @@ impl ReplayMemo {
         answer: &[u8],
         timeout_s: f64,
         headers: Vec<(String, String)>,
-        alone: bool,
+        flight: Option<String>,
         hand_head: bool,
     ) -> PyResult<bool> {
         let timeout = crate::driver::seconds(timeout_s)?;
-        if !answered_plainly(answer, sent) {
+        // Answers can be megabytes: scanned without the GIL.
+        if !py.allow_threads(|| answered_plainly(answer, sent)) {
             return Ok(false); // an error, or not one a repeat could check: not repeated
         }
         let headers = header_pairs(headers)?;
-        let Some(grant) = Grant::new(token, url, sent, timeout, headers, alone, hand_head) else {
+        let Some(grant) = Grant::new(token, url, sent, timeout, headers, flight, hand_head) else {
             return Ok(false);
         };
         let asked = Asked { path, origin, referer, content_type, body };
         Ok(py.allow_threads(|| self.memo.install_forward(generation, &asked, grant)))
+    }
+
+    /// A call of the pipeline leads the flight `flight` (its coalescing key): until it has
+    /// `landed`, repeats of grants with that flight key go to the pipeline, which joins them.
+    fn flying(&self, flight: &str) {
+        self.memo.flights.flying(flight);
+    }
+
+    /// The pipeline's call that led `flight` has ended.
+    fn landed(&self, flight: &str) {
+        self.memo.flights.landed(flight);
+    }
+
+    /// If a repeat leads the flight `flight` now, make `future` one of its followers (handed
+    /// back to the host's `settle` with the repeat) and give true; else false.
+    fn follow(&self, flight: &str, future: PyObject) -> bool {
+        self.memo.flights.follow(flight, future)
     }
 
     /// Whether the memo would repeat a forward for this request: for the tests.
@@ -1174,11 +1224,38 @@ mod tests {
     #[test]
     fn no_truncation_of_a_plain_answer_is_plain() {
         let answer =
-            br#"{"jsonrpc":"2.0","id":12,"result":{"n":-1.5e3,"s":"a\"b","l":[true,null]}}"#;
+            br#"{"jsonrpc":"2.0","id":12,"result":{"n":-1.5,"s":"a\"b\u00e9","l":[true,null]}}"#;
         assert!(plain_answer(answer, b"12").is_some());
         for end in 0..answer.len() {
             assert_eq!(plain_answer(&answer[..end], b"12"), None, "{end}");
         }
+    }
+
+    #[test]
+    fn plain_answer_refuses_numbers_with_an_exponent_and_escapes_of_surrogates() {
+        for result in [
+            "1e999",
+            "1E3",
+            "-2.5e-3",
+            "0e0",
+            r#"{"n":[1,2e+1]}"#,
+            r#""\ud83d\ude00""#, // a valid pair: refused all the same
+            r#""\uD83D\uDE00""#,
+            r#""\ud800""#,
+            r#""a\udfffb""#,
+            r#"{"\udc00":1}"#,
+        ] {
+            let answer = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#);
+            assert_eq!(result_of(answer.as_bytes(), b"1"), None, "{result}");
+        }
+        for result in ["1", "-1.5", "0", r#""\u00e9\ud7ff\ue000\uFFFF""#, r#""e1E""#] {
+            let answer = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{result}}}"#);
+            assert_eq!(result_of(answer.as_bytes(), b"1"), Some(result.as_bytes()), "{result}");
+        }
+        // Requests are scanned as before: the pipeline parses those itself.
+        assert!(
+            scan(br#"{"id":1,"method":"m","params":[1e999,"\ud800","\ud83d\ude00"]}"#).is_some()
+        );
     }
 
     #[test]
@@ -1238,7 +1315,7 @@ mod tests {
 
     fn grant(token: u64, sent: &[u8]) -> Grant {
         let url = "http://node.example/rpc".to_string();
-        Grant::new(token, url, sent, Duration::from_secs(1), vec![], false, false).unwrap()
+        Grant::new(token, url, sent, Duration::from_secs(1), vec![], None, false).unwrap()
     }
 
     fn forward(token: u64) -> Grant {
@@ -1388,6 +1465,27 @@ mod tests {
         assert_eq!(memo.drain(), (vec![], vec![1]));
         assert_eq!(memo.stats().0, 1);
         bytes_are_the_sum_of_the_entries(&memo);
+    }
+
+    #[test]
+    fn forward_entries_expire_at_one_second_even_when_max_age_is_larger_and_replays_keep_max_age() {
+        let memo = memo();
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(1)));
+        assert!(memo.install(2, 0, &asked(CALL), StatusCode::OK, vec![], ANSWER));
+        let aged = FORWARD_MAX_AGE - Duration::from_millis(50);
+        memo.lock().entries.values_mut().for_each(|e| e.handed -= aged);
+        assert_eq!(found(&memo, &asked(FORWARDED)).unwrap().0, 1);
+        assert!(!memo.install_forward(0, &asked(FORWARDED), forward(3)), "still fresh");
+        memo.lock().entries.values_mut().for_each(|e| e.handed -= Duration::from_millis(50));
+        assert!(memo.lookup(&asked(FORWARDED)).is_none(), "a second old: the pipeline's");
+        assert!(memo.replay(&asked(CALL)).is_some(), "a replay keeps max_age");
+        assert!(memo.install_forward(0, &asked(FORWARDED), forward(4)), "no longer fresh");
+        assert_eq!(found(&memo, &asked(FORWARDED)).unwrap().0, 4);
+        // A memo whose max_age is shorter repeats forwards for its max_age.
+        let short = Memo::new(1 << 20, 8192, Duration::from_millis(300), "p-".into());
+        assert!(short.install_forward(0, &asked(FORWARDED), forward(5)));
+        short.lock().entries.values_mut().for_each(|e| e.handed -= Duration::from_millis(300));
+        assert!(short.lookup(&asked(FORWARDED)).is_none());
     }
 
     #[test]

@@ -88,6 +88,9 @@ def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
             "stats",
             "install_forward",
             "holds_forward",
+            "flying",
+            "landed",
+            "follow",
         )
     }
     # A forward to repeat, under another key (the same key would take the replay's place).
@@ -97,15 +100,17 @@ def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
         "url": "http://127.0.0.1:1/",
         "sent": values["body"],
         "timeout_s": 1.0,
-        "alone": False,
+        "flight": "a-flight",
         "hand_head": False,
+        "future": object(),
     }
-    for method in ("install_forward", "holds_forward"):
+    for method in ("install_forward", "holds_forward", "flying", "landed", "follow"):
         results[method] = getattr(memo, method)(
             **{name: forward[name] for name in declared[method]}
         )
     assert results["install_forward"] is True
     assert results["holds_forward"] is True
+    assert results["follow"] is False  # no repeat leads that flight
     assert results["install"] is True
     assert results["replay"] is not None
     assert results["scan_ids"] == [(22, 23)]

@@ -208,11 +208,14 @@ REPLAY_MEMO: dict[str, list[str]] = {
         "answer",
         "timeout_s",
         "headers",
-        "alone",
+        "flight",
         "hand_head",
     ],
     "replay": ["path", "origin", "referer", "content_type", "body"],
     "holds_forward": ["path", "origin", "referer", "content_type", "body"],
+    "flying": ["flight"],
+    "landed": ["flight"],
+    "follow": ["flight", "future"],
     "clear": [],
     "generation": [],
     "next_batch_id": [],
@@ -222,9 +225,11 @@ REPLAY_MEMO: dict[str, list[str]] = {
 }
 
 # `Forwards.settle` (router/forwards.py), which the native server calls with a list of the
-# repeated forwards whose nodes have answered, each a tuple of these fields in this order; it
-# returns a verdict for each: True, billed, and the answer is given; False, the pipeline answers.
-SETTLE_FORWARD = ["token", "elapsed_s", "answered", "head"]
+# repeated forwards whose nodes have answered (or whose leaders have: coalesced), each a tuple of
+# these fields in this order; it returns a verdict for each: True, billed, and the answer is
+# given; False, the pipeline answers. `followers`: the futures `follow` was given, which Python
+# releases.
+SETTLE_FORWARD = ["token", "elapsed_s", "answered", "head", "leader", "answer", "followers"]
 
 
 def describe() -> dict[str, Any]:

@@ -11,6 +11,12 @@ A call that reads the head joins only a leader that has seen at least as new a b
 (router/seen_heads.py), and takes its answer only if that answer is known to be at or past the
 block its own key saw (the leader's node may have lagged: routing past lagging nodes is best
 effort); else it is attempted on its own. A key never gets an older head through another's call.
+
+On the native executor the server also repeats forwards itself (router/forwards.py), and its
+repeats of a call lead flights of their own, in the server. The two kinds of flight are one set
+(`NativeFlights`): a pipeline call that would lead a flight a repeat leads follows the repeat
+instead (its outcome lands when the repeat is settled), and while a pipeline call leads a
+flight the server leaves the repeats of that call to the pipeline, which lets them join it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from dataclasses import dataclass
+from typing import Protocol
 
 from chainrouter.domain.enums import Scenario
 
@@ -66,9 +73,19 @@ class Flight:
             self._outcome.set_result(outcome)
 
 
+class NativeFlights(Protocol):
+    """The native server's side of the flights (its replay memo: `contract.REPLAY_MEMO`)."""
+
+    def flying(self, *, flight: str) -> None: ...
+    def landed(self, *, flight: str) -> None: ...
+    def follow(self, *, flight: str, future: concurrent.futures.Future[Landed | None]) -> bool: ...
+
+
 class Flights:
     def __init__(self) -> None:
         self._flights: dict[str, Flight] = {}
+        # The native server's flights, when it repeats forwards (set by the runtime); None: none.
+        self.native: NativeFlights | None = None
         self._lock = threading.Lock()  # only for the counts a scrape reads from another thread
         self.coalesced: dict[tuple[int, str], int] = {}  # (chain, method) -> calls that joined
 
@@ -81,15 +98,31 @@ class Flights:
         if flight is not None and (not at_head or _not_older(flight.seen, seen)):
             flight.followers += 1
             return flight, False
+        native = self.native
+        if native is not None and flight is None:
+            # A repeat in the server leads it: its outcome, when settled (router/forwards.py).
+            # The repeat's key may have seen less than this one: the answer's head is checked
+            # when it lands (cache.py, `Coalesce`), as for any flight.
+            outcome: concurrent.futures.Future[Landed | None] = concurrent.futures.Future()
+            outcome.set_running_or_notify_cancel()
+            if native.follow(flight=key, future=outcome):
+                followed = Flight(seen)
+                followed.followers = 1
+                followed._outcome = outcome
+                return followed, False
         flight = Flight(seen)
         if key not in self._flights:
             self._flights[key] = flight
+            if native is not None:
+                native.flying(flight=key)
         return flight, True
 
     def land(self, key: str, flight: Flight, outcome: Landed | None) -> None:
         """The leader's call ended with `outcome` (None: cut short, or nothing to share)."""
         if self._flights.get(key) is flight:
             del self._flights[key]
+            if self.native is not None:
+                self.native.landed(flight=key)
         flight.settle(outcome)
 
     def count(self, chain_id: int, method: str) -> None:

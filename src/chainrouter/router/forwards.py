@@ -27,21 +27,25 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from chainrouter.domain.cacheable import CachePrices
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.requirements import Work
 from chainrouter.domain.routing import Route
 from chainrouter.router.contract import HttpAnswer, HttpRequest
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.flights import Flights, Landed
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.replay import MAX_BODY_BYTES
 from chainrouter.router.seen_heads import SeenHeads
-from chainrouter.router.stages.consistent_head import HEAD_METHOD
+from chainrouter.router.stages.cache import result_member
+from chainrouter.router.stages.consistent_head import HEAD_METHOD, head_in
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +64,16 @@ class Forwardable:
     at_head: bool  # reads the head: the key's seen head is checked again when it is settled
     sent: bytes  # the body the node was sent
     within_s: float  # how long the pipeline waited on the node before it would try another
-    alone: bool  # coalesced: identical calls at once are left to the pipeline, to share one
+    # The call's flight (its `cache_key`) when identical calls in flight share one attempt
+    # (router/flights.py); None: not coalesced.
+    flight: str | None
+
+
+# A repeat's fields as the server hands them over (`contract.SETTLE_FORWARD`).
+Repeat = tuple[int, float, bool, int | None, int, bytes | None, list[Any] | None]
+# A grant the memo no longer holds (replaced when it aged, or evicted) still bills the repeats
+# already in flight under it for this long; a `clear` ends it at once.
+_RETIRING_S = 5.0
 
 
 class Forwards:
@@ -77,6 +90,9 @@ class Forwards:
         health: HealthMonitor,
         seen_heads: SeenHeads,
         metrics: RouterMetrics,
+        cache_prices: CachePrices | None = None,
+        flights: Flights | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._memo = memo
         self._tokens = tokens  # shared with the replays: one memo, one token per entry
@@ -86,7 +102,12 @@ class Forwards:
         self._health = health
         self._seen_heads = seen_heads
         self._metrics = metrics
+        self._prices = cache_prices or CachePrices()
+        self._flights = flights
+        self._clock = clock
         self._grants: dict[int, Forwardable] = {}  # token -> the forward the memo repeats
+        # Tokens the memo let go of (replaced, evicted) -> the grant and when it went.
+        self._retiring: dict[int, tuple[Forwardable, float]] = {}
         self.repeated = 0  # calls answered by a repeat, for the tests and the benchmark
 
     @staticmethod
@@ -123,7 +144,7 @@ class Forwards:
                 answer=answer.body,
                 timeout_s=forwardable.within_s,
                 headers=headers,
-                alone=forwardable.alone,
+                flight=forwardable.flight,
                 hand_head=forwardable.method == HEAD_METHOD,
             )
         except Exception:  # the answer is served all the same, only not repeated
@@ -133,103 +154,200 @@ class Forwards:
                 del self._grants[token]
 
     def forget(self, tokens: list[int]) -> None:
-        """Entries the memo no longer holds (cleared, evicted, replaced, revoked)."""
+        """Entries the memo no longer holds (evicted, replaced when they aged, revoked): their
+        repeats in flight are still billed, for a while."""
+        now = self._clock()
         for token in tokens:
-            self._grants.pop(token, None)
+            grant = self._grants.pop(token, None)
+            if grant is not None:
+                self._retiring[token] = (grant, now)
+        if self._retiring:
+            oldest = now - _RETIRING_S
+            for token in [t for t, (_, at) in self._retiring.items() if at < oldest]:
+                del self._retiring[token]
 
-    def settle(self, repeats: list[tuple[int, float, bool, int | None]]) -> list[bool]:
-        """The nodes have answered these repeats, each `(token, elapsed_s, answered, head)`:
-        plainly if `answered`; `head`, the block an `eth_blockNumber`'s answer names. For each,
-        True once billed (its answer then goes to the client), False for the pipeline to answer
-        it.
+    def clear(self) -> None:
+        """Every entry was forgotten at once (a new snapshot, a purge): no repeat still in
+        flight is billed; the pipeline answers them, under what is now."""
+        self._grants.clear()
+        self._retiring.clear()
 
-        The server calls this with every repeat waiting at once (native/src/forward.rs): the
-        repeats of one grant are checked, charged and metered together, in one journal line,
-        before any of their answers leaves."""
+    def _grant(self, token: int) -> Forwardable | None:
+        grant = self._grants.get(token)
+        if grant is None:
+            retiring = self._retiring.get(token)
+            return None if retiring is None else retiring[0]
+        return grant
+
+    def _drop(self, token: int) -> None:
+        """The server forgets a grant when its repeat is refused: so does this side."""
+        self._grants.pop(token, None)
+        self._retiring.pop(token, None)
+
+    def settle(self, repeats: list[Repeat]) -> list[bool]:
+        """The server's repeats whose nodes have answered, each `(token, elapsed_s, answered,
+        head, leader, answer, followers)` (`contract.SETTLE_FORWARD`): plainly if `answered`;
+        `head` the block an `eth_blockNumber`'s answer names; `leader` 0 for a repeat sent to its
+        node, else the token of the repeat whose answer it joined; `answer` and `followers` when
+        pipeline calls follow the repeat (router/flights.py). For each, True once billed (its
+        answer then goes to the client), False for the pipeline to answer it.
+
+        The server calls this with every repeat waiting at once: the repeats of one grant are
+        checked, charged and metered together, in one journal line, before any of their answers
+        leaves. A grant whose bookkeeping fails is logged and its repeats go to the pipeline;
+        the others stand."""
         verdicts = [False] * len(repeats)
-        answered_by: dict[int, tuple[Forwardable, list[int]]] = {}  # token -> its repeats
-        for index, (token, elapsed_s, answered, _) in enumerate(repeats):
-            grant = self._grants.get(token)
+        led: dict[int, tuple[Forwardable, list[int]]] = {}  # token -> repeats sent to its node
+        joined: dict[int, tuple[Forwardable, list[int]]] = {}  # token -> repeats that joined
+        failed: dict[int, Forwardable] = {}  # dropped by a failed repeat of this group
+        for index, (token, elapsed_s, answered, head, leader, _, _) in enumerate(repeats):
+            grant = self._grant(token) or failed.get(token)
             if grant is None:
-                found = answered_by.get(token)
-                if found is None:
-                    continue  # forgotten or dropped: the pipeline's
-                grant = found[0]  # dropped by a failed repeat in this group
+                continue  # forgotten or dropped: the pipeline's
             if not answered:
-                self._metrics.attempt(grant.route.node.node_id, False, elapsed_s)
-                self._grants.pop(token, None)  # the server forgets it too
+                if not leader:
+                    self._unanswered(grant, elapsed_s)
+                    self._drop(token)
+                    failed[token] = grant
                 continue
-            found = answered_by.get(token)
+            if head is not None and grant.method == HEAD_METHOD and self._older(grant, head):
+                continue  # an older head than the key has seen: the pipeline's to answer
+            group = joined if leader else led
+            found = group.get(token)
             if found is None:
-                answered_by[token] = (grant, [index])
+                group[token] = (grant, [index])
             else:
                 found[1].append(index)
         billed = 0
-        for token, (grant, indices) in answered_by.items():
-            indices = self._charge(token, grant, indices)
-            if not indices:
-                continue
-            billed += self._record(grant, indices, repeats)
-            for index in indices:
-                verdicts[index] = True
+        for token, (grant, indices) in led.items():
+            billed += self._bill(token, grant, indices, repeats, verdicts, joined=False)
+        for token, (grant, indices) in joined.items():
+            billed += self._bill(token, grant, indices, repeats, verdicts, joined=True)
         if billed:
             self._metrics.request("keyed", 200, billed)
             self.repeated += billed
+        for index, repeat in enumerate(repeats):
+            if repeat[6]:
+                self._release(repeat, verdicts[index])
         return verdicts
 
-    def _charge(self, token: int, grant: Forwardable, indices: list[int]) -> list[int]:
-        """Those of a grant's repeats that stand and are paid for (all, unless the node's
-        standing changed or the credits ran short: then the grant is dropped)."""
-        if not self._still_first_choice(grant):
-            self._grants.pop(token, None)
-            return []
-        customer, price = grant.customer_id, grant.route.price.cost_nano
-        check = not grant.bypass_credit_check
-        if self._credits.charge(customer, price * len(indices), check=check):
-            return indices
-        self._grants.pop(token, None)  # the pipeline answers the next one: 402, or a hold
-        paid = 0
-        while paid < len(indices) and self._credits.charge(customer, price, check=check):
-            paid += 1
-        return indices[:paid]
-
-    def _record(
+    def _bill(
         self,
+        token: int,
         grant: Forwardable,
         indices: list[int],
-        repeats: list[tuple[int, float, bool, int | None]],
+        repeats: list[Repeat],
+        verdicts: list[bool],
+        *,
+        joined: bool,
     ) -> int:
-        """What the closing stages record of served calls, for a grant's billed repeats."""
-        node_id = grant.route.node.node_id
-        times = [repeats[index][1] for index in indices]
-        self._metrics.answered(node_id, times)
-        self._health.observe_answers(node_id, grant.work, times)
-        heads = [block for index in indices if (block := repeats[index][3]) is not None]
-        head = max(heads) if heads else None
-        self._cooldowns.succeeded(node_id)
-        if head is not None:
-            seen = self._seen_heads.seen(grant.key_id, grant.chain_id)
-            if seen is None or head > seen:
-                self._seen_heads.saw(grant.key_id, grant.chain_id, head, grant.route.node)
-        self._meter.record(
-            grant.customer_id,
-            grant.key_id,
-            grant.chain_id,
-            grant.method,
-            Scenario.FIRST_CHOICE,
-            grant.route.price.cost_nano,
-            grant.route.plan.plan_id,
-            count=len(indices),
-        )
-        repeated, stat = self._metrics.repeated, (grant.chain_id, grant.method)
-        repeated[stat] = repeated.get(stat, 0) + len(indices)
-        return len(indices)
+        """Charge and meter a grant's repeats of this group (its node's answers, or, `joined`,
+        the answers of repeats in flight they joined, at the cache price); set their verdicts.
+        How many were billed."""
+        try:
+            if not self._stands(grant, repeats, indices, joined=joined):
+                self._drop(token)
+                return 0
+            price = (
+                self._prices.price_nano(grant.chain_id, grant.method)
+                if joined
+                else grant.route.price.cost_nano
+            )
+            paid = self._charge(token, grant, price, len(indices))
+            if not paid:
+                return 0
+            indices = indices[:paid]
+            self._meter.record(
+                grant.customer_id,
+                grant.key_id,
+                grant.chain_id,
+                grant.method,
+                Scenario.CACHE if joined else Scenario.FIRST_CHOICE,
+                price,
+                0 if joined else grant.route.plan.plan_id,
+                count=paid,
+            )
+        except Exception:  # nothing of this grant was metered: the pipeline answers them
+            log.exception("repeats of a forward could not be billed; the pipeline answers them")
+            self._drop(token)
+            return 0
+        for index in indices:
+            verdicts[index] = True
+        try:  # billed: what follows only records it
+            self._record(grant, indices, repeats, joined=joined)
+        except Exception:
+            log.exception("repeats of a forward were billed but not all recorded")
+        return paid
 
-    def _still_first_choice(self, grant: Forwardable) -> bool:
-        """Whether the pipeline would still send the call to the grant's node first, as far as
-        anything but the snapshot (which clears the memo) says: no failure on record, in sync,
-        its first health check answered, and, for a call at the head, not behind the head the
-        key has seen while another node is at it (router/stages/consistent_head.py)."""
+    def _charge(self, token: int, grant: Forwardable, price: int, count: int) -> int:
+        """How many of `count` repeats at `price` the credits pay for (all unless they ran
+        short: then the grant is dropped, and the pipeline answers the next one)."""
+        customer, check = grant.customer_id, not grant.bypass_credit_check
+        if self._credits.charge(customer, price * count, check=check):
+            return count
+        self._drop(token)
+        paid = 0
+        while paid < count and self._credits.charge(customer, price, check=check):
+            paid += 1
+        return paid
+
+    def _record(
+        self, grant: Forwardable, indices: list[int], repeats: list[Repeat], *, joined: bool
+    ) -> None:
+        """What the closing stages record of served calls, for a grant's billed repeats."""
+        node_id, chain_id, method = grant.route.node.node_id, grant.chain_id, grant.method
+        heads = [block for index in indices if (block := repeats[index][3]) is not None]
+        if joined:
+            if self._flights is not None:
+                for _ in indices:
+                    self._flights.count(chain_id, method)
+        else:
+            times = [repeats[index][1] for index in indices]
+            self._metrics.answered(node_id, times)
+            self._health.observe_answers(node_id, grant.work, times)
+            self._cooldowns.succeeded(node_id)
+            repeated, stat = self._metrics.repeated, (chain_id, method)
+            repeated[stat] = repeated.get(stat, 0) + len(indices)
+        if heads:
+            head = max(heads)
+            seen = self._seen_heads.seen(grant.key_id, chain_id)
+            if seen is None or head > seen:
+                node = None if joined else grant.route.node
+                self._seen_heads.saw(grant.key_id, chain_id, head, node)
+
+    def _unanswered(self, grant: Forwardable, elapsed_s: float) -> None:
+        """A repeat sent to its node got no plain answer. One cut off at the time the pipeline
+        would have tried another node counts, as that time, among the node's answer times: left
+        out, the slow answers would never be recorded, and its hedge delay would drift below
+        the quantile it is set at. Any other outcome is the pipeline's to judge, when it asks
+        again."""
+        if elapsed_s >= grant.within_s:
+            self._health.observe_answers(grant.route.node.node_id, grant.work, [elapsed_s])
+
+    def _older(self, grant: Forwardable, head: int) -> bool:
+        seen = self._seen_heads.seen(grant.key_id, grant.chain_id)
+        return seen is not None and head < seen
+
+    def _stands(
+        self, grant: Forwardable, repeats: list[Repeat], indices: list[int], *, joined: bool
+    ) -> bool:
+        """Whether the pipeline would still decide as the grant says: for repeats sent to the
+        node, its first route (no failure on record, in sync, its first health check answered,
+        and, for a call at the head, not behind the head the key has seen while another node is
+        at it: router/stages/consistent_head.py); for repeats that joined one in flight, that
+        the answer they share is known to be at or past the head the key has seen, as a call
+        that joins must (router/flights.py)."""
+        if joined:
+            if not grant.at_head:
+                return True
+            seen = self._seen_heads.seen(grant.key_id, grant.chain_id)
+            if seen is None:
+                return True
+            leader = self._grant(repeats[indices[0]][4])
+            head = self._health.node_head(leader.route.node.node_id) if leader else None
+            if grant.method == HEAD_METHOD:
+                head = repeats[indices[0]][3]
+            return head is not None and head >= seen
         node_id, health = grant.route.node.node_id, self._health
         if (
             not self._cooldowns.clean(node_id)
@@ -244,6 +362,27 @@ class Forwards:
             return True
         chain_head = health.chain_head(grant.chain_id)
         return chain_head is None or chain_head < seen
+
+    def _release(self, repeat: Repeat, billed: bool) -> None:
+        """The pipeline calls that followed a repeat (router/flights.py) take its answer, as
+        the calls that join a pipeline call take the leader's; none if it was not billed."""
+        token, _, answered, _, _, answer, followers = repeat
+        landed = None
+        grant = self._grant(token)
+        if billed and answered and answer is not None and grant is not None:
+            member = result_member(answer)
+            if member is not None:
+                head = (
+                    head_in(answer)
+                    if grant.method == HEAD_METHOD
+                    else self._health.node_head(grant.route.node.node_id)
+                )
+                landed = Landed(Scenario.FIRST_CHOICE, 200, member, None, head)
+        for future in followers or ():
+            try:
+                future.set_result(landed)
+            except Exception:  # a follower already released: nothing waits on it any more
+                log.exception("a call following a repeated forward could not be released")
 
     def held(self) -> int:
         """Forwards the server may repeat now, as far as Python knows."""

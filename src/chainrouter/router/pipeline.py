@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from chainrouter.domain.enums import Scenario
-from chainrouter.domain.requirements import work_of
+from chainrouter.domain.requirements import Work, work_of
 from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
 from chainrouter.jsonrpc.errors import RpcError
@@ -159,7 +159,8 @@ def _forwardable(call: CallContext) -> Forwardable | None:
     the whole decision for a single call, served by its first route at the first try; the key
     has no rate limit of its own; the answer is never kept (a kept one comes from the cache
     next time, at the cache's price); not a split `eth_getLogs`; not an `eth_chainId`, whose
-    answer the pipeline checks against the chain."""
+    answer the pipeline checks against the chain; a read the router knows (a method it does not
+    know may be a write, as for hedges: a repeat that fails is sent again by the pipeline)."""
     request, route, within_s = call.request, call.served_by, call.repeat_within_s
     access = request.access
     if (
@@ -174,6 +175,9 @@ def _forwardable(call: CallContext) -> Forwardable | None:
         or call.call.method == "eth_chainId"
     ):
         return None
+    work = work_of(call.call.method)
+    if work is Work.UNKNOWN or work is Work.WRITE:
+        return None
     return Forwardable(
         access.customer_id,
         access.key_id,
@@ -181,11 +185,11 @@ def _forwardable(call: CallContext) -> Forwardable | None:
         call.call.method,
         access.bypass_credit_check,
         route,
-        work_of(call.call.method),
+        work,
         call.needs.at_head,
         call.body,
         within_s,
-        call.flight is not None,
+        call.cache_key if call.flight is not None else None,
     )
 
 

@@ -68,8 +68,10 @@ class Replays:
         self._cache = cache
         # One token per entry of the memo, replays and repeated forwards alike (forwards.py).
         self.tokens = itertools.count(1)
-        # Told the tokens no entry holds any more (the forwards' own are among them).
+        # Told the tokens no entry holds any more (the forwards' own are among them), and when
+        # every entry was forgotten at once.
         self.on_gone: Callable[[list[int]], None] | None = None
+        self.on_clear: Callable[[], None] | None = None
         self._replayable: dict[int, Replayable] = {}  # token -> what its replays meter
         self.replayed: dict[tuple[int, str], int] = {}  # (chain, method) -> calls, for metrics
         # One drain at a time: the last one (at stop) may run on another thread than the rest,
@@ -135,6 +137,8 @@ class Replays:
     def clear(self) -> None:
         """Forget every answer handed over: what decided them may have changed."""
         self._memo.clear()
+        if self.on_clear is not None:
+            self.on_clear()
 
     def _purged(self, chain_id: int) -> None:
         self.clear()  # every chain's: entries are not kept by chain, and purges are rare

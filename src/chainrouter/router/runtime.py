@@ -135,8 +135,13 @@ class RouterRuntime:
                 health=deps.health,
                 seen_heads=deps.seen_heads,
                 metrics=self.metrics,
+                cache_prices=deps.cache_prices,
+                flights=deps.flights,
             )
             replays.on_gone = self.forwards.forget
+            replays.on_clear = self.forwards.clear
+            if deps.flights is not None:  # the server's repeats and the pipeline share flights
+                deps.flights.native = memo
         # One sequence of batch ids for the worker: the pipeline's answers and the replays.
         self.service.batch_ids = memo.next_batch_id
         return replays
