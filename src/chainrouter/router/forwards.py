@@ -67,6 +67,9 @@ class Forwardable:
     # The call's flight (its `cache_key`) when identical calls in flight share one attempt
     # (router/flights.py); None: not coalesced.
     flight: str | None
+    # The nodes of the call's other routes: one at the key's head takes a call at the head
+    # from a node behind it (router/stages/consistent_head.py).
+    peers: tuple[int, ...] = ()
 
 
 # A repeat's fields as the server hands them over (`contract.SETTLE_FORWARD`).
@@ -197,39 +200,41 @@ class Forwards:
         leaves. A grant whose bookkeeping fails is logged and its repeats go to the pipeline;
         the others stand."""
         verdicts = [False] * len(repeats)
-        led: dict[int, tuple[Forwardable, list[int]]] = {}  # token -> repeats sent to its node
-        joined: dict[int, tuple[Forwardable, list[int]]] = {}  # token -> repeats that joined
-        failed: dict[int, Forwardable] = {}  # dropped by a failed repeat of this group
+        grants: dict[int, Forwardable] = {}  # token -> its grant, as the group found it
+        try:
+            self._settle(repeats, verdicts, grants)
+        finally:  # whatever happened, no pipeline call waits on a repeat for ever
+            for index, repeat in enumerate(repeats):
+                if repeat[6]:
+                    self._release(repeat, verdicts[index], grants.get(repeat[0]))
+        return verdicts
+
+    def _settle(
+        self, repeats: list[Repeat], verdicts: list[bool], grants: dict[int, Forwardable]
+    ) -> None:
+        led: dict[int, list[int]] = {}  # token -> its repeats sent to its node
+        joined: dict[int, list[int]] = {}  # token -> its repeats that joined another in flight
         for index, (token, elapsed_s, answered, head, leader, _, _) in enumerate(repeats):
-            grant = self._grant(token) or failed.get(token)
+            grant = grants.get(token) or self._grant(token)
             if grant is None:
                 continue  # forgotten or dropped: the pipeline's
+            grants[token] = grant
             if not answered:
                 if not leader:
                     self._unanswered(grant, elapsed_s)
                     self._drop(token)
-                    failed[token] = grant
                 continue
             if head is not None and grant.method == HEAD_METHOD and self._older(grant, head):
                 continue  # an older head than the key has seen: the pipeline's to answer
-            group = joined if leader else led
-            found = group.get(token)
-            if found is None:
-                group[token] = (grant, [index])
-            else:
-                found[1].append(index)
+            (joined if leader else led).setdefault(token, []).append(index)
         billed = 0
-        for token, (grant, indices) in led.items():
-            billed += self._bill(token, grant, indices, repeats, verdicts, joined=False)
-        for token, (grant, indices) in joined.items():
-            billed += self._bill(token, grant, indices, repeats, verdicts, joined=True)
+        for token, indices in led.items():
+            billed += self._bill(token, grants[token], indices, repeats, verdicts, joined=False)
+        for token, indices in joined.items():
+            billed += self._bill(token, grants[token], indices, repeats, verdicts, joined=True)
         if billed:
             self._metrics.request("keyed", 200, billed)
             self.repeated += billed
-        for index, repeat in enumerate(repeats):
-            if repeat[6]:
-                self._release(repeat, verdicts[index])
-        return verdicts
 
     def _bill(
         self,
@@ -333,10 +338,10 @@ class Forwards:
     ) -> bool:
         """Whether the pipeline would still decide as the grant says: for repeats sent to the
         node, its first route (no failure on record, in sync, its first health check answered,
-        and, for a call at the head, not behind the head the key has seen while another node is
-        at it: router/stages/consistent_head.py); for repeats that joined one in flight, that
-        the answer they share is known to be at or past the head the key has seen, as a call
-        that joins must (router/flights.py)."""
+        and, for a call at the head, not behind the head the key has seen while another of the
+        call's routes is at it: router/stages/consistent_head.py); for repeats that joined one
+        in flight, that the answer they share is known to be at or past the head the key has
+        seen, as a call that joins must (router/flights.py)."""
         if joined:
             if not grant.at_head:
                 return True
@@ -358,31 +363,36 @@ class Forwards:
         if not grant.at_head:
             return True
         seen = self._seen_heads.seen(grant.key_id, grant.chain_id)
-        if seen is None or (health.node_head(node_id) or -1) >= seen:
+        node_head = health.node_head
+        if seen is None or (node_head(node_id) or -1) >= seen:
             return True
-        chain_head = health.chain_head(grant.chain_id)
-        return chain_head is None or chain_head < seen
+        return not any((node_head(peer) or -1) >= seen for peer in grant.peers)
 
-    def _release(self, repeat: Repeat, billed: bool) -> None:
+    def _release(self, repeat: Repeat, billed: bool, grant: Forwardable | None) -> None:
         """The pipeline calls that followed a repeat (router/flights.py) take its answer, as
         the calls that join a pipeline call take the leader's; none if it was not billed."""
-        token, _, answered, _, _, answer, followers = repeat
+        _, _, answered, _, _, answer, followers = repeat
         landed = None
-        grant = self._grant(token)
         if billed and answered and answer is not None and grant is not None:
-            member = result_member(answer)
-            if member is not None:
-                head = (
-                    head_in(answer)
-                    if grant.method == HEAD_METHOD
-                    else self._health.node_head(grant.route.node.node_id)
-                )
-                landed = Landed(Scenario.FIRST_CHOICE, 200, member, None, head)
+            try:
+                landed = self._landed(grant, answer)
+            except Exception:  # they are attempted on their own
+                log.exception("the answer of a repeated forward could not be shared")
         for future in followers or ():
             try:
                 future.set_result(landed)
             except Exception:  # a follower already released: nothing waits on it any more
                 log.exception("a call following a repeated forward could not be released")
+
+    def _landed(self, grant: Forwardable, answer: bytes) -> Landed | None:
+        member = result_member(answer)
+        if member is None:
+            return None
+        if grant.method == HEAD_METHOD:
+            head = head_in(answer)
+        else:
+            head = self._health.node_head(grant.route.node.node_id)
+        return Landed(Scenario.FIRST_CHOICE, 200, member, None, head)
 
     def held(self) -> int:
         """Forwards the server may repeat now, as far as Python knows."""

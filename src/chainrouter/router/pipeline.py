@@ -190,6 +190,7 @@ def _forwardable(call: CallContext) -> Forwardable | None:
         call.body,
         within_s,
         call.cache_key if call.flight is not None else None,
+        tuple(r.node.node_id for r in call.routes if r.node.node_id != route.node.node_id),
     )
 
 
