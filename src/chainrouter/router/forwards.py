@@ -42,7 +42,7 @@ from chainrouter.router.flights import Flights, Landed
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
-from chainrouter.router.replay import MAX_BODY_BYTES
+from chainrouter.router.replay import MAX_BODY_BYTES, memo_key
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.stages.cache import result_member
 from chainrouter.router.stages.consistent_head import HEAD_METHOD, head_in
@@ -137,11 +137,7 @@ class Forwards:
             installed = self._memo.install_forward(
                 token=token,
                 generation=generation,
-                path=request.path,
-                origin=request.origin,
-                referer=request.referer,
-                content_type=request.content_type,
-                body=body,
+                **memo_key(request),
                 url=forwardable.route.node.url,
                 sent=forwardable.sent,
                 answer=answer.body,

@@ -52,6 +52,18 @@ class Replayable:
     methods: tuple[str, ...]
 
 
+def memo_key(request: HttpRequest) -> dict[str, Any]:
+    """What the memo keys an entry by, as its methods take it: every field of the request the
+    pipeline read (`native/src/replay.rs`, `Asked`)."""
+    return {
+        "path": request.path,
+        "origin": request.origin,
+        "referer": request.referer,
+        "content_type": request.content_type,
+        "body": request.body,
+    }
+
+
 class Replays:
     """The Python side of a native server's replay memo (`chainrouter._native.ReplayMemo`)."""
 
@@ -119,11 +131,7 @@ class Replays:
             installed = self._memo.install(
                 token=token,
                 generation=generation,
-                path=request.path,
-                origin=request.origin,
-                referer=request.referer,
-                content_type=request.content_type,
-                body=body,
+                **memo_key(request),
                 status=answer.status,
                 headers=headers,
                 answer=answer.body,
