@@ -99,10 +99,11 @@ def upstream_server() -> Iterator[FaultyUpstream]:
 
 @pytest.fixture
 def upstream(upstream_server: FaultyUpstream) -> FaultyUpstream:
-    """The fault-injecting upstream with its counts and downed paths cleared for this test: a
-    test run once per driver or backend sees only its own requests."""
+    """The fault-injecting upstream with its counts, downed and held paths cleared for this
+    test: a test run once per driver or backend sees only its own requests."""
     upstream_server.requests.clear()
     upstream_server.down.clear()
+    upstream_server.held.clear()
     return upstream_server
 
 

@@ -8,11 +8,11 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-pub const VERSION: u32 = 7;
+pub const VERSION: u32 = 8;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `HttpRequest`'s fields, in the order the server passes them.
-pub const REQUEST: [&str; 9] = [
+pub const REQUEST: [&str; 10] = [
     "method",
     "path",
     "origin",
@@ -22,6 +22,7 @@ pub const REQUEST: [&str; 9] = [
     "peer",
     "body",
     "websocket_key",
+    "waited_s",
 ];
 /// `HttpAnswer`: a tuple the server reads in this order.
 pub const ANSWER: [&str; 3] = ["status", "headers", "body"];

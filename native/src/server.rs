@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 use std::os::unix::io::{FromRawFd, IntoRawFd};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hyper::body::{Bytes, HttpBody};
 use hyper::header::{
@@ -232,6 +232,8 @@ async fn answer(
         return Ok(too_slow());
     };
     let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
+    // Time spent on a repeat that went to the pipeline after all: its deadline began then.
+    let mut waited = 0.0;
     if let (Some(memo), Some(body), None) = (&state.replays, &body, &websocket_key) {
         let path = head.uri.path();
         if head.method == Method::POST && path.starts_with("/rpc/") {
@@ -248,11 +250,13 @@ async fn answer(
                     if let Some(settler) = &state.settler {
                         let upstream = &state.shared.upstream;
                         let id = &body[id.0..id.1];
+                        let repeating = Instant::now();
                         if let Some(response) =
                             repeat(upstream, memo, settler, grant, id, &key).await
                         {
                             return Ok(response);
                         }
+                        waited = repeating.elapsed().as_secs_f64();
                     }
                 }
                 None => {}
@@ -274,6 +278,7 @@ async fn answer(
             &*peer,
             body.as_ref().map(|b| PyBytes::new(py, b)),
             websocket_key.as_deref(),
+            waited,
         ));
         if let (Ok(request), Some(_)) = (&request, &upgrading) {
             kept = Some(request.into_py(py));

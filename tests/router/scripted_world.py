@@ -58,9 +58,11 @@ class ScriptedWorld:
     def clock(self) -> FakeClock:
         return self.executor.clock
 
-    def call(self, payload: Any, *, key: str | None = None) -> Reply:
+    def call(self, payload: Any, *, key: str | None = None, waited_s: float = 0.0) -> Reply:
+        """Serve `payload` as a keyed request the server spent `waited_s` on before the
+        handover (HttpRequest.waited_s)."""
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        program = self.service.handle_keyed(str(CHAIN), key or self.key, body)
+        program = self.service.handle_keyed(str(CHAIN), key or self.key, body, waited_s=waited_s)
         return self.executor.run(program)
 
     def another_key(

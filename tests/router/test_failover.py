@@ -132,6 +132,21 @@ def test_time_outs_share_the_calls_deadline() -> None:
     assert reply.status == 504
 
 
+def test_time_the_server_spent_before_the_handover_is_taken_off_the_deadline() -> None:
+    timeout = failing(FailureKind.TIMEOUT)
+    world = scripted_world(
+        [(A, 1, timeout), (B, 1, OK)],
+        attempt_timeout_s=10,
+        deadline_s=15,
+        tail=TailPolicy(hedge_max=0, timeout_ceiling_s=10),
+    )
+    # A repeat of the call waited 8 s on its node: 7 s are left, which A's attempt takes.
+    reply = world.call(rpc(), waited_s=8.0)
+    assert [command.timeout_s for command in world.executor.forwarded] == [7]
+    assert reply.status == 504
+    assert world.metered() == {Scenario.ALL_FAILED: (1, 0)}
+
+
 def test_a_failed_node_is_skipped_while_it_cools_down_then_tried_again() -> None:
     world = scripted_world([(A, 100, failing(FailureKind.HTTP_STATUS, 503)), (B, 200, OK)])
     world.call(rpc())

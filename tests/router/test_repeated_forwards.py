@@ -565,9 +565,17 @@ NANO = Decimal(10**9)
 
 
 class _Router:
-    def __init__(self, tmp: Path, node: str, upstream: FaultyUpstream, credits: str) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        node: str,
+        upstream: FaultyUpstream,
+        credits: str,
+        settings: dict[str, str] | None = None,
+    ) -> None:
         port = node.rsplit(":", 1)[1]
         self.tmp, self.node, self.upstream, self.credits = tmp, node, upstream, credits
+        self.settings = {**SERVED, **(settings or {})}
         self.paths = {name: f"/relay/{port}/full/{tmp.name}-{name}" for name in ("cheap", "dear")}
         self.key = api_key("main")
         self.engine = create_database_engine(f"sqlite:///{tmp / 'forwards.db'}")
@@ -587,7 +595,7 @@ class _Router:
         self.apply()
         secret, url = self.key["secret"], self.engine.url.render_as_string()
         self.served: Served = launch_router(
-            self.tmp / "router", "native", "127.0.0.1", url, secret, secret, SERVED
+            self.tmp / "router", "native", "127.0.0.1", url, secret, secret, self.settings
         )
         deadline = time.monotonic() + 20
         while self._metric("chainrouter_node_up{") < 2:  # both have answered their checks
@@ -634,11 +642,12 @@ class _Router:
 def router_of(
     final_blocks_node: AnvilNodes, upstream: FaultyUpstream, tmp_path: Path
 ) -> Iterator[Any]:
-    """Starts a `_Router` whose customer has `credits`, its key with these fields."""
+    """Starts a `_Router` whose customer has `credits`, with `settings` beside SERVED, its key
+    with these fields."""
     made: list[_Router] = []
 
-    def make(credits: str = "10", **key: Any) -> _Router:
-        router = _Router(tmp_path, final_blocks_node.urls["node"], upstream, credits)
+    def make(credits: str = "10", settings: dict[str, str] | None = None, **key: Any) -> _Router:
+        router = _Router(tmp_path, final_blocks_node.urls["node"], upstream, credits, settings)
         router.key.update(key)
         made.append(router)
         router.start()
@@ -732,3 +741,27 @@ def test_changing_the_keys_allowed_domains_ends_its_repeats(router_of: Any) -> N
         router.post(CALL, "meanwhile", **page)
     assert router.post(CALL, "after", **page).status_code == 403
     assert router.post(CALL, "still", **page).status_code == 403
+
+
+def test_the_time_a_repeat_waited_on_its_node_counts_against_the_calls_deadline(
+    router_of: Any, upstream: FaultyUpstream
+) -> None:
+    # An attempt may take 0.6 s, a call 1 s. The repeat waits its 0.6 s on the node, which has
+    # turned slow; the pipeline then has 0.4 s, which its own attempt at that node spends. Were
+    # the deadline to start again at the handover, the dear node would be asked and answer.
+    deadlines = {
+        "CHAINROUTER_UPSTREAM_TIMEOUT_S": "0.6",
+        "CHAINROUTER_ADAPTIVE_TIMEOUT_FLOOR_S": "0.6",
+        "CHAINROUTER_REQUEST_DEADLINE_S": "1.0",
+    }
+    router = router_of(settings=deadlines)
+    assert [router.post(CALL, n).status_code for n in range(2)] == [200, 200]
+    assert router.repeated() == 1
+    upstream.held[router.paths["cheap"]] = 3.0
+    asked = router.asked()
+    reply = router.post(CALL, "late")
+    assert reply.status_code == 504, reply.text
+    assert reply.json()["error"]["code"] == -32009  # every node failed: timed out
+    assert router.asked() == (asked[0] + 2, asked[1])  # the repeat and the pipeline's attempt
+    router.stop()
+    assert router.usage()["all_failed"] == (1, 0)

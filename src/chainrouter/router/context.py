@@ -49,6 +49,9 @@ class RequestContext:
     free_hits: int = 0  # calls answered from the cache (not joined) at the cache price 0
     # The one call's forward, when the native server may repeat it (router/forwards.py).
     forwardable: Forwardable | None = None
+    # Seconds the server spent on the request before the pipeline got it (a repeat that went
+    # to the pipeline after all): taken off every call's deadline.
+    waited_s: float = 0.0
     # Each call once it ended, kept only when requests are logged (router/request_log.py).
     ended: list[CallContext] | None = None
 

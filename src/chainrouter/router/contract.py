@@ -36,8 +36,9 @@ from chainrouter.ratelimit.window import Bucket
 
 # 2: `Race`; 3: `Acquire` resumed with the seconds to wait (0.0: taken), not a bool;
 # 4: `HttpRequest.websocket_key` (a WebSocket upgrade); 5: `Join`; 6: the replay memo;
-# 7: repeated forwards (`install_forward`, `holds_forward`, `SETTLE_FORWARD`)
-VERSION = 7
+# 7: repeated forwards (`install_forward`, `holds_forward`, `SETTLE_FORWARD`);
+# 8: `HttpRequest.waited_s`
+VERSION = 8
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -58,6 +59,10 @@ class HttpRequest:
     # A WebSocket upgrade's Sec-WebSocket-Key: the answer is 101 to accept it (the server then
     # hands the connection to the session; docs/websocket.md), else a refusal. None: not one.
     websocket_key: str | None = None
+    # Seconds the server already spent on the request before handing it over: a repeated
+    # forward whose node gave no plain answer (router/forwards.py). The call's deadline runs
+    # from when the server began, not from the handover.
+    waited_s: float = 0.0
 
 
 class HttpAnswer(NamedTuple):

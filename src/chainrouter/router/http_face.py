@@ -134,6 +134,7 @@ class RouterFace:
                     origin=origin,
                     referer=request.referer,
                     content_type=request.content_type,
+                    waited_s=request.waited_s,
                 )
         except Exception:
             # A bug must still get a JSON-RPC answer with a batch id (spec section 7: 500).

@@ -101,8 +101,10 @@ class RpcService:
         origin: str | None = None,
         referer: str | None = None,
         content_type: str | None = JSON,
+        waited_s: float = 0.0,
     ) -> Coroutine[Any, Any, Reply]:
-        """The program that serves a request to `/rpc/{chain_segment}/{api_key}`."""
+        """The program that serves a request to `/rpc/{chain_segment}/{api_key}`, `waited_s`
+        of whose deadline the server has spent already (HttpRequest.waited_s)."""
         request = RequestContext(
             self.snapshot,
             self.batch_ids(),
@@ -112,6 +114,7 @@ class RpcService:
             page_header(origin, referer),
             None,
             content_type,
+            waited_s=waited_s,
         )
         return self.keyed.serve(request)
 

@@ -62,7 +62,8 @@ names.
 headers, as sent) of the last request it received; `connections` counts accepted connections, and
 `open_connections` those not yet closed.
 A path in `down` answers 503 whatever its behaviour, until it is taken out: a node that goes down
-and comes back at the same URL.
+and comes back at the same URL. A path in `held` answers as its behaviour says, that many seconds
+late, until it is taken out: a node that turns slow.
 """
 
 from __future__ import annotations
@@ -235,6 +236,7 @@ class FaultyUpstream:
         self.requests: Counter[str] = Counter()
         self.heads: dict[str, bytes] = {}
         self.down: set[str] = set()
+        self.held: dict[str, float] = {}  # path -> seconds its answers are held back
         self.connections = 0
         self._shares: Counter[str] = Counter()  # requests seen by each `/some` path
         self.port = 0
@@ -436,6 +438,9 @@ class FaultyUpstream:
             writer.write(_head(503, len(answer)) + answer)
             await writer.drain()
             return True
+        held_s = self.held.get(path)
+        if held_s:
+            await asyncio.sleep(held_s)
         parts = path.strip("/").split("/")
         kind = parts[0]
         if kind == "reset":

@@ -203,7 +203,7 @@ class Attempt:
         if work is None:  # bounded: only priced methods get here, and the map goes with them
             work = self._work[method] = work_of(method)
         policy = self._tail.policy(call.request.chain_id)
-        attempts = _Attempts(call, work, policy, self._clock())
+        attempts = _Attempts(call, work, policy, self._clock() - call.request.waited_s)
         lanes = min(policy.hedge_max + 1, len(call.ordered)) if work in HEDGED_WORK else 1
         unproven = self._unproven
         if unproven and call.ordered and call.ordered[0].node.node_id in unproven:
@@ -399,7 +399,7 @@ class Attempt:
         served, the call fails with that range's error and nothing is billed. The ranges share
         the call's deadline: none is started once it has passed."""
         parts = [self._part(call, needs) for needs in call.split_needs()]
-        step, started = self._limits.split_concurrency, self._clock()
+        step, started = self._limits.split_concurrency, self._clock() - call.request.waited_s
         for first in range(0, len(parts), step):
             if self._clock() - started >= self._limits.deadline_s:
                 failure = RpcError(504, RpcCode.ALL_NODES_FAILED, "upstream providers timed out")
