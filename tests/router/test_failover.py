@@ -147,6 +147,30 @@ def test_time_the_server_spent_before_the_handover_is_taken_off_the_deadline() -
     assert world.metered() == {Scenario.ALL_FAILED: (1, 0)}
 
 
+def test_a_failover_to_a_dearer_node_holds_the_difference_first() -> None:
+    # 400 covers A's 100, held, and the 200 more B costs: B is tried and charged.
+    world = scripted_world(
+        [(A, 100, failing(FailureKind.HTTP_STATUS, 503)), (B, 300, OK)], balance_nano=400
+    )
+    reply = world.call(rpc())
+    assert (reply.status, world.urls_called()) == (200, [A, B])
+    assert world.metered() == {Scenario.FAILOVER: (1, 300)}
+    assert world.balance() == 100  # charged B's price; nothing is left held
+
+
+def test_a_dearer_node_the_balance_cannot_cover_is_not_tried_and_the_call_is_402() -> None:
+    # 200 covers A's 100, not B's 300: once A fails, B would take the balance below zero.
+    world = scripted_world(
+        [(A, 100, failing(FailureKind.HTTP_STATUS, 503)), (B, 300, OK)], balance_nano=200
+    )
+    reply = world.call(rpc())
+    assert (reply.status, _error(reply.body)[0]) == (402, RpcCode.INSUFFICIENT_CREDITS)
+    assert "routes left cost more than the balance" in _error(reply.body)[1]
+    assert world.urls_called() == [A]
+    assert world.metered() == {Scenario.INSUFFICIENT_CREDITS: (1, 0)}
+    assert world.balance() == 200  # A's failure cost nothing, and nothing is left held
+
+
 def test_a_failed_node_is_skipped_while_it_cools_down_then_tried_again() -> None:
     world = scripted_world([(A, 100, failing(FailureKind.HTTP_STATUS, 503)), (B, 200, OK)])
     world.call(rpc())

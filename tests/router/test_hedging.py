@@ -86,6 +86,16 @@ def test_only_the_winner_is_billed_under_the_hedged_scenario() -> None:
     assert world.balance() == 10**9 - 200
 
 
+def test_a_hedge_to_a_dearer_node_the_balance_cannot_cover_is_not_sent() -> None:
+    # 150 covers A's 100, not B's 200: the first attempt is left to answer alone.
+    world = world_of([(A, 100, slow(0.050, OK)), (B, 200, OK)], balance_nano=150)
+    usually(world, A, 0.020)
+    assert answered_after(world) == pytest.approx(0.050)
+    assert world.urls_called() == [A]
+    assert world.metered() == {Scenario.FIRST_CHOICE: (1, 100)}
+    assert world.balance() == 50
+
+
 def test_an_attempt_that_answers_within_its_hedge_delay_is_not_hedged() -> None:
     world = world_of([(A, 100, slow(0.015, OK)), (B, 200, OK)])
     usually(world, A, 0.020)

@@ -162,6 +162,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
             ),
             deps.clock,
             deps.tail or TailPolicies(TailPolicy(timeout_ceiling_s=limits.attempt_timeout_s)),
+            deps.credits,
             deps.metrics,
         ),
     ]

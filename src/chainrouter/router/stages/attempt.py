@@ -40,6 +40,7 @@ from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward, 
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.latency import HEDGED_WORK, TailPolicies, TailPolicy
+from chainrouter.router.metering import CreditView
 from chainrouter.router.metrics import RouterMetrics
 
 
@@ -62,6 +63,7 @@ class _Tally:
         "suspects",
         "timed_out",
         "tried",
+        "unaffordable",
     )
 
     def __init__(self) -> None:
@@ -70,6 +72,7 @@ class _Tally:
         self.timed_out = 0
         self.rate_limited = 0
         self.skipped = 0  # cooling down or at a rate limit: not tried
+        self.unaffordable = 0  # dearer than the call holds, and the balance cannot cover it
         self.faults: list[NodeFault] = []  # nodes that said they cannot serve the call
         # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
         self.rejections: list[tuple[int, str]] = []
@@ -171,9 +174,11 @@ class Attempt:
         limits: AttemptLimits,
         clock: Callable[[], float],
         tail: TailPolicies,
+        credits: CreditView,
         metrics: RouterMetrics | None = None,
     ) -> None:
         self._cooldowns = cooldowns
+        self._credits = credits
         self._health = health
         self._capabilities = capabilities
         self._observe_answer = health.observe_answer
@@ -245,6 +250,9 @@ class Attempt:
         while attempts.next < len(ordered):
             route = ordered[attempts.next]
             attempts.next += 1
+            if route.price.cost_nano > call.held_nano and not self._hold_more(call, route):
+                tally.unaffordable += 1
+                continue
             node_id = route.node.node_id
             if not cooldowns.take(node_id):
                 tally.skipped += 1
@@ -313,6 +321,19 @@ class Attempt:
             self._settle(attempts, None)
             return None
         return _GAVE_UP if attempts.busy == 0 else None
+
+    def _hold_more(self, call: CallContext, route: Route) -> bool:
+        """A route dearer than what the call holds (failing over, or a hedge, to a dearer node)
+        is taken only once the difference is held too: the customer is never charged past the
+        balance the check saw (design notes, "Money"). The free tier holds nothing."""
+        access = call.request.access
+        if access is None:
+            return True
+        more = route.price.cost_nano - call.held_nano
+        if not self._credits.hold(access.customer_id, more, check=not access.bypass_credit_check):
+            return False
+        call.held_nano += more
+        return True
 
     def _judge(
         self,
@@ -386,6 +407,15 @@ class Attempt:
                     error_response(refusal, call.call.id_json),
                 )
                 return
+        if tally.unaffordable:
+            # A route the balance could have served was skipped: topping up is the way on.
+            failure = RpcError(
+                402,
+                RpcCode.INSUFFICIENT_CREDITS,
+                "insufficient credits: the routes left cost more than the balance",
+            )
+            call.end(Scenario.INSUFFICIENT_CREDITS, 402, error_response(failure, call.call.id_json))
+            return
         failure = _failure_for(tally, rejected_alike)
         scenario = Scenario.RATE_LIMITED if failure.http_status == 429 else Scenario.ALL_FAILED
         if failure.http_status == 429:
@@ -439,6 +469,8 @@ class Attempt:
         part.routes = call.routes
         # The routes the credit hold priced this range at (router/stages/credit.py).
         part.ordered = self._capabilities.eligible(call.ordered, needs, rpc.method)[0]
+        # Its share of the whole call's hold, which covers its dearest route.
+        part.held_nano = max((route.price.cost_nano for route in part.ordered), default=0)
         return part
 
     def _faulted(self, route: Route, fault: NodeFault, call: CallContext, tally: _Tally) -> None:

@@ -13,10 +13,11 @@ from chainrouter.router.metering import CreditView
 
 class CreditHold:
     """The first route's price is held against the customer's balance while the call is in
-    flight, so that concurrent calls cannot spend the same credits; for a split eth_getLogs,
-    each range's dearest route that can take it. Unless the key bypasses the check, a balance
-    that cannot cover it ends the call: HTTP 402, -32601. The free tier pays nothing and holds
-    nothing."""
+    flight, so that concurrent calls cannot spend the same credits (a failover or hedge to a
+    dearer route holds the difference first: router/stages/attempt.py); for a split
+    eth_getLogs, each range's dearest route that can take it. Unless the key bypasses the
+    check, a balance that cannot cover it ends the call: HTTP 402, -32601. The free tier pays
+    nothing and holds nothing."""
 
     def __init__(self, credits: CreditView, book: CapabilityBook) -> None:
         self._credits = credits
