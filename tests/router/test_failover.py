@@ -171,6 +171,17 @@ def test_a_dearer_node_the_balance_cannot_cover_is_not_tried_and_the_call_is_402
     assert world.balance() == 200  # A's failure cost nothing, and nothing is left held
 
 
+def test_a_request_the_nodes_rejected_is_not_402_for_a_dearer_route_skipped() -> None:
+    # A found the request at fault (HTTP 400): topping up for B would not help the caller.
+    world = scripted_world(
+        [(A, 100, failing(FailureKind.HTTP_STATUS, 400)), (B, 300, OK)], balance_nano=200
+    )
+    reply = world.call(rpc())
+    assert reply.status == 424
+    assert "rejected this request (HTTP 400)" in _error(reply.body)[1]
+    assert world.urls_called() == [A]
+
+
 def test_a_failed_node_is_skipped_while_it_cools_down_then_tried_again() -> None:
     world = scripted_world([(A, 100, failing(FailureKind.HTTP_STATUS, 503)), (B, 200, OK)])
     world.call(rpc())

@@ -407,8 +407,9 @@ class Attempt:
                     error_response(refusal, call.call.id_json),
                 )
                 return
-        if tally.unaffordable:
-            # A route the balance could have served was skipped: topping up is the way on.
+        if tally.unaffordable and rejected_alike is None:
+            # A route was skipped for the balance, and the nodes tried did not find the request
+            # at fault: topping up is the way on.
             failure = RpcError(
                 402,
                 RpcCode.INSUFFICIENT_CREDITS,
