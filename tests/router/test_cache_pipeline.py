@@ -251,3 +251,21 @@ def test_a_call_that_is_kept_or_shared_goes_to_the_node_as_it_was_keyed() -> Non
     replies = world.together((other, crafted), (world.key, honest))
     assert [json.loads(reply.body).get("result") for reply in replies] == ["0x64", "0x64"]
     assert world.urls_called() == [A]
+
+
+def test_a_leaders_refusal_for_credits_is_its_own_and_the_calls_that_joined_are_attempted() -> None:
+    """The leader's customer cannot cover the dearer node the call fails over to: that 402 is
+    theirs. The call that joined, of a customer with credits, is attempted on its own."""
+    world = scripted_world(
+        [(A, 100, failing(FailureKind.HTTP_STATUS, 503)), (B, 300, answering("0x64"))],
+        methods=("eth_blockNumber",),
+        balance_nano=200,
+        coalesce=True,
+    )
+    rich = world.another_key(2, customer_id=2)
+    body = json.dumps(rpc("eth_blockNumber", [], 1)).encode()
+    poor, joined = world.together((world.key, body), (rich, body))
+    assert (poor.status, json.loads(poor.body)["error"]["code"]) == (402, -32601)
+    assert (joined.status, json.loads(joined.body)["result"]) == (200, "0x64")
+    assert world.urls_called() == [A, B]  # A, cooling down after the leader's try, is skipped
+    assert world.balance() == 200

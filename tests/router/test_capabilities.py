@@ -123,6 +123,23 @@ def test_every_node_lacking_the_state_ends_in_minus_32012_after_they_said_so() -
     assert world.urls_called() == [PRUNED, ARCHIVE]
 
 
+def test_a_node_lacking_the_state_and_an_archive_beyond_the_balance_is_402_not_incapable() -> None:
+    # Topping up would let the archive node answer: the call is 402, not -32012.
+    world = scripted_world(
+        [
+            (PRUNED, 100, erroring(-32000, "missing trie node abc")),
+            (ARCHIVE, 300, answering("0x2")),
+        ],
+        methods=STATE_METHODS,
+        heads={PRUNED: HEAD, ARCHIVE: HEAD},
+        balance_nano=200,
+    )
+    reply = world.call(_balance(OLD))
+    assert (reply.status, _error(reply.body)["code"]) == (402, -32601)
+    assert world.urls_called() == [PRUNED]
+    assert world.metered() == {Scenario.INSUFFICIENT_CREDITS: (1, 0)}
+
+
 def test_a_trace_goes_to_a_tracing_node_and_a_disabled_namespace_is_learned() -> None:
     world = scripted_world(
         [

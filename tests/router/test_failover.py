@@ -171,6 +171,25 @@ def test_a_dearer_node_the_balance_cannot_cover_is_not_tried_and_the_call_is_402
     assert world.balance() == 200  # A's failure cost nothing, and nothing is left held
 
 
+def test_a_dearer_node_cooling_down_is_skipped_as_before_not_402() -> None:
+    # B failed a moment ago and cools down: not trying it has nothing to do with the balance.
+    world = scripted_world(
+        [
+            (A, 100, [OK, failing(FailureKind.HTTP_STATUS, 503)]),
+            (B, 300, failing(FailureKind.HTTP_STATUS, 503)),
+        ],
+        balance_nano=10**9,
+    )
+    world.deps.cooldowns.failed(world.nodes[1].node_id)
+    world.deps.credits.replace_stored({1: 200})
+    reply = world.call(rpc())
+    assert reply.status == 200
+    reply = world.call(rpc())  # A fails now; B cools down
+    assert reply.status == 424
+    assert world.urls_called() == [A, A]
+    assert world.balance() == 100
+
+
 def test_a_request_the_nodes_rejected_is_not_402_for_a_dearer_route_skipped() -> None:
     # A found the request at fault (HTTP 400): topping up for B would not help the caller.
     world = scripted_world(

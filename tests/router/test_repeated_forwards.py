@@ -96,6 +96,16 @@ def test_a_call_its_first_node_serves_at_once_is_handed_over_with_route_and_time
     assert (forward.flight, forward.bypass_credit_check) == (None, False)  # not coalesced
 
 
+def test_a_call_after_a_failed_repeat_hands_over_a_fresh_calls_time_out_not_what_was_left() -> None:
+    # The repeat before it waited 5 s of the call's 10: this attempt had 5 s, later repeats get
+    # the attempt's whole 7.
+    world = _one(attempt_timeout_s=7.0, deadline_s=10.0)
+    forward = world.call(rpc(HEAD, []), waited_s=5.0).forwardable
+    assert forward is not None
+    assert [command.timeout_s for command in world.executor.forwarded] == [5.0]
+    assert forward.within_s == 7.0
+
+
 def test_a_raced_read_is_repeated_within_its_hedge_delay_not_the_attempts_time_out() -> None:
     world = _world((A, 100, OK), (B, 300, OK))
     _usually(world, A, 0.020)  # its p95: the second lane would start after 20 ms

@@ -65,7 +65,8 @@ class Scenario(StrEnum):
     NO_ROUTE = "no_route"  # no eligible route (all out of sync); -32008
     ALL_FAILED = "all_failed"  # every route tried failed or timed out; -32009
     RATE_LIMITED = "rate_limited"  # every route rate limited or cooling down; -32003
-    INSUFFICIENT_CREDITS = "insufficient_credits"  # refused before routing; -32601
+    # Refused by the credit check (before routing, or before a dearer route); -32601.
+    INSUFFICIENT_CREDITS = "insufficient_credits"
     UNSUPPORTED_METHOD = "unsupported_method"  # no plan prices the method on the chain; -32002
     REFUSED = "refused"  # a router rule refused the call, e.g. the eth_getLogs range; -32005
     REJECTED = "rejected"  # a node answered that the request is invalid (-32600 ...); unbilled

@@ -250,10 +250,15 @@ class Attempt:
         while attempts.next < len(ordered):
             route = ordered[attempts.next]
             attempts.next += 1
-            if route.price.cost_nano > call.held_nano and not self._hold_more(call, route):
+            node_id = route.node.node_id
+            # A node cooling down is skipped as before: no hold for it, and no 402 for its sake.
+            if (
+                route.price.cost_nano > call.held_nano
+                and cooldowns.available(node_id)
+                and not self._hold_more(call, route)
+            ):
                 tally.unaffordable += 1
                 continue
-            node_id = route.node.node_id
             if not cooldowns.take(node_id):
                 tally.skipped += 1
                 tally.held_back(cooldowns.remaining(node_id))
@@ -280,10 +285,10 @@ class Attempt:
                     tally.tried += 1
                     tally.timed_out += 1
                     break
-                timeout_s = self._recent.timeout(
+                node_timeout_s = self._recent.timeout(
                     node_id, work, policy, attempts.peers, self._smoothed_ms
                 )
-                timeout_s = min(timeout_s, remaining)
+                timeout_s = min(node_timeout_s, remaining)
                 attempts.in_flight[lane] = (route, sent)
                 answer = await Forward(route.node.url, call.body, timeout_s)
                 del attempts.in_flight[lane]
@@ -309,11 +314,11 @@ class Attempt:
                     and work is not Work.WRITE
                 ):
                     # The pipeline's whole decision for this call: the native server may repeat
-                    # it, waiting on the node no longer than this attempt would have.
+                    # it, waiting on the node no longer than a fresh call's attempt would (not
+                    # this one's, which a repeat that failed before may have cut short).
+                    within_s = min(node_timeout_s, self._limits.deadline_s)
                     hedge_at = attempts.hedge_at
-                    call.repeat_within_s = (
-                        timeout_s if hedge_at is None else min(hedge_at, timeout_s)
-                    )
+                    call.repeat_within_s = within_s if hedge_at is None else min(hedge_at, within_s)
                 if not attempts.racing:
                     self._settle(attempts, served)
                 return served
@@ -398,15 +403,6 @@ class Attempt:
         rejected_alike = tally.rejected_alike()
         if rejected_alike is None:
             self._cool_down(tally)
-        if tally.faults and len(tally.faults) == tally.tried:
-            refusal = self._explain(call, tally.faults)
-            if refusal is not None:
-                call.end(
-                    Scenario.INCAPABLE,
-                    refusal.http_status,
-                    error_response(refusal, call.call.id_json),
-                )
-                return
         if tally.unaffordable and rejected_alike is None:
             # A route was skipped for the balance, and the nodes tried did not find the request
             # at fault: topping up is the way on.
@@ -417,6 +413,15 @@ class Attempt:
             )
             call.end(Scenario.INSUFFICIENT_CREDITS, 402, error_response(failure, call.call.id_json))
             return
+        if tally.faults and len(tally.faults) == tally.tried:
+            refusal = self._explain(call, tally.faults)
+            if refusal is not None:
+                call.end(
+                    Scenario.INCAPABLE,
+                    refusal.http_status,
+                    error_response(refusal, call.call.id_json),
+                )
+                return
         failure = _failure_for(tally, rejected_alike)
         scenario = Scenario.RATE_LIMITED if failure.http_status == 429 else Scenario.ALL_FAILED
         if failure.http_status == 429:

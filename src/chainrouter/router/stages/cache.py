@@ -195,7 +195,14 @@ class Land:
         try:  # whatever happens here, the calls that joined are let go
             scenario = call.scenario
             keeps = self._keeps(call)
-            shares = flight is not None and flight.followers > 0 and scenario is not None
+            # A refusal for credits is the leader's customer's own, not the call's outcome: the
+            # calls that joined are attempted on their own.
+            shares = (
+                flight is not None
+                and flight.followers > 0
+                and scenario is not None
+                and scenario is not Scenario.INSUFFICIENT_CREDITS
+            )
             if not (keeps or shares):
                 return
             exact = _exact(call.answer)
