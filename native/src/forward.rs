@@ -934,6 +934,19 @@ mod tests {
             assert!(self.memo.install_forward(self.memo.generation(), &asked, grant));
         }
 
+        /// A second grant, at OTHER_PATH, with the same flight key as the first: the first
+        /// grant's repeat, then 100 ms later the second's, which joins it in the air.
+        fn another_grant_joins(
+            &self,
+            head: bool,
+        ) -> (Option<Response<Body>>, Option<Response<Body>>) {
+            self.install_at(OTHER_PATH, OTHER_TOKEN, FLIGHT, head);
+            self.run(futures_util::future::join(
+                self.repeat(AGAIN),
+                after(100, self.repeat_at(OTHER_PATH, CALL)),
+            ))
+        }
+
         /// Each item `settle` was given, in the order given.
         fn items(&self) -> Vec<Item> {
             self.host.calls().into_iter().flatten().collect()
@@ -1113,11 +1126,7 @@ mod tests {
     fn repeats_of_different_grants_with_the_same_flight_key_share_one_node_call() {
         let node = node(slow_balance);
         let server = server(&node, YES, SECOND, Some(FLIGHT), false);
-        server.install_at(OTHER_PATH, OTHER_TOKEN, FLIGHT, true);
-        let (first, second) = server.run(futures_util::future::join(
-            server.repeat(AGAIN),
-            after(100, server.repeat_at(OTHER_PATH, CALL)),
-        ));
+        let (first, second) = server.another_grant_joins(true);
         assert_eq!(node.bodies().len(), 1);
         assert!(first.is_some());
         let second = second.unwrap();
@@ -1134,11 +1143,7 @@ mod tests {
     fn a_leader_whose_node_fails_sends_its_joiners_to_the_pipeline_without_settling_them() {
         let node = node(failed_slowly);
         let server = server(&node, YES, SECOND, Some(FLIGHT), false);
-        server.install_at(OTHER_PATH, OTHER_TOKEN, FLIGHT, false);
-        let (first, second) = server.run(futures_util::future::join(
-            server.repeat(AGAIN),
-            after(100, server.repeat_at(OTHER_PATH, CALL)),
-        ));
+        let (first, second) = server.another_grant_joins(false);
         assert!(first.is_none() && second.is_none());
         assert_eq!(node.bodies().len(), 1);
         let billed: Vec<_> = server.items().iter().map(|i| (i.0, i.2, i.4)).collect();
