@@ -328,6 +328,14 @@ class Settings(BaseSettings):
         description="How long a cache look-up in Redis may take before the call goes to a node "
         "as if nothing were cached, seconds (with cache_redis_url or redis_url).",
     )
+    cache_epoch_share_interval_s: float = Field(
+        default=1.0,
+        ge=0.1,
+        le=60,
+        description="How often a router reads the chains' finality epochs the routers share in "
+        "the cache's Redis and publishes the regresses it saw, seconds: how long another "
+        "router's regress may go unseen here (with a Redis; docs/cache.md).",
+    )
     cache_redis_ttl_s: int = Field(
         default=7 * 24 * 3600,
         ge=60,

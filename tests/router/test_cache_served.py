@@ -16,11 +16,11 @@ import pytest
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.router.memory_cache import MemoryCache
-from chainrouter.router.response_cache import ResponseCache, redis_tier
+from chainrouter.router.response_cache import EPOCHS_KEY, ResponseCache, redis_tier
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.anvil import CHAIN_A, AnvilNodes
+from tests.anvil import CHAIN_A, AnvilNodes, node_result, start_anvil_nodes
 from tests.redis_servers import PrivateRedis, SilentRedis
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.test_server import Served, launch_router
@@ -41,9 +41,14 @@ def _body(method: str, params: list[Any], call_id: Any) -> dict[str, Any]:
 
 
 def _routers(
-    tmp: Path, node_path: str, servers: list[str], **settings: str
+    tmp: Path,
+    node_path: str,
+    servers: list[str],
+    each: list[dict[str, str]] | None = None,
+    **settings: str,
 ) -> tuple[list[Served], str]:
-    """Routers sharing one database whose only node is `node_path` of the upstream."""
+    """Routers sharing one database whose only node is `node_path` of the upstream; `each`:
+    settings of each router beside `settings`."""
     database_url = f"sqlite:///{tmp / 'cache.db'}"
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
@@ -62,7 +67,7 @@ def _routers(
             database_url,
             key["secret"],
             key["secret"],
-            {**QUIET, **settings},
+            {**QUIET, **settings, **(each[index] if each else {})},
         )
         for index, server in enumerate(servers)
     ]
@@ -151,21 +156,75 @@ async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
         redis.stop()
 
 
+def test_a_regress_one_router_sees_reaches_a_router_that_checks_no_more_within_a_round(
+    upstream_server: FaultyUpstream, tmp_path: Path
+) -> None:
+    """The chain is rewound below its finalized block and mined again: the block the second
+    router kept is another block now. Only the first router checks the node again; the second
+    learns of the regress from the epochs they share, and answers the new block."""
+    started = start_anvil_nodes((("rewound", CHAIN_A),))
+    node = next(started)
+    url = node.urls["rewound"]
+    node_result(url, "anvil_mine", ["0xa"])
+    at_ten = node_result(url, "evm_snapshot", [])
+    node_result(url, "anvil_mine", ["0x5a"])  # head 100: blocks up to 36 final
+    redis = PrivateRedis()
+    port = url.rsplit(":", 1)[1]
+    routers, _ = _routers(
+        tmp_path,
+        upstream_server.url(f"/relay/{port}/full/rewound"),
+        ["python", "native"],
+        [
+            {"CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "0.2"},  # sees the regress
+            {"CHAINROUTER_CACHE_EPOCH_SHARE_INTERVAL_S": "0.2"},  # one check, at its start
+        ],
+        CHAINROUTER_CACHE_REDIS_URL=redis.url,
+    )
+    seer, other = routers
+    body = _body("eth_getBlockByNumber", [hex(20), False], 1)
+    try:
+        kept = httpx.post(other.url(), json=body, timeout=30)
+        again = httpx.post(other.url(), json=body, timeout=30)
+        assert (kept.headers["x-cache"], again.headers["x-cache"]) == ("MISS", "HIT")
+        assert node_result(url, "evm_revert", [at_ten])  # its finalized block: 0
+        deadline = time.monotonic() + 20
+        while not redis.cli("HGET", EPOCHS_KEY, str(CHAIN_A)).strip():
+            assert time.monotonic() < deadline, "the first router never published the regress"
+            time.sleep(0.05)
+        node_result(url, "anvil_mine", ["0x5a", "0xc"])  # 12 s apart: other blocks
+        fresh = node_result(url, "eth_getBlockByNumber", [hex(20), False])
+        assert fresh["hash"] != kept.json()["result"]["hash"]
+        deadline = time.monotonic() + 5
+        while (reply := httpx.post(other.url(), json=body, timeout=30)).headers["x-cache"] == "HIT":
+            assert reply.content == again.content
+            assert time.monotonic() < deadline, "the second router kept the old block"
+            time.sleep(0.05)
+        assert reply.json()["result"] == fresh
+        assert seer.process.poll() is None
+    finally:
+        _stop(routers)
+        redis.stop()
+        started.close()
+
+
 @pytest.mark.parametrize("server", ["python", "native"])
-def test_a_redis_that_hangs_costs_one_call_its_time_out_and_the_next_none(
+def test_a_redis_that_hangs_later_costs_one_call_its_time_out_and_the_next_none(
     server: str, final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
 ) -> None:
     port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
-    path = f"/relay/{port}/full/silent-redis-{server}"
-    silent = SilentRedis()
+    path = f"/relay/{port}/full/hanging-redis-{server}"
+    redis = PrivateRedis()
     [router], _ = _routers(
         tmp_path,
         upstream_server.url(path),
         [server],
-        CHAINROUTER_REDIS_URL=f"redis://127.0.0.1:{silent.port}/0",
+        CHAINROUTER_CACHE_REDIS_URL=redis.url,
         CHAINROUTER_CACHE_REDIS_TIMEOUT_S="1",
+        # No round of the shared epochs during the test: the time-out is a call's to pay.
+        CHAINROUTER_CACHE_EPOCH_SHARE_INTERVAL_S="60",
     )
     try:
+        redis.cli("CLIENT", "PAUSE", "8000", "ALL")  # from now on, every command waits
         body = _body("eth_getBlockByNumber", [hex(9), False], 1)
         started = time.monotonic()
         first = httpx.post(router.url(), json=body, timeout=30)
@@ -182,6 +241,36 @@ def test_a_redis_that_hangs_costs_one_call_its_time_out_and_the_next_none(
         assert time.monotonic() - started < 0.9
     finally:
         _stop([router])
+        redis.stop()
+
+
+@pytest.mark.parametrize("server", ["python", "native"])
+def test_a_redis_that_hangs_from_the_start_costs_no_call_any_time(
+    server: str, final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
+) -> None:
+    """The shared finality epochs cannot be read from it, so no answer is looked up there:
+    what it holds may be stale by an epoch this router does not know of."""
+    port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
+    path = f"/relay/{port}/full/silent-redis-{server}"
+    silent = SilentRedis()
+    [router], _ = _routers(
+        tmp_path,
+        upstream_server.url(path),
+        [server],
+        CHAINROUTER_REDIS_URL=f"redis://127.0.0.1:{silent.port}/0",
+        CHAINROUTER_CACHE_REDIS_TIMEOUT_S="1",
+    )
+    try:
+        for block in (9, 10, 11):
+            body = _body("eth_getBlockByNumber", [hex(block), False], block)
+            started = time.monotonic()
+            reply = httpx.post(router.url(), json=body, timeout=30)
+            assert (reply.status_code, reply.headers["x-cache"]) == (200, "MISS")
+            assert time.monotonic() - started < 0.9
+        again = httpx.post(router.url(), json=_body("eth_getBlockByNumber", ["0x9", False], 1))
+        assert (again.status_code, again.headers["x-cache"]) == (200, "HIT")  # in process
+    finally:
+        _stop([router])
         silent.close()
 
 
@@ -190,6 +279,7 @@ async def test_a_purged_chains_answers_are_deleted_from_redis_and_no_other_chain
     tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
     assert tier is not None
     tier.bind(asyncio.get_running_loop())
+    tier.epochs_known = True  # as the shared epochs' first read has it (router/shared_epochs.py)
     cache = ResponseCache(MemoryCache(1 << 20), tier)
     try:
         for chain in (1, 11, 2):
@@ -218,6 +308,7 @@ async def test_an_answer_over_a_mebibyte_is_kept_in_process_and_not_in_redis() -
     tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
     assert tier is not None
     tier.bind(asyncio.get_running_loop())
+    tier.epochs_known = True  # as the shared epochs' first read has it (router/shared_epochs.py)
     cache = ResponseCache(MemoryCache(16 << 20), tier)
     at_cap = b'"' + b"a" * ((1 << 20) - 2) + b'"'
     over = b'"' + b"a" * ((1 << 20) - 1) + b'"'

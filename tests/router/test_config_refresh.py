@@ -64,7 +64,7 @@ async def test_the_background_sync_picks_changes_up_by_itself(
     make_world: WorldFactory, upstream: FaultyUpstream
 ) -> None:
     world = await _world(make_world, upstream, "background")
-    world.runtime.start_background(world.executor, health_checks=False)
+    await world.runtime.start_background(world.executor, health_checks=False)
     with world.engine.begin() as connection:
         connection.execute(update(t.api_keys).values(active=False))
         bump_config_version(connection)

@@ -14,6 +14,13 @@ median below where it was. Nodes coming and going move the median as well, and a
 regress: what was final stays final. A node whose check fails keeps its last answer (no news is
 not a lower block; an older answer only makes the cache keep less). With the depth, any step
 back of `head - depth` counts, as nothing tells a rewound chain from a head that moved.
+
+Routers that share answers through Redis share the epochs too (router/shared_epochs.py): a
+regress one router sees is `unpublished` until that program has raised the chain's shared epoch,
+and another router `adopt`s a shared epoch above its own. Adopting one is a regress this router
+did not see: its reports of the chain are dropped and the chain has no finalized block until its
+own checks report again (`unsettled`), so that it never keeps, under the new epoch, an answer
+its old reports took for final.
 """
 
 from __future__ import annotations
@@ -39,9 +46,12 @@ class Finality:
         self._by_tag: dict[int, int] = {}  # chain -> finalized block from the reports
         self._highest: dict[int, int] = {}  # chain -> the highest it has been
         self._epochs: dict[int, int] = {}  # chain -> times its finality went backwards
+        self._unpublished: set[int] = set()  # chains whose last bump the others are not told of
+        self._unsettled: set[int] = set()  # chains adopted at a new epoch, no report since
 
     def report(self, chain_id: int, node_id: int, finalized: int | None) -> None:
         """A node's `finalized` block (None: it did not answer the tag, this time or ever)."""
+        self._unsettled.discard(chain_id)  # a check that ran now: its report is fresh
         reports = self._reports.setdefault(chain_id, {})
         before = reports.get(node_id)
         if finalized is not None:
@@ -80,6 +90,8 @@ class Finality:
 
     def finalized(self, chain_id: int) -> int | None:
         """The chain's newest block known final; None while nothing is known."""
+        if chain_id in self._unsettled:
+            return None
         by_tag = self._by_tag.get(chain_id)
         if by_tag is not None:
             return by_tag
@@ -99,7 +111,39 @@ class Finality:
             self._bump(chain_id)
         self._highest[chain_id] = now
 
+    def epochs(self) -> dict[int, int]:
+        """Every chain's epoch that is not 0."""
+        return dict(self._epochs)
+
+    def unpublished(self) -> dict[int, int]:
+        """The chains whose finality went backwards here since the shared epochs last heard of
+        it, and their epochs now."""
+        return {chain_id: self._epochs[chain_id] for chain_id in self._unpublished}
+
+    def published(self, chain_id: int, floor: int, shared: int) -> None:
+        """The chain's shared epoch was raised past the others' and to `floor` at least (its
+        epoch here when it was sent): it is now `shared`. A bump since (the epoch here above
+        `floor`) is still to publish."""
+        if self._epochs.get(chain_id, 0) == floor:
+            self._unpublished.discard(chain_id)
+        if shared > self._epochs.get(chain_id, 0):
+            # An epoch no router has kept answers under: nothing of this one's to drop.
+            self._epochs[chain_id] = shared
+
+    def adopt(self, chain_id: int, epoch: int) -> bool:
+        """Another router's regress: the chain's shared epoch is `epoch`. True if it is past
+        this router's; the chain is then judged afresh from its next report."""
+        if epoch <= self._epochs.get(chain_id, 0):
+            return False
+        self._epochs[chain_id] = epoch
+        self._reports.pop(chain_id, None)
+        self._by_tag.pop(chain_id, None)
+        self._highest.pop(chain_id, None)
+        self._unsettled.add(chain_id)
+        return True
+
     def _bump(self, chain_id: int) -> None:
         self._epochs[chain_id] = self._epochs.get(chain_id, 0) + 1
+        self._unpublished.add(chain_id)
         if self._on_regress is not None:
             self._on_regress(chain_id)

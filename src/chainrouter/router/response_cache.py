@@ -8,6 +8,10 @@ Redis slow, away or answering garbage is a miss, never an error: the call is ser
 if nothing were cached. After a failure or a time-out Redis is left alone for `REDIS_REST_S` (the
 calls meanwhile do not wait on it), and the failure is logged at most once a minute.
 
+The chains' finality epochs (router/finality.py), part of every key, are shared in Redis as well
+(router/shared_epochs.py): until this process has read them once, it neither reads nor writes
+answers there, since an epoch it does not know of may have made some of them stale.
+
 The pipeline runs on the executor's thread (the native server's, or the event loop's); Redis is
 reached on the event loop: a look-up there is a `concurrent.futures.Future` the pipeline awaits
 with `Join`, and a write is handed to the loop and not waited for.
@@ -36,6 +40,16 @@ REDIS_REST_S = 5.0  # after Redis failed or was slow, left alone this long
 # Larger answers (up to 32 MiB) stay in process: writing one took Redis longer than the time-out,
 # and that failure left Redis unused by every call for `REDIS_REST_S`.
 REDIS_MAX_VALUE_BYTES = 1 << 20
+EPOCHS_KEY = "chainrouter:cache-epochs"  # chain -> finality epoch; outside the answers' prefix
+# Raise a chain's shared epoch to ARGV[2] at least and, with ARGV[3] 1, past what it was (a
+# regress: an epoch no router has kept answers under); its value after. Atomic: two routers that
+# raise it at once both move it on.
+_RAISE_EPOCH = """
+local was = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+local now = math.max(was + tonumber(ARGV[3]), tonumber(ARGV[2]))
+if now ~= was then redis.call('HSET', KEYS[1], ARGV[1], now) end
+return now
+"""
 
 
 class RedisTier:
@@ -51,6 +65,9 @@ class RedisTier:
         self._warned_at = -_WARN_EVERY_S
         self._rest_until = 0.0  # monotonic: Redis is not asked before then
         self.failures = 0
+        # Set once the shared finality epochs were read (router/shared_epochs.py): answers are
+        # neither read nor written before.
+        self.epochs_known = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         """The event loop Redis is reached on (the router's)."""
@@ -60,12 +77,16 @@ class RedisTier:
         """A future of the answer under `key` (None when Redis has none, is slow or away);
         None when no loop is bound yet."""
         loop = self._loop
+        if not self.epochs_known:
+            return None
         if loop is None or loop.is_closed() or time.monotonic() < self._rest_until:
             return None
         return asyncio.run_coroutine_threadsafe(self._get(key), loop)
 
     def store(self, key: str, value: bytes) -> None:
         loop = self._loop
+        if not self.epochs_known:
+            return
         if loop is None or loop.is_closed() or self._pending >= _MAX_PENDING_WRITES:
             return
         if len(value) > REDIS_MAX_VALUE_BYTES:
@@ -83,8 +104,41 @@ class RedisTier:
         if loop is not None and not loop.is_closed():
             asyncio.run_coroutine_threadsafe(self._drop_chain(chain_id), loop)
 
+    def read_epochs(self) -> concurrent.futures.Future[dict[int, int] | None] | None:
+        """A future of the shared finality epochs, chain -> epoch (None: Redis failed, or
+        answered something else); None when Redis is not asked now."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or time.monotonic() < self._rest_until:
+            return None
+        return asyncio.run_coroutine_threadsafe(self.epochs(), loop)
+
+    def raise_epoch(
+        self, chain_id: int, floor: int, *, past: bool
+    ) -> concurrent.futures.Future[int | None] | None:
+        """A future of the chain's shared epoch once raised to `floor` at least and, `past`,
+        beyond what it was (None: Redis failed); None when Redis is not asked now."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or time.monotonic() < self._rest_until:
+            return None
+        return asyncio.run_coroutine_threadsafe(self._raise(chain_id, floor, past), loop)
+
     async def close(self) -> None:
         await self._redis.aclose()
+
+    async def epochs(self) -> dict[int, int] | None:
+        """The shared finality epochs, read on this loop (`read_epochs` from another thread)."""
+        found = await self._guarded(self._redis.hgetall(EPOCHS_KEY))  # type: ignore[arg-type]
+        if not isinstance(found, dict):
+            return None
+        try:
+            return {int(chain): int(epoch) for chain, epoch in found.items()}
+        except ValueError:  # not written by a router: no epochs can be trusted from it
+            return None
+
+    async def _raise(self, chain_id: int, floor: int, past: bool) -> int | None:
+        command = self._redis.eval(_RAISE_EPOCH, 1, EPOCHS_KEY, chain_id, floor, int(past))
+        raised = await self._guarded(command)  # type: ignore[arg-type]
+        return raised if isinstance(raised, int) else None
 
     async def _drop_chain(self, chain_id: int) -> None:
         try:
@@ -155,6 +209,11 @@ class ResponseCache:
         generation and finality epoch, in every key, already keep them from being read here)."""
         if self.redis is not None:
             self.redis.drop_chain(chain_id)
+        return self.forget(chain_id)
+
+    def forget(self, chain_id: int) -> int:
+        """Drop the chain's answers held in process only (another router's regress: it has
+        Redis's deleted). How many."""
         if self.on_purge is not None:
             self.on_purge(chain_id)
         return self.memory.purge(chain_id)

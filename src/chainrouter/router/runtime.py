@@ -48,6 +48,7 @@ from chainrouter.router.response_cache import (
 )
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
+from chainrouter.router.shared_epochs import SharedEpochs
 from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
@@ -83,6 +84,8 @@ class RouterRuntime:
     ws_limits: WsLimits = field(default_factory=WsLimits)
     replays: Replays | None = None  # a native server's memo of answers it gives again itself
     forwards: Forwards | None = None  # the forwards that memo repeats
+    # The chains' finality epochs shared through the cache's Redis; None: no Redis for answers.
+    shared_epochs: SharedEpochs | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
@@ -155,12 +158,16 @@ class RouterRuntime:
             stale_after_s=self.stale_after_s,
         )
 
-    def start_background(self, executor: Executor, *, health_checks: bool = True) -> None:
+    async def start_background(self, executor: Executor, *, health_checks: bool = True) -> None:
         """Start the storage sync on the running event loop, and the health checker on
-        `executor` (on the native one, the server's thread, beside the requests)."""
+        `executor` (on the native one, the server's thread, beside the requests); before the
+        server serves: the chains' shared finality epochs are read first, so that answers in
+        Redis are used from the first call on."""
         cache = self.service.deps.cache
         if cache is not None and cache.redis is not None:
             cache.redis.bind(asyncio.get_running_loop())
+        if self.shared_epochs is not None:
+            await self.shared_epochs.first()
         task = asyncio.create_task(self.sync.run(), name="storage-sync")
         task.add_done_callback(_report_end)
         self._tasks.append(task)
@@ -170,6 +177,8 @@ class RouterRuntime:
             self._tasks.append(shared)
         if self.replays is not None:  # on the server's thread, where replays are installed
             executor.spawn(self.replays.run())
+        if self.shared_epochs is not None:  # where the health checks report finality
+            executor.spawn(self.shared_epochs.run())
         if health_checks:
             executor.spawn(self.health.run(self.current_nodes))
             if self.hub is not None:  # on this loop, the hub's
@@ -209,6 +218,8 @@ class RouterRuntime:
             return
         self._stopped = True
         self.health.stop()  # wherever it runs
+        if self.shared_epochs is not None:
+            self.shared_epochs.stop()
         if self.prober is not None:
             self.prober.stop()
         for task in self._tasks:
@@ -367,6 +378,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         ws_limits=WsLimits(
             settings.ws_max_subscriptions, settings.ws_send_queue, settings.max_batch_size
         ),
+        shared_epochs=_shared_epochs(settings, cache, finality),
     )
 
 
@@ -391,6 +403,16 @@ def _response_cache(
     )
     health.finality = finality
     return cache, finality
+
+
+def _shared_epochs(
+    settings: Settings, cache: ResponseCache | None, finality: Finality | None
+) -> SharedEpochs | None:
+    if cache is None or cache.redis is None or finality is None:
+        return None
+    return SharedEpochs(
+        finality, cache, cache.redis, interval_s=settings.cache_epoch_share_interval_s
+    )
 
 
 def _ws_connector(settings: Settings) -> Connect:

@@ -101,7 +101,7 @@ class RouterApp:
                     settle_heap()
                 assert self.runtime is not None
                 assert self.executor is not None
-                self.runtime.start_background(self.executor)
+                await self.runtime.start_background(self.executor)
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if self.runtime is not None and self.executor is not None:

@@ -181,7 +181,7 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
     async def start() -> None:
         # The checker runs on the server's thread, beside the requests, from when it serves: on
         # the event loop's thread its checks took the interpreter's lock from them.
-        runtime.start_background(executor)
+        await runtime.start_background(executor)
         for signum in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(signum, stopping.set)
 
