@@ -248,11 +248,12 @@ def test_a_redis_that_hangs_later_costs_one_call_its_time_out_and_the_next_none(
 
 
 @pytest.mark.parametrize("server", ["python", "native"])
-def test_a_redis_that_hangs_from_the_start_costs_no_call_any_time(
+def test_a_redis_that_hangs_from_the_start_costs_no_call_its_time_out(
     server: str, final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
 ) -> None:
-    """The shared finality epochs cannot be read from it, so no answer is looked up there:
-    what it holds may be stale by an epoch this router does not know of."""
+    """The router's first read of the shared finality epochs pays the time-out, before it
+    serves; the calls then find Redis resting, and later ones find the epochs unknown, so that
+    no answer is looked up there (the gate itself: test_shared_epochs.py)."""
     port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
     path = f"/relay/{port}/full/silent-redis-{server}"
     silent = SilentRedis()

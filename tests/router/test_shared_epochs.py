@@ -82,29 +82,49 @@ def _regress(finality: Finality, chain: int = CHAIN) -> None:
     finality.report(chain, 7, 940)  # its node's finalized block went backwards
 
 
-def test_an_adopted_epoch_leaves_the_chain_unfinalized_until_a_check_reports_again() -> None:
-    finality = Finality({CHAIN: 1000}.get, depth=64)
+def test_an_adopted_epoch_leaves_the_chain_unfinalized_until_its_nodes_reported_again() -> None:
+    finality = Finality({CHAIN: 1000, OTHER: 1000}.get, depth=64)
     finality.report(CHAIN, 7, 950)
+    finality.report(CHAIN, 8, 950)
     assert not finality.adopt(CHAIN, 0)  # not past its own: nothing changes
     assert finality.finalized(CHAIN) == 950
     assert finality.adopt(CHAIN, 3)
     assert (finality.epoch(CHAIN), finality.finalized(CHAIN)) == (3, None)
     assert finality.unpublished() == {}  # another router's regress: not this one's to tell
-    finality.report(CHAIN, 8, 900)  # fresh: the report from before the adoption is gone
-    assert finality.finalized(CHAIN) == 900
-    finality.report(CHAIN, 8, 910)  # and the new baseline is no regress of its own
+    finality.report(CHAIN, 8, 400)  # one node alone decides nothing, though it is fresh
+    assert finality.finalized(CHAIN) is None
+    finality.report(CHAIN, 7, 420)
+    assert finality.finalized(CHAIN) == 400  # both fresh: the median of what they say now
+    finality.report(CHAIN, 7, 430)  # and the new baseline is no regress of its own
     assert (finality.epoch(CHAIN), finality.unpublished()) == (3, {})
 
 
-def test_a_regress_stays_to_publish_until_a_raise_sent_after_it_comes_back() -> None:
+def test_a_chain_without_the_tag_waits_for_every_node_not_the_heads_it_held() -> None:
+    """Its finality is the head less a depth, and the head is the highest its nodes had: one
+    node checked again cannot tell what the others' heads are now."""
+    finality = Finality({OTHER: 1000}.get, depth=64)
+    for node in (7, 8):
+        finality.report(OTHER, node, None)
+    assert finality.finalized(OTHER) == 936
+    assert finality.adopt(OTHER, 1)
+    finality.report(OTHER, 7, None)
+    assert finality.finalized(OTHER) is None
+    finality.forget(OTHER, 8)  # the other node left the chain: nothing more to wait for
+    assert finality.finalized(OTHER) == 936
+
+
+def test_a_regress_keeps_the_chains_answers_out_of_redis_until_a_raise_sent_after_it_is_back() -> (
+    None
+):
     finality = Finality({CHAIN: 1000}.get, depth=64)
+    assert finality.shared(CHAIN)
     _regress(finality)
-    assert finality.unpublished() == {CHAIN: 1}
+    assert (finality.unpublished(), finality.shared(CHAIN)) == ({CHAIN: 1}, False)
     finality.report(CHAIN, 7, 930)  # another regress while the raise of epoch 1 is in flight
-    finality.published(CHAIN, 1, 1)
-    assert finality.unpublished() == {CHAIN: 2}
-    finality.published(CHAIN, 2, 5)  # others had moved it on: past them, and past this one
-    assert (finality.unpublished(), finality.epoch(CHAIN)) == ({}, 5)
+    finality.published(CHAIN, 1)
+    assert (finality.unpublished(), finality.shared(CHAIN)) == ({CHAIN: 2}, False)
+    finality.published(CHAIN, 2)
+    assert (finality.unpublished(), finality.shared(CHAIN)) == ({}, True)
 
 
 async def test_a_regress_one_router_sees_is_adopted_by_the_others_at_their_next_round(
@@ -170,8 +190,20 @@ async def test_a_redis_that_lost_the_epochs_is_given_them_again(
     redis.cli("DEL", EPOCHS_KEY)  # restarted without persistence, or evicted
     await executor.run(other.shared.share())
     await executor.run(seer.shared.share())
-    assert _shared(redis) == {b"1": b"1"}  # raised back, not moved on: no new regress
+    assert _shared(redis) == {b"1": b"1"}  # raised back to its epoch
     assert seer.finality.epoch(CHAIN) == 1
+
+
+async def test_an_epoch_field_that_is_not_a_number_is_skipped_and_written_over(
+    redis: PrivateRedis, routers: list[_Router], executor: PythonExecutor
+) -> None:
+    seer, other, _ = routers
+    redis.cli("HSET", EPOCHS_KEY, "1", "soon", "x", "2")
+    await other.shared.first()
+    assert other.tier.epochs_known  # the rest of the hash is good: Redis is used
+    _regress(seer.finality)
+    await executor.run(seer.shared.share())
+    assert _shared(redis)[b"1"] == b"1"
 
 
 async def test_no_answer_is_read_or_written_in_redis_before_the_epochs_are_known(

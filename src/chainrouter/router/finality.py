@@ -16,11 +16,12 @@ not a lower block; an older answer only makes the cache keep less). With the dep
 back of `head - depth` counts, as nothing tells a rewound chain from a head that moved.
 
 Routers that share answers through Redis share the epochs too (router/shared_epochs.py): a
-regress one router sees is `unpublished` until that program has raised the chain's shared epoch,
-and another router `adopt`s a shared epoch above its own. Adopting one is a regress this router
-did not see: its reports of the chain are dropped and the chain has no finalized block until its
-own checks report again (`unsettled`), so that it never keeps, under the new epoch, an answer
-its old reports took for final.
+regress one router sees is `unpublished` until that program has raised the chain's shared epoch
+(meanwhile the chain's answers stay out of Redis: `shared`), and another router `adopt`s a shared
+epoch above its own. Adopting one is a regress this router did not see: its reports of the chain
+are dropped and the chain has no finalized block until every node that had reported has been
+checked again (`unsettled`), so that it never keeps, under the new epoch, an answer its old
+reports, or its nodes' old heads, took for final.
 """
 
 from __future__ import annotations
@@ -47,11 +48,14 @@ class Finality:
         self._highest: dict[int, int] = {}  # chain -> the highest it has been
         self._epochs: dict[int, int] = {}  # chain -> times its finality went backwards
         self._unpublished: set[int] = set()  # chains whose last bump the others are not told of
-        self._unsettled: set[int] = set()  # chains adopted at a new epoch, no report since
+        self._reporters: dict[int, set[int]] = {}  # chain -> nodes that reported, tag or not
+        # Chains adopted at a new epoch -> the nodes still to report since (none: any one).
+        self._unsettled: dict[int, set[int]] = {}
 
     def report(self, chain_id: int, node_id: int, finalized: int | None) -> None:
         """A node's `finalized` block (None: it did not answer the tag, this time or ever)."""
-        self._unsettled.discard(chain_id)  # a check that ran now: its report is fresh
+        self._reporters.setdefault(chain_id, set()).add(node_id)
+        self._heard(chain_id, node_id)
         reports = self._reports.setdefault(chain_id, {})
         before = reports.get(node_id)
         if finalized is not None:
@@ -62,10 +66,21 @@ class Finality:
 
     def forget(self, chain_id: int, node_id: int) -> None:
         """A node that left the chain (removed, or moved to another)."""
+        self._reporters.get(chain_id, set()).discard(node_id)
+        self._heard(chain_id, node_id)
         reports = self._reports.get(chain_id)
         if reports is not None and reports.pop(node_id, None) is not None:
             self._aggregate(chain_id, reports)
             self._note(chain_id, went_back=False)
+
+    def _heard(self, chain_id: int, node_id: int) -> None:
+        """An adopted chain is settled once every node it waited for reported (or left): its
+        reports and its nodes' heads are all from checks after the adoption."""
+        waiting = self._unsettled.get(chain_id)
+        if waiting is not None:
+            waiting.discard(node_id)
+            if not waiting:
+                del self._unsettled[chain_id]
 
     def _aggregate(self, chain_id: int, reports: dict[int, int]) -> None:
         if reports:
@@ -120,26 +135,29 @@ class Finality:
         it, and their epochs now."""
         return {chain_id: self._epochs[chain_id] for chain_id in self._unpublished}
 
-    def published(self, chain_id: int, floor: int, shared: int) -> None:
+    def shared(self, chain_id: int) -> bool:
+        """Whether the chain's answers may be read from and written to Redis: not while a
+        regress seen here is unpublished (the others still keep answers under the epoch this
+        router has now, or will take it for a regress of their own)."""
+        return chain_id not in self._unpublished
+
+    def published(self, chain_id: int, floor: int) -> None:
         """The chain's shared epoch was raised past the others' and to `floor` at least (its
-        epoch here when it was sent): it is now `shared`. A bump since (the epoch here above
-        `floor`) is still to publish."""
+        epoch here when it was sent). A bump since (the epoch here above `floor`) is still to
+        publish."""
         if self._epochs.get(chain_id, 0) == floor:
             self._unpublished.discard(chain_id)
-        if shared > self._epochs.get(chain_id, 0):
-            # An epoch no router has kept answers under: nothing of this one's to drop.
-            self._epochs[chain_id] = shared
 
     def adopt(self, chain_id: int, epoch: int) -> bool:
         """Another router's regress: the chain's shared epoch is `epoch`. True if it is past
-        this router's; the chain is then judged afresh from its next report."""
+        this router's; the chain is then judged afresh, once its nodes have reported again."""
         if epoch <= self._epochs.get(chain_id, 0):
             return False
         self._epochs[chain_id] = epoch
         self._reports.pop(chain_id, None)
         self._by_tag.pop(chain_id, None)
         self._highest.pop(chain_id, None)
-        self._unsettled.add(chain_id)
+        self._unsettled[chain_id] = set(self._reporters.get(chain_id, ()))
         return True
 
     def _bump(self, chain_id: int) -> None:

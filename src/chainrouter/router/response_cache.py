@@ -45,7 +45,7 @@ EPOCHS_KEY = "chainrouter:cache-epochs"  # chain -> finality epoch; outside the 
 # regress: an epoch no router has kept answers under); its value after. Atomic: two routers that
 # raise it at once both move it on.
 _RAISE_EPOCH = """
-local was = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+local was = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
 local now = math.max(was + tonumber(ARGV[3]), tonumber(ARGV[2]))
 if now ~= was then redis.call('HSET', KEYS[1], ARGV[1], now) end
 return now
@@ -130,10 +130,18 @@ class RedisTier:
         found = await self._guarded(self._redis.hgetall(EPOCHS_KEY))  # type: ignore[arg-type]
         if not isinstance(found, dict):
             return None
-        try:
-            return {int(chain): int(epoch) for chain, epoch in found.items()}
-        except ValueError:  # not written by a router: no epochs can be trusted from it
-            return None
+        epochs: dict[int, int] = {}
+        for chain, epoch in found.items():
+            try:
+                epochs[int(chain)] = int(epoch)
+            except ValueError:  # not a router's: the next raise of that chain writes over it
+                now = time.monotonic()
+                if now - self._warned_at >= _WARN_EVERY_S:
+                    self._warned_at = now
+                    log.warning(
+                        "response cache: %s holds %r: %r, not an epoch", EPOCHS_KEY, chain, epoch
+                    )
+        return epochs
 
     async def _raise(self, chain_id: int, floor: int, past: bool) -> int | None:
         command = self._redis.eval(_RAISE_EPOCH, 1, EPOCHS_KEY, chain_id, floor, int(past))
@@ -191,10 +199,13 @@ class ResponseCache:
         # Told of every purge (router/replay.py: answers the native server gives again).
         self.on_purge: Callable[[int], object] | None = None
 
-    def lookup(self, key: str) -> bytes | concurrent.futures.Future[bytes | None] | None:
-        """The answer in process; else a future of Redis's (None: Redis is not used)."""
+    def lookup(
+        self, key: str, *, shared: bool = True
+    ) -> bytes | concurrent.futures.Future[bytes | None] | None:
+        """The answer in process; else (unless `shared` is False) a future of Redis's (None:
+        Redis is not used)."""
         found = self.memory.get(key)
-        if found is not None or self.redis is None:
+        if found is not None or self.redis is None or not shared:
             return found
         return self.redis.lookup(key)
 

@@ -13,8 +13,10 @@ So Redis holds every chain's epoch (`response_cache.EPOCHS_KEY`), and this progr
   process (and the native server's replays) are dropped, and it is judged afresh from the next
   check (Redis's answers were deleted by the router that saw the regress);
 - raises the shared epoch past the others' for each regress seen here since (an epoch no router
-  has kept answers under), and to this router's own where the shared one is lower (Redis lost
-  the hash: restarted without persistence, or evicted it).
+  has kept answers under: until then the chain's answers stay out of Redis here), and to this
+  router's own where the shared one is lower (Redis lost the hash: restarted without
+  persistence, or evicted it). A raise that finds the epoch moved past this router's is another
+  router's regress, adopted as if read.
 
 Until the first read, the process neither reads nor writes answers in Redis. A failed read or
 raise is tried again at the next round; meanwhile each router goes by its own checks, as
@@ -78,26 +80,36 @@ class SharedEpochs:
         if shared is None:
             return
         for chain_id, epoch in shared.items():
-            if self._finality.adopt(chain_id, epoch):
-                self.adopted += 1
-                dropped = self._cache.forget(chain_id)
-                log.warning(
-                    "chain %d's finality went backwards on another router: its epoch is now %d; "
-                    "%d answers held here dropped",
-                    chain_id,
-                    epoch,
-                    dropped,
-                )
+            self._adopt(chain_id, epoch)
         self._tier.epochs_known = True
-        unpublished = self._finality.unpublished()
-        for chain_id, epoch in unpublished.items():
+        for chain_id, epoch in self._finality.unpublished().items():
             await self._raise(chain_id, epoch, past=True)
         for chain_id, epoch in self._finality.epochs().items():
-            if chain_id not in unpublished and shared.get(chain_id, 0) < epoch:
+            # Read afresh: a check between two raises may have seen a regress, which only a
+            # raise past the others' publishes.
+            if shared.get(chain_id, 0) < epoch and self._finality.shared(chain_id):
                 await self._raise(chain_id, epoch, past=False)
 
     async def _raise(self, chain_id: int, floor: int, *, past: bool) -> None:
         raising = self._tier.raise_epoch(chain_id, floor, past=past)
         raised = None if raising is None else await Join(raising)
-        if raised is not None:
-            self._finality.published(chain_id, floor, raised)
+        if raised is None:
+            return
+        if past:
+            self._finality.published(chain_id, floor)
+        # Above `floor`: another router had moved it to this one's epoch or past it since the
+        # read, for a regress this one did not see.
+        self._adopt(chain_id, raised)
+
+    def _adopt(self, chain_id: int, epoch: int) -> None:
+        if not self._finality.adopt(chain_id, epoch):
+            return
+        self.adopted += 1
+        dropped = self._cache.forget(chain_id)
+        log.warning(
+            "chain %d's finality went backwards on another router: its epoch is now %d; "
+            "%d answers held here dropped",
+            chain_id,
+            epoch,
+            dropped,
+        )
