@@ -82,12 +82,14 @@ class SharedEpochs:
         for chain_id, epoch in shared.items():
             self._adopt(chain_id, epoch)
         self._tier.epochs_known = True
-        for chain_id, epoch in self._finality.unpublished().items():
+        published = self._finality.unpublished()
+        for chain_id, epoch in published.items():
             await self._raise(chain_id, epoch, past=True)
         for chain_id, epoch in self._finality.epochs().items():
-            # Read afresh: a check between two raises may have seen a regress, which only a
-            # raise past the others' publishes.
-            if shared.get(chain_id, 0) < epoch and self._finality.shared(chain_id):
+            # `shared` read afresh: a check between two raises may have seen a regress, which
+            # only a raise past the others' publishes.
+            lower = shared.get(chain_id, 0) < epoch and chain_id not in published
+            if lower and self._finality.shared(chain_id):
                 await self._raise(chain_id, epoch, past=False)
 
     async def _raise(self, chain_id: int, floor: int, *, past: bool) -> None:
