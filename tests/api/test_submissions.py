@@ -13,6 +13,8 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from chainrouter.domain.enums import Role
+from chainrouter.management.errors import InvalidInputError
+from chainrouter.management.submissions import _approve_node_request
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.config_version import read_config_version
 from tests.api.conftest import ApiFactory, ApiHarness, Customer
@@ -456,6 +458,45 @@ def test_a_node_is_screened_again_when_approved_and_refused_if_it_changed(
     stored_as(https_anvil["b1"], 31338)
     assert approve().status_code == 200
     assert approve().status_code == 409
+
+
+def test_a_stored_url_that_cannot_be_registered_is_refused_not_an_error(
+    api: ApiHarness, https_anvil: dict[str, str]
+) -> None:
+    """Screening refuses such a URL before approval gets to it; a request stored before URLs
+    were checked as now could still hold one, and its approval must say so, not fail."""
+    chain = api.client.post("/chains/requests", json=_chain_request(https_anvil["a1"]))
+    assert (
+        api.client.post(
+            f"/admin/chain-requests/{chain.json()['id']}/approve",
+            json={"native_currency_symbol": "ETH"},
+            headers=api.admin,
+        ).status_code
+        == 200
+    )
+    request_id = api.client.post(
+        "/nodes/requests", json={"name": "a2", "url": https_anvil["a2"]}
+    ).json()["id"]
+    plan = _new_plan(api, "stored")
+    label = "a" * 64  # a host name label is 63 characters at most
+    with api.engine.begin() as connection:
+        connection.execute(
+            t.node_requests.update()
+            .where(t.node_requests.c.id == request_id)
+            .values(url=f"https://{label}.example/")
+        )
+    with pytest.raises(InvalidInputError) as refused:
+        _approve_node_request(api.engine, request_id, plan_id=plan["id"], note="")
+    assert refused.value.details == [
+        {
+            "field": "url",
+            "url": f"https://{label}.example/",
+            "message": "the host is not a valid host name: a host name's labels are 1 to 63 "
+            "characters",
+        }
+    ]
+    with api.engine.connect() as connection:
+        assert connection.execute(select(t.nodes.c.id)).first() is None
 
 
 def test_rejecting_and_unknown_requests(api: ApiHarness, https_anvil: dict[str, str]) -> None:

@@ -291,7 +291,12 @@ def _approve_node_request(
                 f"the node serves chain {request.chain_id}, which is not in the catalog; "
                 "approve a chain request for it first"
             )
-        url = normalise_url(request.url)  # requests from before URLs had one spelling
+        try:
+            url = normalise_url(request.url)  # requests from before URLs had one spelling
+        except ValueError as exc:  # stored before URLs were checked as now: reject it instead
+            message = f"node request {request_id}'s URL cannot be registered ({exc}); reject it"
+            details = [{"field": "url", "url": request.url, "message": str(exc)}]
+            raise InvalidInputError(message, details=details) from exc
         if node_url_exists(connection, url):
             raise ConflictError("a node with this URL is already registered")
         insert_node(
