@@ -44,6 +44,7 @@ def _routers(
     tmp: Path,
     node_path: str,
     servers: list[str],
+    *,
     each: list[dict[str, str]] | None = None,
     **settings: str,
 ) -> tuple[list[Served], str]:
@@ -72,6 +73,16 @@ def _routers(
         for index, server in enumerate(servers)
     ]
     return routers, database_url
+
+
+def _router_of(
+    node: AnvilNodes, upstream: FaultyUpstream, tmp: Path, server: str, **settings: str
+) -> Served:
+    """One router whose node is `node` through the upstream's relay, on a path of its own."""
+    port = node.urls["node"].rsplit(":", 1)[1]
+    path = f"/relay/{port}/full/{tmp.name}-{server}"
+    [router], _ = _routers(tmp, upstream.url(path), [server], each=[settings])
+    return router
 
 
 def _stop(routers: list[Served]) -> None:
@@ -177,7 +188,7 @@ def test_a_regress_one_router_sees_reaches_a_router_that_checks_no_more_within_a
         tmp_path,
         upstream_server.url(f"/relay/{port}/full/rewound"),
         ["python", "native"],
-        [
+        each=[
             {"CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "0.2"},  # sees the regress
             {"CHAINROUTER_CACHE_EPOCH_SHARE_INTERVAL_S": "0.2"},  # one check, at its start
         ],
@@ -214,13 +225,12 @@ def test_a_regress_one_router_sees_reaches_a_router_that_checks_no_more_within_a
 def test_a_redis_that_hangs_later_costs_one_call_its_time_out_and_the_next_none(
     server: str, final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
 ) -> None:
-    port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
-    path = f"/relay/{port}/full/hanging-redis-{server}"
     redis = PrivateRedis()
-    [router], _ = _routers(
+    router = _router_of(
+        final_blocks_node,
+        upstream_server,
         tmp_path,
-        upstream_server.url(path),
-        [server],
+        server,
         CHAINROUTER_CACHE_REDIS_URL=redis.url,
         CHAINROUTER_CACHE_REDIS_TIMEOUT_S="1",
         # No round of the shared epochs during the test: the time-out is a call's to pay.
@@ -254,13 +264,12 @@ def test_a_redis_that_hangs_from_the_start_costs_no_call_its_time_out(
     """The router's first read of the shared finality epochs pays the time-out, before it
     serves; the calls then find Redis resting, and later ones find the epochs unknown, so that
     no answer is looked up there (the gate itself: test_shared_epochs.py)."""
-    port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
-    path = f"/relay/{port}/full/silent-redis-{server}"
     silent = SilentRedis()
-    [router], _ = _routers(
+    router = _router_of(
+        final_blocks_node,
+        upstream_server,
         tmp_path,
-        upstream_server.url(path),
-        [server],
+        server,
         CHAINROUTER_REDIS_URL=f"redis://127.0.0.1:{silent.port}/0",
         CHAINROUTER_CACHE_REDIS_TIMEOUT_S="1",
     )
