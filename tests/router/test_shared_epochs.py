@@ -7,6 +7,8 @@ real Redis, its rounds run by the Python executor."""
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -20,7 +22,10 @@ from chainrouter.router.finality import Finality
 from chainrouter.router.memory_cache import MemoryCache
 from chainrouter.router.response_cache import EPOCHS_KEY, RedisTier, ResponseCache, redis_tier
 from chainrouter.router.shared_epochs import SharedEpochs
+from chainrouter.testing.scripted import answering
 from tests.redis_servers import PrivateRedis
+from tests.router.scripted_world import CHAIN as SCRIPTED_CHAIN
+from tests.router.scripted_world import rpc, scripted_world
 
 pytestmark = pytest.mark.anyio
 
@@ -245,3 +250,45 @@ async def test_a_failed_first_read_leaves_redis_unused_until_a_round_reads_the_e
         assert router.tier.epochs_known
     finally:
         restarted.stop()
+
+
+def test_a_chain_whose_regress_is_unpublished_is_neither_read_nor_written_in_redis(
+    redis: PrivateRedis,
+) -> None:
+    """Told as a story of the pipeline (scripted executor: it refuses a `Join` on a future
+    nothing in the script ends, which is what a look-up in Redis would be)."""
+    block = {"number": hex(70), "hash": "0x" + "cd" * 32}
+    world = scripted_world(
+        [("http://a.node", 1_000, answering(block))],
+        methods=("eth_getBlockByNumber",),
+        heads={"http://a.node": 100},
+        cache_bytes=1 << 20,
+    )
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
+    assert tier is not None
+    tier.bind(loop)
+    tier.epochs_known = True
+    cache, finality = world.deps.cache, world.deps.finality
+    assert cache is not None
+    assert finality is not None
+    cache.redis = tier
+    try:
+        finality.report(SCRIPTED_CHAIN, 1, 95)
+        finality.report(SCRIPTED_CHAIN, 1, 80)  # a regress: blocks up to 80 final from now on
+        assert not finality.shared(SCRIPTED_CHAIN)
+        reply = world.call(rpc("eth_getBlockByNumber", [hex(70), False]))
+        assert json.loads(reply.body)["result"] == block
+        assert dict(reply.headers)["x-cache"] == "MISS"
+        assert world.urls_called() == ["http://a.node"]
+        again = world.call(rpc("eth_getBlockByNumber", [hex(70), False], 2))
+        assert dict(again.headers)["x-cache"] == "HIT"  # kept in process
+        time.sleep(0.3)  # a write to Redis is not waited for: none was sent
+        assert redis.keys() == []
+    finally:
+        asyncio.run_coroutine_threadsafe(tier.close(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
