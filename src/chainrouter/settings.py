@@ -333,8 +333,8 @@ class Settings(BaseSettings):
         ge=0.1,
         le=60,
         description="How often a router reads the chains' finality epochs the routers share in "
-        "the cache's Redis and publishes the regresses it saw, seconds: how long another "
-        "router's regress may go unseen here (with a Redis; docs/cache.md).",
+        "the cache's Redis and publishes the regresses it saw, seconds: another router's "
+        "regress reaches this one within about two of these (with a Redis; docs/cache.md).",
     )
     cache_redis_ttl_s: int = Field(
         default=7 * 24 * 3600,

@@ -42,8 +42,8 @@ REDIS_REST_S = 5.0  # after Redis failed or was slow, left alone this long
 REDIS_MAX_VALUE_BYTES = 1 << 20
 EPOCHS_KEY = "chainrouter:cache-epochs"  # chain -> finality epoch; outside the answers' prefix
 # Raise a chain's shared epoch to ARGV[2] at least and, with ARGV[3] 1, past what it was (a
-# regress: an epoch no router has kept answers under); its value after. Atomic: two routers that
-# raise it at once both move it on.
+# regress: an epoch the others have not kept answers under in Redis); its value after. Atomic:
+# two routers that raise it at once both move it on.
 _RAISE_EPOCH = """
 local was = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0') or 0
 local now = math.max(was + tonumber(ARGV[3]), tonumber(ARGV[2]))
