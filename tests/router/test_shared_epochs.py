@@ -69,7 +69,7 @@ async def routers(redis: PrivateRedis) -> AsyncIterator[list[_Router]]:
         tier.bind(asyncio.get_running_loop())
         cache = ResponseCache(MemoryCache(1 << 20), tier)
         finality = Finality({CHAIN: 1000, OTHER: 1000}.get, depth=64, on_regress=cache.purge)
-        router = _Router(finality, cache, tier, SharedEpochs(finality, cache, tier, interval_s=1))
+        router = _Router(finality, cache, tier, SharedEpochs(finality, cache, interval_s=1))
         cache.on_purge = router.dropped_here.append
         made.append(router)
     yield made

@@ -76,10 +76,8 @@ class RedisTier:
     def lookup(self, key: str) -> concurrent.futures.Future[bytes | None] | None:
         """A future of the answer under `key` (None when Redis has none, is slow or away);
         None when no loop is bound yet."""
-        loop = self._loop
-        if not self.epochs_known:
-            return None
-        if loop is None or loop.is_closed() or time.monotonic() < self._rest_until:
+        loop = self._asking() if self.epochs_known else None
+        if loop is None:
             return None
         return asyncio.run_coroutine_threadsafe(self._get(key), loop)
 
@@ -107,8 +105,8 @@ class RedisTier:
     def read_epochs(self) -> concurrent.futures.Future[dict[int, int] | None] | None:
         """A future of the shared finality epochs, chain -> epoch (None: Redis failed, or
         answered something else); None when Redis is not asked now."""
-        loop = self._loop
-        if loop is None or loop.is_closed() or time.monotonic() < self._rest_until:
+        loop = self._asking()
+        if loop is None:
             return None
         return asyncio.run_coroutine_threadsafe(self.epochs(), loop)
 
@@ -117,13 +115,20 @@ class RedisTier:
     ) -> concurrent.futures.Future[int | None] | None:
         """A future of the chain's shared epoch once raised to `floor` at least and, `past`,
         beyond what it was (None: Redis failed); None when Redis is not asked now."""
-        loop = self._loop
-        if loop is None or loop.is_closed() or time.monotonic() < self._rest_until:
+        loop = self._asking()
+        if loop is None:
             return None
         return asyncio.run_coroutine_threadsafe(self._raise(chain_id, floor, past), loop)
 
     async def close(self) -> None:
         await self._redis.aclose()
+
+    def _asking(self) -> asyncio.AbstractEventLoop | None:
+        """The loop to ask Redis on, unless none is bound yet or Redis is resting."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or time.monotonic() < self._rest_until:
+            return None
+        return loop
 
     async def epochs(self) -> dict[int, int] | None:
         """The shared finality epochs, read on this loop (`read_epochs` from another thread)."""

@@ -410,9 +410,7 @@ def _shared_epochs(
 ) -> SharedEpochs | None:
     if cache is None or cache.redis is None or finality is None:
         return None
-    return SharedEpochs(
-        finality, cache, cache.redis, interval_s=settings.cache_epoch_share_interval_s
-    )
+    return SharedEpochs(finality, cache, interval_s=settings.cache_epoch_share_interval_s)
 
 
 def _ws_connector(settings: Settings) -> Connect:

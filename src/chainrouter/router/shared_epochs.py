@@ -36,17 +36,12 @@ log = logging.getLogger(__name__)
 
 
 class SharedEpochs:
-    def __init__(
-        self,
-        finality: Finality,
-        cache: ResponseCache,
-        tier: RedisTier,
-        *,
-        interval_s: float,
-    ) -> None:
+    def __init__(self, finality: Finality, cache: ResponseCache, *, interval_s: float) -> None:
+        if cache.redis is None:
+            raise ValueError("the epochs are shared through the cache's Redis: it has none")
         self._finality = finality
         self._cache = cache
-        self._tier = tier
+        self._tier: RedisTier = cache.redis
         self._interval_s = interval_s
         self._stopped = False
         self.adopted = 0  # regresses of other routers adopted, for the tests and the logs
