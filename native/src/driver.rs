@@ -16,7 +16,14 @@
 //!   beside the requests).
 //!
 //! Anything else a program awaits is a bug in it, and is thrown back into it as a RuntimeError.
+//!
+//! A request whose repeated forward failed at its node (forward.rs) is driven `after_failed`:
+//! its program's first `Forward`, if it is the same body to the same node, waiting no longer
+//! than the repeat waited when it timed out, is resumed with the repeat's failure instead of
+//! being sent. The pipeline then judges that failure as it would its own first attempt (its
+//! classifier decides what it means for the node) and goes on to the next route.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::net::IpAddr;
 use std::os::raw::c_int;
@@ -31,7 +38,7 @@ use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyCFunction, PyDict, PyFloat, PyList, PyTuple};
 use pyo3::{ffi, AsPyPointer};
 
-use crate::contract::Types;
+use crate::contract::{Kind, Types};
 use crate::race::{first_some, Racer};
 use crate::upstream::{Failure, Upstream, UpstreamSettings, Vet};
 
@@ -47,6 +54,43 @@ const PYGEN_RETURN: c_int = 0;
 const PYGEN_NEXT: c_int = 1;
 
 const LOGGER: &str = "chainrouter.router.executors.native";
+
+/// A node's failure the request met before its program ran: its repeated forward's (forward.rs).
+pub struct FailedAttempt {
+    pub url: String,
+    pub body: Bytes,
+    /// How long the repeat waited on the node: a time-out stands only for an attempt that
+    /// would have waited no longer.
+    pub waited: Duration,
+    pub failure: Failure,
+}
+
+impl FailedAttempt {
+    /// Whether it is the attempt `Forward { url, body, timeout }` would make.
+    fn stands_for(&self, url: &str, body: &[u8], timeout: Duration) -> bool {
+        self.url == url
+            && self.body == body
+            && (self.failure.kind != Kind::Timeout || timeout <= self.waited)
+    }
+}
+
+tokio::task_local! {
+    /// The failed attempt of the request driven in this task, until its first `Forward`.
+    static FAILED_ATTEMPT: RefCell<Option<FailedAttempt>>;
+}
+
+/// `driving`, a request's program, with `attempt` standing in for its first `Forward` if that is
+/// the same attempt (`FailedAttempt::stands_for`). Only that first one: any later `Forward` is
+/// another attempt, made now.
+pub async fn after_failed<F: Future>(attempt: FailedAttempt, driving: F) -> F::Output {
+    FAILED_ATTEMPT.scope(RefCell::new(Some(attempt)), driving).await
+}
+
+/// The failure to resume the request's first `Forward` with, if a failed attempt stands for it.
+fn failed_already(url: &str, body: &[u8], timeout: Duration) -> Option<Failure> {
+    let taken = FAILED_ATTEMPT.try_with(|slot| slot.borrow_mut().take()).ok().flatten()?;
+    taken.stands_for(url, body, timeout).then_some(taken.failure)
+}
 
 /// What every program the driver runs needs.
 pub struct Shared {
@@ -215,9 +259,10 @@ where
                 let finish = finish.take().expect("finished once");
                 return Python::with_gil(|py| finish(py, Ok(value)));
             }
-            Step::Forward { url, body, timeout } => {
-                Resume::Answer(shared.upstream.post(&url, body, timeout).await)
-            }
+            Step::Forward { url, body, timeout } => match failed_already(&url, &body, timeout) {
+                Some(failure) => Resume::Answer(Err(failure)),
+                None => Resume::Answer(shared.upstream.post(&url, body, timeout).await),
+            },
             Step::Gather(children) => {
                 let driven = children
                     .into_iter()
@@ -489,7 +534,56 @@ pub fn log_error(py: Python<'_>, logger: &str, message: &str, error: PyErr) {
 
 #[cfg(test)]
 mod tests {
-    use super::bounded_seconds;
+    use super::*;
+
+    const URL: &str = "http://127.0.0.1:9/rpc";
+    const BODY: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#;
+    const WAITED: Duration = Duration::from_millis(300);
+
+    fn failed(kind: Kind) -> FailedAttempt {
+        let failure = Failure { kind, detail: "scripted".into(), status: None };
+        FailedAttempt { url: URL.into(), body: Bytes::from_static(BODY), waited: WAITED, failure }
+    }
+
+    /// The failures the request's `Forward`s in turn would be resumed with.
+    fn forwards(attempt: Option<FailedAttempt>, asked: &[(&str, &[u8], Duration)]) -> Vec<bool> {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let asking = async {
+            let taken = |(url, body, timeout): &(&str, &[u8], Duration)| {
+                failed_already(url, body, *timeout).is_some()
+            };
+            asked.iter().map(taken).collect::<Vec<bool>>()
+        };
+        runtime.block_on(async {
+            match attempt {
+                Some(attempt) => after_failed(attempt, asking).await,
+                None => asking.await,
+            }
+        })
+    }
+
+    #[test]
+    fn a_failed_attempt_stands_for_the_first_forward_only_if_it_is_the_same_attempt() {
+        let same = (URL, BODY, Duration::from_secs(2));
+        let again = [same, same];
+        assert_eq!(forwards(Some(failed(Kind::Transport)), &again), [true, false], "once");
+        assert_eq!(forwards(None, &again), [false, false], "a request without one");
+        let other_node = ("http://127.0.0.1:10/rpc", BODY, Duration::from_secs(2));
+        let other_body = (URL, &BODY[1..], Duration::from_secs(2));
+        for first in [other_node, other_body] {
+            // The first attempt is another one: the failure stands for nothing after it.
+            assert_eq!(forwards(Some(failed(Kind::HttpStatus)), &[first, same]), [false, false]);
+        }
+    }
+
+    #[test]
+    fn a_time_out_stands_only_for_an_attempt_that_would_wait_no_longer() {
+        let within = (URL, BODY, WAITED);
+        let longer = (URL, BODY, WAITED + Duration::from_millis(1));
+        assert_eq!(forwards(Some(failed(Kind::Timeout)), &[within]), [true]);
+        assert_eq!(forwards(Some(failed(Kind::Timeout)), &[longer]), [false]);
+        assert_eq!(forwards(Some(failed(Kind::RateLimited)), &[longer]), [true]);
+    }
 
     #[test]
     fn no_duration_from_python_can_panic() {

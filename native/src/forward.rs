@@ -36,7 +36,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 use tokio::sync::{oneshot, watch, Notify};
 
-use crate::driver::log_error;
+use crate::driver::{log_error, FailedAttempt};
 use crate::replay::{hex_quantity, one_call, plain_answer, Memo};
 use crate::upstream::Upstream;
 
@@ -365,16 +365,24 @@ impl Settler {
     }
 }
 
-/// Send `grant`'s call under `id` to its node: how it landed, and the time it took.
-async fn send(upstream: &Upstream, grant: &Grant, id: &[u8]) -> (Landing, f64) {
+/// Send `grant`'s call under `id` to its node: how it landed, the time it took, and, if the
+/// node failed it, the attempt that failed (for the pipeline: `driver::after_failed`).
+async fn send(
+    upstream: &Upstream,
+    grant: &Grant,
+    id: &[u8],
+) -> (Landing, f64, Option<FailedAttempt>) {
     let started = Instant::now();
-    let answered = upstream.post(&grant.url, grant.body_for(id), grant.timeout).await;
+    let body = grant.body_for(id);
+    let answered = upstream.post(&grant.url, body.clone(), grant.timeout).await;
     let elapsed = started.elapsed().as_secs_f64();
-    let landing = match answered {
-        Ok(answer) => plain_answer(&answer, id).map(|result| (answer, result)),
-        Err(_) => None,
-    };
-    (landing, elapsed)
+    match answered {
+        Ok(answer) => (plain_answer(&answer, id).map(|result| (answer, result)), elapsed, None),
+        Err(failure) => {
+            let url = grant.url.clone();
+            (None, elapsed, Some(FailedAttempt { url, body, waited: grant.timeout, failure }))
+        }
+    }
 }
 
 /// The block a result names, if the grant hands heads.
@@ -398,9 +406,18 @@ fn respond(memo: &Memo, grant: &Grant, body: Bytes) -> Response<Body> {
     response
 }
 
-/// Repeat `grant` for the call whose id is `id` (the caller's bytes): the answer to write, or
-/// None when the pipeline must answer the request (the grant is then forgotten if the node
-/// failed it or Python refused it).
+/// How a repeat ended.
+pub enum Repeated {
+    /// Billed: the answer to write.
+    Answered(Response<Body>),
+    /// The pipeline's to answer, with the node's failure if the repeat's node failed it: that
+    /// stands for the pipeline's first attempt (`driver::after_failed`), so a failing node is
+    /// not asked the same call twice before the pipeline fails over.
+    Pipeline(Option<FailedAttempt>),
+}
+
+/// Repeat `grant` for the call whose id is `id` (the caller's bytes). The grant is forgotten if
+/// the node failed it or Python refused it.
 pub async fn repeat(
     upstream: &Upstream,
     memo: &Memo,
@@ -408,15 +425,19 @@ pub async fn repeat(
     grant: Arc<Grant>,
     id: &[u8],
     key: &[u8],
-) -> Option<Response<Body>> {
+) -> Repeated {
     let Some(flight) = grant.flight.clone() else {
-        let (landing, elapsed) = send(upstream, &grant, id).await;
-        return settle_own(memo, settler, &grant, key, landing, elapsed, Vec::new()).await;
+        let (landing, elapsed, failed) = send(upstream, &grant, id).await;
+        return settle_own(memo, settler, &grant, key, (landing, elapsed, failed), Vec::new())
+            .await;
     };
     match memo.flights.board(&flight, grant.token) {
-        Role::Pipeline => None, // the pipeline's flight: its coalescing joins the call
+        Role::Pipeline => Repeated::Pipeline(None), // the pipeline's flight: its coalescing joins the call
         Role::Join { leader, landing } => {
-            join(memo, settler, &grant, id, key, leader, landing).await
+            match join(memo, settler, &grant, id, key, leader, landing).await {
+                Some(response) => Repeated::Answered(response),
+                None => Repeated::Pipeline(None),
+            }
         }
         Role::Lead { serial, landed } => {
             let mut leading = Leading {
@@ -428,24 +449,24 @@ pub async fn repeat(
                 started: Instant::now(),
                 landed: Some(landed),
             };
-            let (landing, elapsed) = send(upstream, &grant, id).await;
-            let followers = leading.land(landing.clone());
-            settle_own(memo, settler, &grant, key, landing, elapsed, followers).await
+            let sent = send(upstream, &grant, id).await;
+            let followers = leading.land(sent.0.clone());
+            settle_own(memo, settler, &grant, key, sent, followers).await
         }
     }
 }
 
-/// Settle a repeat that went to the node itself, with the followers of its flight; its answer
-/// if Python billed it.
+/// Settle a repeat that went to the node itself (`sent`: how it landed, in how long, and its
+/// failed attempt), with the followers of its flight.
 async fn settle_own(
     memo: &Memo,
     settler: &Settler,
     grant: &Grant,
     key: &[u8],
-    landing: Landing,
-    elapsed: f64,
+    sent: (Landing, f64, Option<FailedAttempt>),
     followers: Vec<PyObject>,
-) -> Option<Response<Body>> {
+) -> Repeated {
+    let (landing, elapsed, failed) = sent;
     let head = head_of(grant, &landing);
     let answer = match &landing {
         Some((answer, _)) if !followers.is_empty() => Some(answer.clone()),
@@ -464,10 +485,10 @@ async fn settle_own(
     };
     let billed = settler.settle(pending, receiver).await;
     match landing {
-        Some((answer, _)) if billed => Some(respond(memo, grant, answer)),
+        Some((answer, _)) if billed => Repeated::Answered(respond(memo, grant, answer)),
         _ => {
             memo.revoke(key, grant.token);
-            None
+            Repeated::Pipeline(failed)
         }
     }
 }
@@ -529,6 +550,7 @@ async fn join(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::Kind;
     use crate::replay::{scan, Asked, Found};
     use crate::upstream::UpstreamSettings;
     use pyo3::types::PyDict;
@@ -898,8 +920,16 @@ mod tests {
             (response, started.elapsed())
         }
 
-        /// The repeat of the forward a request to `path` finds.
+        /// The repeat of the forward a request to `path` finds: its answer, if billed.
         async fn repeat_at(&self, path: &str, body: &[u8]) -> Option<Response<Body>> {
+            match self.repeated(path, body).await {
+                Repeated::Answered(response) => Some(response),
+                Repeated::Pipeline(_) => None,
+            }
+        }
+
+        /// How the repeat of the forward a request to `path` finds ended.
+        async fn repeated(&self, path: &str, body: &[u8]) -> Repeated {
             let Some(Found::Forward { grant, id, key }) = self.memo.lookup(&asked_at(path, body))
             else {
                 panic!("no forward found");
@@ -1038,6 +1068,38 @@ mod tests {
             assert!(!server.holds_forward());
             assert_eq!(server.memo.drain(), (vec![], vec![TOKEN]));
         }
+    }
+
+    #[test]
+    fn a_repeat_its_node_failed_hands_the_pipeline_that_attempt_and_no_other_ending_does() {
+        fn failed(_: &[u8]) -> (Duration, Vec<u8>) {
+            (NOW, http(503, b"down"))
+        }
+        fn error(body: &[u8]) -> (Duration, Vec<u8>) {
+            (NOW, echoing(body, r#""error":{"code":-32000,"message":"header not found"}"#))
+        }
+        let attempt_of = |script: Script, settle: &str, timeout: Duration| {
+            let node = node(script);
+            let server = server(&node, settle, timeout, None, false);
+            let Repeated::Pipeline(attempt) = server.run(server.repeated(PATH, AGAIN)) else {
+                panic!("answered");
+            };
+            (attempt, node)
+        };
+        let (attempt, node) = attempt_of(failed, YES, SECOND);
+        let attempt = attempt.expect("the node failed it");
+        assert_eq!((attempt.url.as_str(), &attempt.body[..]), (node.url.as_str(), AGAIN));
+        assert_eq!(node.bodies(), vec![AGAIN.to_vec()], "the body the node was sent");
+        assert_eq!((attempt.failure.kind, attempt.failure.status), (Kind::HttpStatus, Some(503)));
+        assert_eq!(attempt.waited, SECOND);
+        let (timed_out, _) = attempt_of(slow_balance, YES, Duration::from_millis(100));
+        let timed_out = timed_out.expect("the node failed it");
+        assert_eq!(timed_out.failure.kind, Kind::Timeout);
+        assert_eq!(timed_out.waited, Duration::from_millis(100));
+        // An answer, even an error, is the pipeline's to ask for again and judge; so is one
+        // Python refused to bill.
+        assert!(attempt_of(error, YES, SECOND).0.is_none());
+        assert!(attempt_of(balance, NO, SECOND).0.is_none());
     }
 
     #[test]

@@ -26,8 +26,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use tokio::sync::Notify;
 
-use crate::driver::{drive_from, log_error, seconds, start, Driver, Shared, Step};
-use crate::forward::{repeat, Settler};
+use crate::driver::{after_failed, drive_from, log_error, seconds, start, Driver, Shared, Step};
+use crate::forward::{repeat, Repeated, Settler};
 use crate::limit::{Counted, Limited};
 use crate::replay::{Asked, Found, Memo, ReplayMemo};
 
@@ -234,6 +234,7 @@ async fn answer(
     let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
     // Time spent on a repeat that went to the pipeline after all: its deadline began then.
     let mut waited = 0.0;
+    let mut failed = None; // how its node failed it: the pipeline's first attempt
     if let (Some(memo), Some(body), None) = (&state.replays, &body, &websocket_key) {
         let path = head.uri.path();
         if head.method == Method::POST && path.starts_with("/rpc/") {
@@ -251,10 +252,9 @@ async fn answer(
                         let upstream = &state.shared.upstream;
                         let id = &body[id.0..id.1];
                         let repeating = Instant::now();
-                        if let Some(response) =
-                            repeat(upstream, memo, settler, grant, id, &key).await
-                        {
-                            return Ok(response);
+                        match repeat(upstream, memo, settler, grant, id, &key).await {
+                            Repeated::Answered(response) => return Ok(response),
+                            Repeated::Pipeline(attempt) => failed = attempt,
                         }
                         waited = repeating.elapsed().as_secs_f64();
                     }
@@ -293,7 +293,11 @@ async fn answer(
     });
     let mut response = match started {
         Started::Waiting(step, coroutine) => {
-            drive_from(state.shared.clone(), coroutine, step, response_or_error).await
+            let driving = drive_from(state.shared.clone(), coroutine, step, response_or_error);
+            match failed {
+                Some(attempt) => after_failed(attempt, driving).await,
+                None => driving.await,
+            }
         }
         Started::Answered(response) => response,
     };

@@ -698,7 +698,7 @@ def test_repeated_reads_are_the_nodes_answers_under_each_callers_id_billed_once_
     assert balance - router.served.balance() == price
 
 
-def test_a_node_that_starts_failing_is_never_billed_for_the_repeat_it_failed(
+def test_a_node_that_fails_a_repeat_is_failed_over_at_once_and_never_billed(
     router_of: Any, upstream: FaultyUpstream
 ) -> None:
     router = router_of()
@@ -709,12 +709,15 @@ def test_a_node_that_starts_failing_is_never_billed_for_the_repeat_it_failed(
     asked = router.asked()
     reply = router.post(CALL, "after")
     assert (reply.status_code, reply.content) == (200, _node_answer(router, CALL, "after"))
-    # The repeat, then the pipeline's own attempt, failed at the cheap node; the dear one answered.
-    assert (router.asked(), router.repeated()) == ((asked[0] + 2, asked[1] + 1), 1)
+    # The repeat's failure was the pipeline's first attempt: the cheap node was not asked the
+    # call twice, and the pipeline judged its 503 as its own, cooling the node down.
+    assert (router.asked(), router.repeated()) == ((asked[0] + 1, asked[1] + 1), 1)
+    assert router.post(CALL, "next").status_code == 200
+    assert router.asked() == (asked[0] + 1, asked[1] + 2)
     router.stop()
     cheap, dear = int(CHEAP[HEAD] * NANO), int(DEAR * NANO)
-    assert router.usage() == {"first_choice": (2, 2 * cheap), "failover": (1, dear)}
-    assert balance - router.served.balance() == 2 * cheap + dear
+    assert router.usage() == {"first_choice": (2, 2 * cheap), "failover": (2, 2 * dear)}
+    assert balance - router.served.balance() == 2 * cheap + 2 * dear
 
 
 def test_a_key_whose_credits_run_out_is_refused_402_by_the_pipeline_and_its_forward_ends(
@@ -756,9 +759,10 @@ def test_changing_the_keys_allowed_domains_ends_its_repeats(router_of: Any) -> N
 def test_the_time_a_repeat_waited_on_its_node_counts_against_the_calls_deadline(
     router_of: Any, upstream: FaultyUpstream
 ) -> None:
-    # An attempt may take 0.6 s, a call 1 s. The repeat waits its 0.6 s on the node, which has
-    # turned slow; the pipeline then has 0.4 s, which its own attempt at that node spends. Were
-    # the deadline to start again at the handover, the dear node would be asked and answer.
+    # An attempt may take 0.6 s, a call 1 s. The repeat waits its 0.6 s on the cheap node, which
+    # has turned slow; its time-out is the pipeline's first attempt, and the pipeline has 0.4 s
+    # left for the dear node, which answers in 0.5 s. Were the deadline to start again at the
+    # handover, the dear node would have 0.6 s, and answer.
     deadlines = {
         "CHAINROUTER_UPSTREAM_TIMEOUT_S": "0.6",
         "CHAINROUTER_ADAPTIVE_TIMEOUT_FLOOR_S": "0.6",
@@ -768,10 +772,11 @@ def test_the_time_a_repeat_waited_on_its_node_counts_against_the_calls_deadline(
     assert [router.post(CALL, n).status_code for n in range(2)] == [200, 200]
     assert router.repeated() == 1
     upstream.held[router.paths["cheap"]] = 3.0
+    upstream.held[router.paths["dear"]] = 0.5
     asked = router.asked()
     reply = router.post(CALL, "late")
     assert reply.status_code == 504, reply.text
     assert reply.json()["error"]["code"] == -32009  # every node failed: timed out
-    assert router.asked() == (asked[0] + 2, asked[1])  # the repeat and the pipeline's attempt
+    assert router.asked() == (asked[0] + 1, asked[1] + 1)  # the repeat, then the dear node
     router.stop()
     assert router.usage()["all_failed"] == (1, 0)

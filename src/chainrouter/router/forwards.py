@@ -20,7 +20,8 @@ charges the route's price, meters the call (its journal line written before the 
 counts the attempt and the request, records the node's answer time and the key's head. If
 anything has changed, or the node did not answer plainly (a failure, an error, a time-out at the
 time the pipeline would have tried another node), `settle` says no and the pipeline answers the
-request as if the server had never tried: the node's failure is never billed.
+request: the node's failure is never billed. A failure of the node stands for the pipeline's
+first attempt, which is not sent again (`driver::after_failed` in native/src/driver.rs).
 """
 
 from __future__ import annotations
@@ -320,8 +321,8 @@ class Forwards:
         """A repeat sent to its node got no plain answer. One cut off at the time the pipeline
         would have tried another node counts, as that time, among the node's answer times: left
         out, the slow answers would never be recorded, and its hedge delay would drift below
-        the quantile it is set at. Any other outcome is the pipeline's to judge, when it asks
-        again."""
+        the quantile it is set at. Any other outcome is the pipeline's to judge: a failure as
+        its first attempt (the server hands it over), an answer when it asks again."""
         if elapsed_s >= grant.within_s:
             self._health.observe_answers(grant.route.node.node_id, grant.work, [elapsed_s])
 
