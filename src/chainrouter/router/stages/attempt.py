@@ -222,6 +222,11 @@ class Attempt:
         work, policy = attempts.work, attempts.policy
         delays = self._recent.hedge_delays(attempts.peers()[:lanes], work, policy)
         attempts.hedge_at = delays[1]
+        waited = attempts.call.request.waited_s
+        if waited:
+            # A repeat of the call waited that long on its first node (router/forwards.py): it
+            # counts toward the hedges' delays, as it does toward the deadline.
+            delays = [max(0.0, delay - waited) for delay in delays]
         _, outcome = await Race([self._lane(attempts, lane) for lane in range(lanes)], delays)
         if isinstance(outcome, _Served) and outcome.route is not None:
             node_id = outcome.route.node.node_id
