@@ -492,7 +492,7 @@ def test_a_stored_url_that_cannot_be_registered_is_refused_not_an_error(
             "field": "url",
             "url": f"https://{label}.example/",
             "message": "the host is not a valid host name: a host name's labels are 1 to 63 "
-            "characters",
+            "letters, digits, '-' or '_'",
         }
     ]
     with api.engine.connect() as connection:

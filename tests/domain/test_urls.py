@@ -67,7 +67,16 @@ def test_spellings_the_client_dials_alike_are_one_url(spelling: str, normal: str
 
 @pytest.mark.parametrize(
     "url",
-    ["https://a..b/", f"https://{'a' * 64}.example/", "https://./"],
+    [
+        "https://a..b/",
+        f"https://{'a' * 64}.example/",
+        "https://./",
+        "https://exa mple.com/",
+        "https://a%20b.example/",
+        'https://a"b.example/',
+        "https://a<b>.example/",
+        "http://a;b.example:8545/",
+    ],
 )
 def test_a_host_that_is_no_host_name_is_refused(url: str) -> None:
     with pytest.raises(ValueError, match="host"):

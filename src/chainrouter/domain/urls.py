@@ -6,7 +6,8 @@ path. Node URLs are compared and stored in their normal form (docs/security.md):
 - scheme and host in lower case, the host as the client dials it: an internationalised name
   in its IDNA (punycode) form, without a trailing dot; an IP address in its one normal
   spelling (an IPv4 address written as IPv6, `::ffff:a.b.c.d`, as IPv4; IPv6 compressed, in
-  brackets); a name that is not one (an empty or too long label) refused;
+  brackets); a name that is not one (an empty or too long label, a character other than a
+  letter, digit, `-` or `_`) refused;
 - the scheme's default port dropped (80 for http and ws, 443 for https and wss);
 - an empty path written `/`; any other path with its dot segments (`/./`, `/a/../`) resolved,
   a trailing slash kept (`/v1/` and `/v1` are different resources in HTTP);
@@ -25,6 +26,9 @@ from yarl import URL
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+# A label of a name the resolver is asked for: letters, digits, `-` and, as some private zones
+# use it, `_` (an internationalised name is in its ASCII form by then).
+_LABEL = re.compile(r"[a-z0-9_-]{1,63}")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
@@ -59,15 +63,18 @@ def normalise_url(url: str) -> str:
 def _host(raw: str) -> str:
     """A host's one spelling: an IP address's normal form, else the name in lower case without
     a trailing dot (as the client encodes it: punycode), refused unless every label is 1 to 63
-    characters. A label that is not valid punycode fails where it is resolved (screening)."""
+    letters, digits, `-` or `_`. A label that is not valid punycode fails where it is resolved
+    (screening)."""
     try:
         address = ipaddress.ip_address(raw)
     except ValueError:
         name = raw.lower().rstrip(".")
         if not name or len(name) > 253:
             raise ValueError("a host name of 1 to 253 characters") from None
-        if any(not 0 < len(label) <= 63 for label in name.split(".")):
-            raise ValueError("a host name's labels are 1 to 63 characters") from None
+        if not all(_LABEL.fullmatch(label) for label in name.split(".")):
+            raise ValueError(
+                "a host name's labels are 1 to 63 letters, digits, '-' or '_'"
+            ) from None
         return name
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return str(address.ipv4_mapped)
