@@ -193,8 +193,10 @@ def test_a_regress_one_router_sees_reaches_a_router_that_checks_no_more_within_a
             {"CHAINROUTER_CACHE_EPOCH_SHARE_INTERVAL_S": "0.2"},  # one check, at its start
         ],
         CHAINROUTER_CACHE_REDIS_URL=redis.url,
+        CHAINROUTER_METRICS_NETWORKS='["127.0.0.0/8"]',
     )
     seer, other = routers
+    assert [_epochs_metrics(router) for router in routers] == [{"read": 1.0}] * 2
     body = _body("eth_getBlockByNumber", [hex(20), False], 1)
     try:
         kept = httpx.post(other.url(), json=body, timeout=30)
@@ -215,10 +217,21 @@ def test_a_regress_one_router_sees_reaches_a_router_that_checks_no_more_within_a
             time.sleep(0.05)
         assert reply.json()["result"] == fresh
         assert seer.process.poll() is None
+        chain = f'{{chain="{CHAIN_A}"}}'
+        assert _epochs_metrics(seer) == {"read": 1.0, f"published_total{chain}": 1.0}
+        assert _epochs_metrics(other) == {"read": 1.0, f"adopted_total{chain}": 1.0}
     finally:
         _stop(routers)
         redis.stop()
         started.close()
+
+
+def _epochs_metrics(router: Served) -> dict[str, float]:
+    """The shared epochs' samples in the router's /metrics, without their common prefix."""
+    prefix = "chainrouter_cache_epochs_"
+    text = httpx.get(router.base + "/metrics", timeout=30).text
+    samples = [line.split(" ") for line in text.splitlines() if line.startswith(prefix)]
+    return {name.removeprefix(prefix): float(value) for name, value in samples}
 
 
 @pytest.mark.parametrize("server", ["python", "native"])

@@ -50,6 +50,7 @@ class RouterMetrics:
         "cache",
         "calls",
         "credits_nano",
+        "epochs",
         "nodes",
         "notifications",
         "repeated",
@@ -73,6 +74,10 @@ class RouterMetrics:
         self.cache: dict[tuple[str, int, str], int] = {}
         # (chain, method) -> calls the native server sent again itself (router/forwards.py)
         self.repeated: dict[tuple[int, str], int] = {}
+        # Finality epochs shared through Redis (router/shared_epochs.py), read from it when
+        # counts are read or exported: ("adopted" | "published", chain) -> regresses, and
+        # ("read", 0) -> 1 once the worker has read the shared epochs.
+        self.epochs: dict[tuple[str, int], int] = {}
 
     def request(self, route: str, status: int, count: int = 1) -> None:
         key = (route, status)
@@ -138,6 +143,7 @@ class RouterMetrics:
             "websocket": [[name, n] for name, n in list(self.websocket.items())],
             "cache": [[*key, n] for key, n in list(self.cache.items())],
             "repeated": [[*key, n] for key, n in list(self.repeated.items())],
+            "epochs": [[*key, n] for key, n in list(self.epochs.items())],
         }
 
     def add(self, data: dict[str, Any]) -> None:
@@ -162,6 +168,8 @@ class RouterMetrics:
             self.cache[stat] = self.cache.get(stat, 0) + n
         for chain, method, n in data.get("repeated", ()):
             self.repeated[(chain, method)] = self.repeated.get((chain, method), 0) + n
+        for series, chain, n in data.get("epochs", ()):
+            self.epochs[(series, chain)] = self.epochs.get((series, chain), 0) + n
 
     def copy(self) -> RouterMetrics:
         merged = RouterMetrics()
@@ -174,9 +182,11 @@ def with_metered(
     meter: UsageMeter,
     websocket: dict[str, int] | None = None,
     cache: dict[tuple[str, int, str], int] | None = None,
+    epochs: dict[tuple[str, int], int] | None = None,
 ) -> RouterMetrics:
     """A copy of `metrics` with the keyed calls, WebSocket notifications and credits the usage
-    meter counted, and the WebSocket gauges and cache counts as they are now."""
+    meter counted, and the WebSocket gauges, cache counts and shared epochs' counts as they are
+    now."""
     counts = metrics.copy()
     for (chain_id, method, scenario), (calls, credits) in meter.totals().items():
         if scenario == Scenario.SUBSCRIPTION:  # the method is the subscription kind
@@ -190,6 +200,8 @@ def with_metered(
         counts.websocket = dict(websocket)
     if cache is not None:
         counts.cache = dict(cache)
+    if epochs is not None:
+        counts.epochs = dict(epochs)
     return counts
 
 

@@ -53,6 +53,7 @@ class _RouterCollector(Collector):
         yield from _websocket(counts)
         yield from _cache(counts)
         yield _repeated(counts)
+        yield from _epochs(counts)
         yield from _storage(state.sync)
 
 
@@ -159,6 +160,39 @@ def _cache(counts: RouterMetrics) -> Iterator[Metric]:
     for chain, method, n in by_series.get("bytes", ()):
         held.add_metric([str(chain), method], n)
     yield held
+
+
+def _epochs(counts: RouterMetrics) -> Iterator[Metric]:
+    """The finality epochs routers share through Redis (docs/cache.md)."""
+    families = {
+        "adopted": CounterMetricFamily(
+            "chainrouter_cache_epochs_adopted",
+            "Regresses of a chain's finalized block that another router saw and this one adopted "
+            "(its answers of the chain held in process dropped), by chain.",
+            labels=["chain"],
+        ),
+        "published": CounterMetricFamily(
+            "chainrouter_cache_epochs_published",
+            "Regresses of a chain's finalized block this router saw and published to the others "
+            "through Redis, by chain.",
+            labels=["chain"],
+        ),
+    }
+    read = GaugeMetricFamily(
+        "chainrouter_cache_epochs_read",
+        "Workers of this router that have read the shared finality epochs from Redis (until "
+        "then a worker uses no answer from Redis).",
+    )
+    known = 0
+    for (series, chain), n in sorted(counts.epochs.items()):
+        if series == "read":
+            known += n
+        elif series in families:
+            families[series].add_metric([str(chain)], n)
+    if counts.epochs:  # sharing is on
+        yield from families.values()
+        read.add_metric([], known)
+        yield read
 
 
 def _repeated(counts: RouterMetrics) -> Metric:

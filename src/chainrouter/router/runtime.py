@@ -200,13 +200,14 @@ class RouterRuntime:
 
     def _counts_now(self) -> RouterMetrics:
         """This worker's counts: the request path's, the meter's, the WebSocket gauges, the
-        response cache's."""
+        response cache's, the shared epochs'."""
         deps = self.service.deps
         websocket = None if self.hub is None else self.hub.gauges()
         flights = deps.flights
         replayed = None if self.replays is None else self.replays.replayed
         cache = cache_counts(deps.cache, None if flights is None else flights.coalesced, replayed)
-        return with_metered(self.metrics, deps.meter, websocket, cache)
+        epochs = None if self.shared_epochs is None else self.shared_epochs.counts()
+        return with_metered(self.metrics, deps.meter, websocket, cache, epochs)
 
     def current_nodes(self) -> list[NodeInfo]:
         routes = self.service.snapshot.routes

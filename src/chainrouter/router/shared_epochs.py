@@ -44,7 +44,10 @@ class SharedEpochs:
         self._tier: RedisTier = cache.redis
         self._interval_s = interval_s
         self._stopped = False
-        self.adopted = 0  # regresses of other routers adopted, for the tests and the logs
+        # Chain -> regresses of other routers adopted here, and regresses seen here and
+        # published: for the metrics.
+        self.adopted: dict[int, int] = {}
+        self.published: dict[int, int] = {}
 
     async def run(self) -> None:
         """Share the epochs every `interval_s` until `stop` (a program)."""
@@ -94,14 +97,23 @@ class SharedEpochs:
             return
         if past:
             self._finality.published(chain_id, floor)
+            self.published[chain_id] = self.published.get(chain_id, 0) + 1
         # Above `floor`: another router had moved it to this one's epoch or past it since the
         # read, for a regress this one did not see.
         self._adopt(chain_id, raised)
 
+    def counts(self) -> dict[tuple[str, int], int]:
+        """For the metrics (`RouterMetrics.epochs`)."""
+        counts = {("read", 0): int(self._tier.epochs_known)}
+        for series, by_chain in (("adopted", self.adopted), ("published", self.published)):
+            for chain_id, n in list(by_chain.items()):
+                counts[(series, chain_id)] = n
+        return counts
+
     def _adopt(self, chain_id: int, epoch: int) -> None:
         if not self._finality.adopt(chain_id, epoch):
             return
-        self.adopted += 1
+        self.adopted[chain_id] = self.adopted.get(chain_id, 0) + 1
         dropped = self._cache.forget(chain_id)
         log.warning(
             "chain %d's finality went backwards on another router: its epoch is now %d; "
