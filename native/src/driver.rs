@@ -59,8 +59,8 @@ const LOGGER: &str = "chainrouter.router.executors.native";
 pub struct FailedAttempt {
     pub url: String,
     pub body: Bytes,
-    /// How long the repeat waited on the node: a time-out stands only for an attempt that
-    /// would have waited no longer.
+    /// How long the repeat would wait on the node (its time-out): a time-out stands only for
+    /// an attempt that would wait no longer.
     pub waited: Duration,
     pub failure: Failure,
 }
@@ -80,10 +80,16 @@ tokio::task_local! {
 }
 
 /// `driving`, a request's program, with `attempt` standing in for its first `Forward` if that is
-/// the same attempt (`FailedAttempt::stands_for`). Only that first one: any later `Forward` is
-/// another attempt, made now.
+/// the same attempt (`FailedAttempt::stands_for`). Only that first one, and only if the program
+/// waited for nothing before it (a call in flight it joined, a pause): any later `Forward` is
+/// another attempt, made now, when the node may have recovered.
 pub async fn after_failed<F: Future>(attempt: FailedAttempt, driving: F) -> F::Output {
     FAILED_ATTEMPT.scope(RefCell::new(Some(attempt)), driving).await
+}
+
+/// The request's failed attempt stands for none of its `Forward`s from now on.
+fn forget_failed_attempt() {
+    let _ = FAILED_ATTEMPT.try_with(|slot| slot.borrow_mut().take()); // none outside a request
 }
 
 /// The failure to resume the request's first `Forward` with, if a failed attempt stands for it.
@@ -284,11 +290,15 @@ where
             }
             Step::Race(entries) => race(&shared, entries).await,
             Step::Acquired(value) => Resume::Value(value),
-            Step::AcquireLater(future) => match wait_for(future).await {
-                Ok(value) => Resume::Value(value),
-                Err(error) => Resume::Error(error),
-            },
+            Step::AcquireLater(future) => {
+                forget_failed_attempt(); // waited on something else: no longer the first try
+                match wait_for(future).await {
+                    Ok(value) => Resume::Value(value),
+                    Err(error) => Resume::Error(error),
+                }
+            }
             Step::Wait(pause) => {
+                forget_failed_attempt();
                 tokio::time::sleep(pause).await;
                 Resume::Nothing
             }
@@ -574,6 +584,16 @@ mod tests {
             // The first attempt is another one: the failure stands for nothing after it.
             assert_eq!(forwards(Some(failed(Kind::HttpStatus)), &[first, same]), [false, false]);
         }
+    }
+
+    #[test]
+    fn a_failed_attempt_stands_for_nothing_once_the_request_has_waited_for_something_else() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let asking = async {
+            forget_failed_attempt();
+            failed_already(URL, BODY, Duration::from_secs(2)).is_some()
+        };
+        assert!(!runtime.block_on(after_failed(failed(Kind::Transport), asking)));
     }
 
     #[test]

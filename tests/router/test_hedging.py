@@ -96,17 +96,24 @@ def test_a_hedge_to_a_dearer_node_the_balance_cannot_cover_is_not_sent() -> None
     assert world.balance() == 50
 
 
-def test_the_time_a_repeat_waited_on_the_first_node_counts_toward_the_hedge_delay() -> None:
+def test_the_time_a_repeat_waited_on_the_first_node_counts_toward_one_hedge_delay() -> None:
     # A's hedge delay is 20 ms; a repeat of the call waited 15 ms on A before the handover: the
-    # hedge to B goes 5 ms after the pipeline's own attempt at A, and one that waited longer
-    # than the delay sends it at once.
-    for waited_s, hedged_after_s in [(0.015, 0.005), (0.030, 0.0)]:
-        world = world_of([(A, 100, slow(5.0, OK)), (B, 200, slow(0.010, OK))])
+    # hedge to B goes 5 ms after the pipeline's own attempt at A. One that waited longer than
+    # the delay sends it at once, and the hedge to C still one delay later.
+    for waited_s, hedged_after_s, answered_by in [(0.015, 0.005, B), (0.050, 0.0, C)]:
+        b_s = 0.010 if answered_by == B else 5.0
+        nodes: list[tuple[str, int, Script]] = [
+            (A, 100, slow(5.0, OK)),
+            (B, 200, slow(b_s, OK)),
+            (C, 300, slow(0.001, OK)),
+        ]
+        world = world_of(nodes)
         usually(world, A, 0.020)
         started = world.clock.now
         assert world.call(rpc("eth_blockNumber", []), waited_s=waited_s).status == 200
-        assert world.clock.now - started == pytest.approx(hedged_after_s + 0.010)
-        assert world.urls_called() == [A, B]
+        took = 0.010 if answered_by == B else 0.020 + 0.001
+        assert world.clock.now - started == pytest.approx(hedged_after_s + took)
+        assert world.urls_called() == ([A, B] if answered_by == B else [A, B, C])
 
 
 def test_an_attempt_that_answers_within_its_hedge_delay_is_not_hedged() -> None:

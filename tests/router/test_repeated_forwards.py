@@ -92,7 +92,7 @@ def test_a_call_its_first_node_serves_at_once_is_handed_over_with_route_and_time
     assert (forward.customer_id, forward.key_id, forward.chain_id) == (CUSTOMER, 1, CHAIN)
     assert (forward.method, forward.work, forward.at_head) == (HEAD, Work.QUICK, True)
     assert forward.sent == body  # the node is sent the caller's bytes, and so is a repeat
-    assert forward.within_s == 7.0  # one route: the attempt's whole time-out
+    assert (forward.within_s, forward.at_hedge) == (7.0, False)  # one route: the time-out
     assert (forward.flight, forward.bypass_credit_check) == (None, False)  # not coalesced
 
 
@@ -112,6 +112,7 @@ def test_a_raced_read_is_repeated_within_its_hedge_delay_not_the_attempts_time_o
     forward = world.call(rpc(HEAD, [])).forwardable
     assert forward is not None
     assert forward.within_s == pytest.approx(0.020)
+    assert forward.at_hedge
 
 
 def test_a_coalesced_call_is_handed_over_with_the_flight_identical_calls_share() -> None:
@@ -353,18 +354,26 @@ def test_a_key_that_bypasses_the_credit_check_is_billed_past_zero() -> None:
     assert _rows(world) == [(Scenario.FIRST_CHOICE, 1, 3, 3 * PRICE)]
 
 
-@pytest.mark.parametrize(("elapsed_s", "timed"), [(0.5, False), (10.0, True)])
+@pytest.mark.parametrize(
+    ("raced", "elapsed_s", "counted"),
+    [
+        (False, 0.5, False),  # failed before its time-out (the attempt's 10 s here)
+        (False, 10.0, False),  # timed out as an attempt: as the pipeline's own time-outs
+        (True, 0.001, False),  # failed within its hedge delay
+        (True, 0.5, True),  # cut off at its hedge delay (20 ms), where a hedge would go
+    ],
+)
 def test_an_unanswered_repeat_is_never_billed_and_ends_the_forward(
-    elapsed_s: float, timed: bool
+    raced: bool, elapsed_s: float, counted: bool
 ) -> None:
-    """Timed: cut off at its time-out (the attempt's 10 s here), which counts, as that time,
-    among the node's answer times; any other failure is the pipeline's to judge again."""
-    world = _world((A, PRICE, OK))
+    """A repeat cut off at its hedge delay counts, as that time, among the node's answer
+    times; any other failure is the pipeline's to judge again."""
+    world = _usual_hedge(OK) if raced else _world((A, PRICE, OK))
     repeating = _granted(world)
     before, latency = world.balance(), world.deps.health.latency_ms[1]
     assert repeating.settled((elapsed_s, False, None)) == [False]
     assert (world.balance(), _rows(world), repeating.forwards.held()) == (before, [], 0)
-    assert (world.deps.health.latency_ms[1] > latency) is timed
+    assert (world.deps.health.latency_ms[1] != latency) is counted
     assert repeating.settled((0.001, True, 100)) == [False]  # the pipeline's from now on
 
 
@@ -698,10 +707,14 @@ def test_repeated_reads_are_the_nodes_answers_under_each_callers_id_billed_once_
     assert balance - router.served.balance() == price
 
 
+# Raced: the repeat waits the hedge delay, held at 1 s here, so the failure is the node's own.
+@pytest.mark.parametrize(
+    "hedging", [{}, {"CHAINROUTER_HEDGE_MAX": "2", "CHAINROUTER_HEDGE_DELAY_FLOOR_MS": "1000"}]
+)
 def test_a_node_that_fails_a_repeat_is_failed_over_at_once_and_never_billed(
-    router_of: Any, upstream: FaultyUpstream
+    router_of: Any, upstream: FaultyUpstream, hedging: dict[str, str]
 ) -> None:
-    router = router_of()
+    router = router_of(settings=hedging)
     balance = router.served.balance()
     assert [router.post(CALL, n).status_code for n in range(2)] == [200, 200]
     assert router.repeated() == 1

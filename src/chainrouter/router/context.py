@@ -84,6 +84,7 @@ class CallContext:
     # Served by its first route at the first try, with no rate limit in the way: how long the
     # attempt would have waited before another node was tried (router/forwards.py). None: not.
     repeat_within_s: float | None = None
+    repeat_at_hedge: bool = False  # that time is the hedge delay of a raced read
 
     @property
     def cost_nano(self) -> int:

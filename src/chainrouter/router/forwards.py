@@ -4,12 +4,12 @@ the same node when the same request comes again, and answered once this module h
 The pipeline stays the one place that decides; this is its decision, repeated for a while.
 
 The pipeline marks a call `Forwardable` (pipeline.py) when nothing but the snapshot, the node's
-health and the customer's credits could decide it otherwise: a read (never a write: a repeat may
-be sent again by the pipeline), from a key without a rate limit of its own, with the request log
-off; the first route of its order answered it at once, with a `result`, and that route has no
-rate limit (node, plan or method); the answer is never kept by the response cache, nor a split
-`eth_getLogs`, nor an `eth_chainId` (whose answer the router checks). The server keys it as a
-replay (every byte the pipeline read but the call's id: `native/src/replay.rs`) and keeps it for
+health and the customer's credits could decide it otherwise: a read (never a write: the call of a
+failed repeat may be sent again by the pipeline), from a key without a rate limit of its own, with
+the request log off; the first route of its order answered it at once, with a `result`, and that
+route has no rate limit (node, plan or method); the answer is never kept by the response cache, nor
+a split `eth_getLogs`, nor an `eth_chainId` (whose answer the router checks). The server keys it as
+a replay (every byte the pipeline read but the call's id: `native/src/replay.rs`) and keeps it for
 `cache_replay_max_age_s` at most; every installed snapshot and purge clears it.
 
 Nothing is answered before it is billed. When the node has answered a repeat, the server calls
@@ -71,6 +71,8 @@ class Forwardable:
     # The nodes of the call's other routes: one at the key's head takes a call at the head
     # from a node behind it (router/stages/consistent_head.py).
     peers: tuple[int, ...] = ()
+    # `within_s` is the hedge delay of a raced read, shorter than an attempt's time-out.
+    at_hedge: bool = False
 
 
 # A repeat's fields as the server hands them over (`contract.SETTLE_FORWARD`).
@@ -318,12 +320,14 @@ class Forwards:
                 self._seen_heads.saw(grant.key_id, chain_id, head, node)
 
     def _unanswered(self, grant: Forwardable, elapsed_s: float) -> None:
-        """A repeat sent to its node got no plain answer. One cut off at the time the pipeline
-        would have tried another node counts, as that time, among the node's answer times: left
-        out, the slow answers would never be recorded, and its hedge delay would drift below
-        the quantile it is set at. Any other outcome is the pipeline's to judge: a failure as
-        its first attempt (the server hands it over), an answer when it asks again."""
-        if elapsed_s >= grant.within_s:
+        """A repeat sent to its node got no plain answer. One cut off at its hedge delay, when
+        the pipeline would have raced another node beside it, counts, as that time, among the
+        node's answer times: left out, the slow answers would never be recorded, and its hedge
+        delay would drift below the quantile it is set at. One that timed out as an attempt
+        does not, as the pipeline's own time-outs do not (counted, it would raise the node's
+        next time-out). Any other outcome is the pipeline's to judge: a failure as its first
+        attempt (the server hands it over), an answer when it asks again."""
+        if grant.at_hedge and elapsed_s >= grant.within_s:
             self._health.observe_answers(grant.route.node.node_id, grant.work, [elapsed_s])
 
     def _older(self, grant: Forwardable, head: int) -> bool:

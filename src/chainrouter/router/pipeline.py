@@ -160,7 +160,8 @@ def _forwardable(call: CallContext) -> Forwardable | None:
     has no rate limit of its own; the answer is never kept (a kept one comes from the cache
     next time, at the cache's price); not a split `eth_getLogs`; not an `eth_chainId`, whose
     answer the pipeline checks against the chain; a read the router knows (a method it does not
-    know may be a write, as for hedges: a repeat that fails is sent again by the pipeline)."""
+    know may be a write, as for hedges: a call whose repeat failed is sent again by the
+    pipeline)."""
     request, route, within_s = call.request, call.served_by, call.repeat_within_s
     access = request.access
     if (
@@ -191,6 +192,7 @@ def _forwardable(call: CallContext) -> Forwardable | None:
         within_s,
         call.cache_key if call.flight is not None else None,
         tuple(r.node.node_id for r in call.routes if r.node.node_id != route.node.node_id),
+        call.repeat_at_hedge,
     )
 
 

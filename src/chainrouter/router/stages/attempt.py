@@ -225,7 +225,11 @@ class Attempt:
         waited = attempts.call.request.waited_s
         if waited:
             # A repeat of the call waited that long on its first node (router/forwards.py): it
-            # counts toward the hedges' delays, as it does toward the deadline.
+            # counts toward the hedges' delays, as it does toward the deadline. One delay at
+            # most, which is as long as a repeat of a raced read waits: a repeat the node
+            # answered but the pipeline must serve again (its node no longer first, say) sends
+            # one needless hedge at most.
+            waited = min(waited, delays[1])
             delays = [max(0.0, delay - waited) for delay in delays]
         _, outcome = await Race([self._lane(attempts, lane) for lane in range(lanes)], delays)
         if isinstance(outcome, _Served) and outcome.route is not None:
@@ -323,7 +327,8 @@ class Attempt:
                     # this one's, which a repeat that failed before may have cut short).
                     within_s = min(node_timeout_s, self._limits.deadline_s)
                     hedge_at = attempts.hedge_at
-                    call.repeat_within_s = within_s if hedge_at is None else min(hedge_at, within_s)
+                    call.repeat_at_hedge = hedge_at is not None and hedge_at < within_s
+                    call.repeat_within_s = hedge_at if call.repeat_at_hedge else within_s
                 if not attempts.racing:
                     self._settle(attempts, served)
                 return served
