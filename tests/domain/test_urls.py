@@ -49,6 +49,11 @@ def test_default_ports_escapes_and_credentials(url: str, normal: str) -> None:
         ("http://127.0.0.1:8545/a/../", "http://127.0.0.1:8545/"),
         ("http://127.0.0.1:8545/%2E/", "http://127.0.0.1:8545/"),
         ("http://[::ffff:127.0.0.1]:8545/", "http://127.0.0.1:8545/"),
+        ("http://127.1:8545/", "http://127.0.0.1:8545/"),  # as the resolver reads it
+        ("http://0x7f.0.0.1:8545/", "http://127.0.0.1:8545/"),
+        ("http://0177.0.0.1:8545/", "http://127.0.0.1:8545/"),
+        ("http://2130706433:8545/", "http://127.0.0.1:8545/"),
+        ("http://127.0.0.1.:8545/", "http://127.0.0.1:8545/"),
         ("http://[2001:db8:0:0::1]:8545/", "http://[2001:db8::1]:8545/"),
         ("http://[2001:DB8::1]:8545/", "http://[2001:db8::1]:8545/"),
         ("https://node.example./v1", "https://node.example/v1"),
@@ -59,8 +64,8 @@ def test_default_ports_escapes_and_credentials(url: str, normal: str) -> None:
     ],
 )
 def test_spellings_the_client_dials_alike_are_one_url(spelling: str, normal: str) -> None:
-    """Dot segments, IPv6 and IPv4-mapped forms, a trailing dot, full-width or other
-    internationalised hosts: the client dials each the same as its normal form, so another
+    """Dot segments, IPv6, IPv4-mapped and shorthand IPv4 forms, a trailing dot, full-width or
+    other internationalised hosts: the client dials each the same as its normal form, so another
     provider could otherwise claim a node by writing its URL so."""
     assert normalise_url(spelling) == normal
 

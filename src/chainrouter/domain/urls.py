@@ -5,9 +5,10 @@ path. Node URLs are compared and stored in their normal form (docs/security.md):
 
 - scheme and host in lower case, the host as the client dials it: an internationalised name
   in its IDNA (punycode) form, without a trailing dot; an IP address in its one normal
-  spelling (an IPv4 address written as IPv6, `::ffff:a.b.c.d`, as IPv4; IPv6 compressed, in
-  brackets); a name that is not one (an empty or too long label, a character other than a
-  letter, digit, `-` or `_`) refused;
+  spelling (an IPv4 address written as IPv6, `::ffff:a.b.c.d`, as IPv4; one written as the
+  resolver also reads it, `127.1`, `0x7f.0.0.1`, `0177.0.0.1` or `2130706433`, dotted; IPv6
+  compressed, in brackets); a name that is not one (an empty or too long label, a character
+  other than a letter, digit, `-` or `_`) refused;
 - the scheme's default port dropped (80 for http and ws, 443 for https and wss);
 - an empty path written `/`; any other path with its dot segments (`/./`, `/a/../`) resolved,
   a trailing slash kept (`/v1/` and `/v1` are different resources in HTTP);
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import socket
 from urllib.parse import urlsplit, urlunsplit
 
 from yarl import URL
@@ -29,6 +31,8 @@ _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
 # A label of a name the resolver is asked for: letters, digits, `-` and, as some private zones
 # use it, `_` (an internationalised name is in its ASCII form by then).
 _LABEL = re.compile(r"[a-z0-9_-]{1,63}")
+# What may be an IPv4 address in one of the spellings the resolver (inet_aton) takes.
+_IPV4_LIKE = re.compile(r"[0-9a-fx.]+")
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
@@ -69,6 +73,9 @@ def _host(raw: str) -> str:
         address = ipaddress.ip_address(raw)
     except ValueError:
         name = raw.lower().rstrip(".")
+        address_spelled = _ipv4_shorthand(name)
+        if address_spelled is not None:
+            return address_spelled
         if not name or len(name) > 253:
             raise ValueError("a host name of 1 to 253 characters") from None
         if not all(_LABEL.fullmatch(label) for label in name.split(".")):
@@ -79,3 +86,14 @@ def _host(raw: str) -> str:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return str(address.ipv4_mapped)
     return str(address)
+
+
+def _ipv4_shorthand(name: str) -> str | None:
+    """The dotted spelling of an IPv4 address written as the resolver also reads one (fewer
+    parts, octal, hexadecimal, one number), which it dials without asking DNS; else None."""
+    if not _IPV4_LIKE.fullmatch(name):
+        return None
+    try:
+        return socket.inet_ntoa(socket.inet_aton(name))
+    except OSError:
+        return None
