@@ -19,8 +19,8 @@
 //!
 //! A request whose repeated forward failed at its node (forward.rs) is driven `after_failed`:
 //! its program's first `Forward`, if it is the same body to the same node, waiting no longer
-//! than the repeat waited when it timed out, is resumed with the repeat's failure instead of
-//! being sent. The pipeline then judges that failure as it would its own first attempt (its
+//! than the repeat waited when it timed out, and the program waited for nothing before it, is
+//! resumed with the repeat's failure instead of being sent. The pipeline then judges that failure as it would its own first attempt (its
 //! classifier decides what it means for the node) and goes on to the next route.
 
 use std::cell::RefCell;
