@@ -179,3 +179,32 @@ def test_node_urls_stored_before_are_put_in_the_spelling_the_client_dials(
         "https://10.0.0.1/v1/",
         "https://a..b/",
     }
+
+
+def test_node_urls_stored_before_with_a_short_ipv4_host_are_stored_dotted(
+    empty_engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    old = {
+        "https://n0.example/": "http://127.1:8545/",
+        "https://n1.example/": "https://user:pw@0x0a.0.0.1/v1?k=1",
+        "https://n2.example/": "https://10.1/v1?k=1",  # n1's host, without its user: its own
+        "https://n3.example/": "https://167772161/v1",  # 10.0.0.1 as one number
+        "https://n4.example/": "https://10.0.0.1/v1",  # n3's new form: n3 is kept
+        "https://n5.example/": "https://a b.example/",  # no host name now: kept, with a warning
+        "https://n6.example/": "https://[2001:db8::1]:8545/",
+    }
+    urls = _respelled_nodes(empty_engine, 7, old, "0014")
+    assert urls == {
+        "http://127.0.0.1:8545/",
+        "https://user:pw@10.0.0.1/v1?k=1",
+        "https://10.0.0.1/v1?k=1",
+        "https://167772161/v1",
+        "https://10.0.0.1/v1",
+        "https://a b.example/",
+        "https://[2001:db8::1]:8545/",
+    }
+    kept = sorted(r.getMessage() for r in caplog.records if "keeps its URL" in r.getMessage())
+    assert kept == [
+        "nodes row 4 keeps its URL: another row has its form",
+        "nodes row 6 keeps its URL: its host is no host name",
+    ]
