@@ -365,22 +365,29 @@ impl Settler {
     }
 }
 
-/// Send `grant`'s call under `id` to its node: how it landed, the time it took, and, if the
-/// node failed it, the attempt that failed (for the pipeline: `driver::after_failed`).
-async fn send(
-    upstream: &Upstream,
-    grant: &Grant,
-    id: &[u8],
-) -> (Landing, f64, Option<FailedAttempt>) {
+/// A repeat's call to its node.
+struct Sent {
+    landing: Landing,
+    elapsed: f64,
+    /// The attempt, if the node failed it: the pipeline's first (`driver::after_failed`).
+    failed: Option<FailedAttempt>,
+}
+
+/// Send `grant`'s call under `id` to its node.
+async fn send(upstream: &Upstream, grant: &Grant, id: &[u8]) -> Sent {
     let started = Instant::now();
     let body = grant.body_for(id);
     let answered = upstream.post(&grant.url, body.clone(), grant.timeout).await;
     let elapsed = started.elapsed().as_secs_f64();
     match answered {
-        Ok(answer) => (plain_answer(&answer, id).map(|result| (answer, result)), elapsed, None),
+        Ok(answer) => {
+            let landing = plain_answer(&answer, id).map(|result| (answer, result));
+            Sent { landing, elapsed, failed: None }
+        }
         Err(failure) => {
             let url = grant.url.clone();
-            (None, elapsed, Some(FailedAttempt { url, body, waited: grant.timeout, failure }))
+            let failed = Some(FailedAttempt { url, body, waited: grant.timeout, failure });
+            Sent { landing: None, elapsed, failed }
         }
     }
 }
@@ -427,12 +434,12 @@ pub async fn repeat(
     key: &[u8],
 ) -> Repeated {
     let Some(flight) = grant.flight.clone() else {
-        let (landing, elapsed, failed) = send(upstream, &grant, id).await;
-        return settle_own(memo, settler, &grant, key, (landing, elapsed, failed), Vec::new())
-            .await;
+        let sent = send(upstream, &grant, id).await;
+        return settle_own(memo, settler, &grant, key, sent, Vec::new()).await;
     };
     match memo.flights.board(&flight, grant.token) {
-        Role::Pipeline => Repeated::Pipeline(None), // the pipeline's flight: its coalescing joins the call
+        // The pipeline's flight: its coalescing joins the call.
+        Role::Pipeline => Repeated::Pipeline(None),
         Role::Join { leader, landing } => {
             match join(memo, settler, &grant, id, key, leader, landing).await {
                 Some(response) => Repeated::Answered(response),
@@ -450,23 +457,22 @@ pub async fn repeat(
                 landed: Some(landed),
             };
             let sent = send(upstream, &grant, id).await;
-            let followers = leading.land(sent.0.clone());
+            let followers = leading.land(sent.landing.clone());
             settle_own(memo, settler, &grant, key, sent, followers).await
         }
     }
 }
 
-/// Settle a repeat that went to the node itself (`sent`: how it landed, in how long, and its
-/// failed attempt), with the followers of its flight.
+/// Settle a repeat that went to the node itself, with the followers of its flight.
 async fn settle_own(
     memo: &Memo,
     settler: &Settler,
     grant: &Grant,
     key: &[u8],
-    sent: (Landing, f64, Option<FailedAttempt>),
+    sent: Sent,
     followers: Vec<PyObject>,
 ) -> Repeated {
-    let (landing, elapsed, failed) = sent;
+    let Sent { landing, elapsed, failed } = sent;
     let head = head_of(grant, &landing);
     let answer = match &landing {
         Some((answer, _)) if !followers.is_empty() => Some(answer.clone()),
