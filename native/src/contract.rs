@@ -1,100 +1,17 @@
-//! What this crate expects of `chainrouter.router.contract`, the one declared contract between
-//! the Python pipeline and this executor. Every name the Rust side reads or builds is here, and
-//! `contract()` returns them in the shape of the Python module's `describe()`, which
-//! `tests/router/test_contract.py` compares: a change on one side alone fails that test, and a
-//! module of another version is refused when a `Driver` is made.
+//! The contract's Python types as this crate reads and builds them (`chainrouter.router.contract`,
+//! declared once there). Their names and fields come from `contract_gen.rs`, which is generated
+//! from that declaration: objects are built with keyword arguments and read by attribute, each
+//! field named by its generated index constant, never by position. `contract()` reports what this
+//! build was generated from, and `tests/router/test_contract.py` compares it with the Python
+//! module field by field; a module of another version is refused when a `Driver` is made.
 
-use pyo3::exceptions::PyRuntimeError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyType};
 
-pub const VERSION: u32 = 8;
-pub const MODULE: &str = "chainrouter.router.contract";
+use crate::contract_gen::{self as declared, *};
 
-/// `HttpRequest`'s fields, in the order the server passes them.
-pub const REQUEST: [&str; 10] = [
-    "method",
-    "path",
-    "origin",
-    "referer",
-    "forwarded_for",
-    "content_type",
-    "peer",
-    "body",
-    "websocket_key",
-    "waited_s",
-];
-/// `HttpAnswer`: a tuple the server reads in this order.
-pub const ANSWER: [&str; 3] = ["status", "headers", "body"];
-/// `Failure`'s fields, in the order the driver passes them.
-pub const FAILURE: [&str; 3] = ["kind", "detail", "status"];
-
-/// The commands and the fields the driver reads of each.
-pub const FORWARD: (&str, [&str; 3]) = ("Forward", ["url", "body", "timeout_s"]);
-pub const GATHER: (&str, [&str; 1]) = ("Gather", ["programs"]);
-pub const RACE: (&str, [&str; 2]) = ("Race", ["programs", "delays_s"]);
-pub const ACQUIRE: (&str, [&str; 1]) = ("Acquire", ["buckets"]);
-pub const JOIN: (&str, [&str; 1]) = ("Join", ["future"]);
-pub const WAIT: (&str, [&str; 1]) = ("Wait", ["seconds"]);
-pub const SPAWN: (&str, [&str; 1]) = ("Spawn", ["program"]);
-
-/// `ReplayMemo` (replay.rs): each method and its parameters, in order; Python calls them with
-/// these names as keywords.
-pub const REPLAY_MEMO: [(&str, &[&str]); 14] = [
-    ("__new__", &["max_bytes", "max_body_bytes", "max_age_s", "batch_prefix"]),
-    (
-        "install",
-        &[
-            "token",
-            "generation",
-            "path",
-            "origin",
-            "referer",
-            "content_type",
-            "body",
-            "status",
-            "headers",
-            "answer",
-        ],
-    ),
-    (
-        "install_forward",
-        &[
-            "token",
-            "generation",
-            "path",
-            "origin",
-            "referer",
-            "content_type",
-            "body",
-            "url",
-            "sent",
-            "answer",
-            "timeout_s",
-            "headers",
-            "flight",
-            "hand_head",
-        ],
-    ),
-    ("replay", &["path", "origin", "referer", "content_type", "body"]),
-    ("flying", &["flight"]),
-    ("landed", &["flight"]),
-    ("follow", &["flight", "future"]),
-    ("holds_forward", &["path", "origin", "referer", "content_type", "body"]),
-    ("clear", &[]),
-    ("generation", &[]),
-    ("next_batch_id", &[]),
-    ("drain", &[]),
-    ("stats", &[]),
-    ("scan_ids", &["body"]),
-];
-
-/// The host's `settle` for repeated forwards: forward.rs calls it with a list of tuples of
-/// these fields, in this order, and reads back one verdict for each.
-pub const SETTLE_FORWARD: [&str; 7] =
-    ["token", "elapsed_s", "answered", "head", "leader", "answer", "followers"];
-
-/// Why a node gave no usable answer: `FailureKind`'s values.
+/// Why a node gave no usable answer: `FailureKind`'s values, in declared order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Transport,
@@ -109,40 +26,74 @@ impl Kind {
         [Kind::Transport, Kind::Timeout, Kind::RateLimited, Kind::HttpStatus, Kind::TooLarge];
 
     pub fn value(self) -> &'static str {
-        match self {
-            Kind::Transport => "transport",
-            Kind::Timeout => "timeout",
-            Kind::RateLimited => "rate_limited",
-            Kind::HttpStatus => "http_status",
-            Kind::TooLarge => "too_large",
-        }
+        FAILURE_KINDS[self.index()]
     }
+
+    fn index(self) -> usize {
+        Kind::ALL.iter().position(|k| *k == self).expect("every kind is listed")
+    }
+}
+
+/// One declared type: the class, and its field names interned in declared order.
+pub struct Declared<const N: usize> {
+    pub class: Py<PyType>,
+    names: [Py<PyString>; N],
+}
+
+impl<const N: usize> Declared<N> {
+    fn load(module: &PyModule, name: &str, fields: [&str; N]) -> PyResult<Self> {
+        let py = module.py();
+        let class = module.getattr(name)?.downcast::<PyType>()?.into();
+        Ok(Declared { class, names: fields.map(|field| PyString::intern(py, field).into()) })
+    }
+
+    /// Whether `object` is of this type exactly.
+    pub fn is(&self, py: Python<'_>, object: &PyAny) -> bool {
+        object.get_type().is(self.class.as_ref(py))
+    }
+
+    /// The field at `index` (a generated constant) of `object`.
+    pub fn get<'py>(&self, object: &'py PyAny, index: usize) -> PyResult<&'py PyAny> {
+        object.getattr(self.names[index].as_ref(object.py()))
+    }
+
+    /// An object of this type from every field's value, each at its generated index.
+    pub fn build(&self, py: Python<'_>, values: [Option<PyObject>; N]) -> PyResult<PyObject> {
+        let kwargs = PyDict::new(py);
+        for (name, value) in self.names.iter().zip(values) {
+            let value = value.ok_or_else(|| {
+                PyValueError::new_err(format!("{} built without its {}", self.class, name))
+            })?;
+            kwargs.set_item(name.as_ref(py), value)?;
+        }
+        Ok(self.class.as_ref(py).call((), Some(kwargs))?.into())
+    }
+}
+
+/// Every field unset, to be filled by index before `build`.
+pub fn fields<const N: usize>() -> [Option<PyObject>; N] {
+    [(); N].map(|_| None)
 }
 
 /// The contract's Python objects, looked up once per driver.
 pub struct Types {
-    pub request: Py<PyType>,
-    pub failure: Py<PyType>,
-    pub forward: Py<PyType>,
-    pub gather: Py<PyType>,
-    pub race: Py<PyType>,
-    pub acquire: Py<PyType>,
-    pub join: Py<PyType>,
-    pub wait: Py<PyType>,
-    pub spawn: Py<PyType>,
-    /// The field names of each command, interned, in the order declared above.
-    pub forward_fields: [Py<PyString>; 3],
-    pub gather_fields: [Py<PyString>; 1],
-    pub race_fields: [Py<PyString>; 2],
-    pub join_fields: [Py<PyString>; 1],
-    pub wait_fields: [Py<PyString>; 1],
-    pub spawn_fields: [Py<PyString>; 1],
+    pub request: Declared<{ http_request::FIELDS.len() }>,
+    pub answer: Declared<{ http_answer::FIELDS.len() }>,
+    pub failure: Declared<{ failure::FIELDS.len() }>,
+    pub attempted: Declared<{ attempted::FIELDS.len() }>,
+    pub decision: Declared<{ decision::FIELDS.len() }>,
+    pub receipt: Declared<{ receipt::FIELDS.len() }>,
+    pub verdict: Declared<{ verdict::FIELDS.len() }>,
+    pub forward: Declared<{ forward::FIELDS.len() }>,
+    pub gather: Declared<{ gather::FIELDS.len() }>,
+    pub race: Declared<{ race::FIELDS.len() }>,
+    pub acquire: Declared<{ acquire::FIELDS.len() }>,
+    pub join: Declared<{ join::FIELDS.len() }>,
+    pub wait: Declared<{ wait::FIELDS.len() }>,
+    pub spawn: Declared<{ spawn::FIELDS.len() }>,
+    pub coalesce: Declared<{ coalesce::FIELDS.len() }>,
     /// `FailureKind` members, in `Kind::ALL`'s order.
     kinds: Vec<PyObject>,
-}
-
-fn interned<const N: usize>(py: Python<'_>, names: [&str; N]) -> [Py<PyString>; N] {
-    names.map(|name| PyString::intern(py, name).into())
 }
 
 impl Types {
@@ -156,65 +107,78 @@ impl Types {
                  {version}: rebuild it with `make setup`"
             )));
         }
-        let type_of = |name: &str| -> PyResult<Py<PyType>> {
-            Ok(module.getattr(name)?.downcast::<PyType>()?.into())
-        };
         let failure_kind = module.getattr("FailureKind")?;
         let kinds = Kind::ALL
             .iter()
             .map(|kind| failure_kind.call1((kind.value(),)).map(Into::into))
             .collect::<PyResult<Vec<PyObject>>>()?;
         Ok(Types {
-            request: type_of("HttpRequest")?,
-            failure: type_of("Failure")?,
-            forward: type_of(FORWARD.0)?,
-            gather: type_of(GATHER.0)?,
-            race: type_of(RACE.0)?,
-            acquire: type_of(ACQUIRE.0)?,
-            join: type_of(JOIN.0)?,
-            wait: type_of(WAIT.0)?,
-            spawn: type_of(SPAWN.0)?,
-            forward_fields: interned(py, FORWARD.1),
-            gather_fields: interned(py, GATHER.1),
-            race_fields: interned(py, RACE.1),
-            join_fields: interned(py, JOIN.1),
-            wait_fields: interned(py, WAIT.1),
-            spawn_fields: interned(py, SPAWN.1),
+            request: Declared::load(module, http_request::NAME, http_request::FIELDS)?,
+            answer: Declared::load(module, http_answer::NAME, http_answer::FIELDS)?,
+            failure: Declared::load(module, failure::NAME, failure::FIELDS)?,
+            attempted: Declared::load(module, attempted::NAME, attempted::FIELDS)?,
+            decision: Declared::load(module, decision::NAME, decision::FIELDS)?,
+            receipt: Declared::load(module, receipt::NAME, receipt::FIELDS)?,
+            verdict: Declared::load(module, verdict::NAME, verdict::FIELDS)?,
+            forward: Declared::load(module, forward::NAME, forward::FIELDS)?,
+            gather: Declared::load(module, gather::NAME, gather::FIELDS)?,
+            race: Declared::load(module, race::NAME, race::FIELDS)?,
+            acquire: Declared::load(module, acquire::NAME, acquire::FIELDS)?,
+            join: Declared::load(module, join::NAME, join::FIELDS)?,
+            wait: Declared::load(module, wait::NAME, wait::FIELDS)?,
+            spawn: Declared::load(module, spawn::NAME, spawn::FIELDS)?,
+            coalesce: Declared::load(module, coalesce::NAME, coalesce::FIELDS)?,
             kinds,
         })
     }
 
     pub fn kind(&self, py: Python<'_>, kind: Kind) -> PyObject {
-        let index = Kind::ALL.iter().position(|k| *k == kind).expect("every kind is listed");
-        self.kinds[index].clone_ref(py)
+        self.kinds[kind.index()].clone_ref(py)
+    }
+
+    /// A `Failure` object.
+    pub fn failure(
+        &self,
+        py: Python<'_>,
+        kind: Kind,
+        detail: &str,
+        status: Option<u16>,
+    ) -> PyResult<PyObject> {
+        let mut values = fields();
+        values[failure::KIND] = Some(self.kind(py, kind));
+        values[failure::DETAIL] = Some(detail.into_py(py));
+        values[failure::STATUS] = Some(status.into_py(py));
+        self.failure.build(py, values)
     }
 }
 
-/// The contract as this crate declares it, in the shape of `contract.describe()`.
+/// The contract as this build knows it: what it was generated from.
 #[pyfunction]
 pub fn contract(py: Python<'_>) -> PyResult<PyObject> {
     let described = PyDict::new(py);
     described.set_item("version", VERSION)?;
     described.set_item("module", MODULE)?;
-    described.set_item("request", REQUEST.to_vec())?;
-    described.set_item("answer", ANSWER.to_vec())?;
-    described.set_item("failure", FAILURE.to_vec())?;
-    described.set_item("failure_kinds", Kind::ALL.iter().map(|k| k.value()).collect::<Vec<_>>())?;
-    let commands = PyDict::new(py);
-    commands.set_item(FORWARD.0, FORWARD.1.to_vec())?;
-    commands.set_item(GATHER.0, GATHER.1.to_vec())?;
-    commands.set_item(RACE.0, RACE.1.to_vec())?;
-    commands.set_item(ACQUIRE.0, ACQUIRE.1.to_vec())?;
-    commands.set_item(JOIN.0, JOIN.1.to_vec())?;
-    commands.set_item(WAIT.0, WAIT.1.to_vec())?;
-    commands.set_item(SPAWN.0, SPAWN.1.to_vec())?;
-    described.set_item("commands", commands)?;
-    let memo = PyDict::new(py);
-    for (method, parameters) in REPLAY_MEMO {
-        memo.set_item(method, parameters.to_vec())?;
-    }
-    described.set_item("replay_memo", memo)?;
-    described.set_item("settle_forward", SETTLE_FORWARD.to_vec())?;
+    described.set_item("failure_kinds", FAILURE_KINDS.to_vec())?;
+    described.set_item("decision_scopes", DECISION_SCOPES.to_vec())?;
+    let types = PyDict::new(py);
+    let add = |name: &str, fields: &[&str]| types.set_item(name, fields.to_vec());
+    add(declared::http_request::NAME, &http_request::FIELDS)?;
+    add(declared::http_answer::NAME, &http_answer::FIELDS)?;
+    add(declared::failure::NAME, &failure::FIELDS)?;
+    add(declared::attempted::NAME, &attempted::FIELDS)?;
+    add(declared::decision::NAME, &decision::FIELDS)?;
+    add(declared::receipt::NAME, &receipt::FIELDS)?;
+    add(declared::verdict::NAME, &verdict::FIELDS)?;
+    add(declared::landed::NAME, &landed::FIELDS)?;
+    add(declared::forward::NAME, &forward::FIELDS)?;
+    add(declared::gather::NAME, &gather::FIELDS)?;
+    add(declared::race::NAME, &race::FIELDS)?;
+    add(declared::acquire::NAME, &acquire::FIELDS)?;
+    add(declared::join::NAME, &join::FIELDS)?;
+    add(declared::wait::NAME, &wait::FIELDS)?;
+    add(declared::spawn::NAME, &spawn::FIELDS)?;
+    add(declared::coalesce::NAME, &coalesce::FIELDS)?;
+    described.set_item("types", types)?;
     Ok(described.into())
 }
 

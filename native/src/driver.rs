@@ -13,17 +13,13 @@
 //! - `Join`: a `concurrent.futures.Future` of the host's (the response cache's Redis, a call in
 //!   flight that others joined), waited for the same way;
 //! - `Wait` and `Spawn`: a pause, and a program started on its own (the health checker runs here
-//!   beside the requests).
+//!   beside the requests);
+//! - `Coalesce`: the worker's one flight table (flights.rs), shared with the calls the server
+//!   serves under decisions: resumed at once with a `Leading` handle, or, once the flight lands,
+//!   with its leader's `Landed` (None: cut short).
 //!
 //! Anything else a program awaits is a bug in it, and is thrown back into it as a RuntimeError.
-//!
-//! A request whose repeated forward failed at its node (forward.rs) is driven `after_failed`:
-//! its program's first `Forward`, if it is the same body to the same node, waiting no longer
-//! than the repeat waited when it timed out, and the program waited for nothing before it, is
-//! resumed with the repeat's failure instead of being sent. The pipeline then judges that failure as it would its own first attempt (its
-//! classifier decides what it means for the node) and goes on to the next route.
 
-use std::cell::RefCell;
 use std::future::Future;
 use std::net::IpAddr;
 use std::os::raw::c_int;
@@ -38,7 +34,9 @@ use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyCFunction, PyDict, PyFloat, PyList, PyTuple};
 use pyo3::{ffi, AsPyPointer};
 
-use crate::contract::{Kind, Types};
+use crate::contract::Types;
+use crate::contract_gen::{coalesce, forward, gather, join, race, spawn, wait};
+use crate::flights::{landing, Boarding, Flights, Landing, Leading};
 use crate::race::{first_some, Racer};
 use crate::upstream::{Failure, Upstream, UpstreamSettings, Vet};
 
@@ -55,55 +53,14 @@ const PYGEN_NEXT: c_int = 1;
 
 const LOGGER: &str = "chainrouter.router.executors.native";
 
-/// A node's failure the request met before its program ran: its repeated forward's (forward.rs).
-pub struct FailedAttempt {
-    pub url: String,
-    pub body: Bytes,
-    /// How long the repeat would wait on the node (its time-out): a time-out stands only for
-    /// an attempt that would wait no longer.
-    pub waited: Duration,
-    pub failure: Failure,
-}
-
-impl FailedAttempt {
-    /// Whether it is the attempt `Forward { url, body, timeout }` would make.
-    fn stands_for(&self, url: &str, body: &[u8], timeout: Duration) -> bool {
-        self.url == url
-            && self.body == body
-            && (self.failure.kind != Kind::Timeout || timeout <= self.waited)
-    }
-}
-
-tokio::task_local! {
-    /// The failed attempt of the request driven in this task, until its first `Forward`.
-    static FAILED_ATTEMPT: RefCell<Option<FailedAttempt>>;
-}
-
-/// `driving`, a request's program, with `attempt` standing in for its first `Forward` if that is
-/// the same attempt (`FailedAttempt::stands_for`). Only that first one, and only if the program
-/// waited for nothing before it (a call in flight it joined, a pause): any later `Forward` is
-/// another attempt, made now, when the node may have recovered.
-pub async fn after_failed<F: Future>(attempt: FailedAttempt, driving: F) -> F::Output {
-    FAILED_ATTEMPT.scope(RefCell::new(Some(attempt)), driving).await
-}
-
-/// The request's failed attempt stands for none of its `Forward`s from now on.
-fn forget_failed_attempt() {
-    let _ = FAILED_ATTEMPT.try_with(|slot| slot.borrow_mut().take()); // none outside a request
-}
-
-/// The failure to resume the request's first `Forward` with, if a failed attempt stands for it.
-fn failed_already(url: &str, body: &[u8], timeout: Duration) -> Option<Failure> {
-    let taken = FAILED_ATTEMPT.try_with(|slot| slot.borrow_mut().take()).ok().flatten()?;
-    taken.stands_for(url, body, timeout).then_some(taken.failure)
-}
-
 /// What every program the driver runs needs.
 pub struct Shared {
-    pub types: Types,
+    pub types: Arc<Types>,
     /// `(Acquire) -> float | concurrent.futures.Future[float]`: the host's rate limiter (0.0: taken).
     pub acquire: PyObject,
     pub upstream: Upstream,
+    /// The worker's one flight table: the pipeline's `Coalesce` and the server's calls.
+    pub flights: Arc<Flights>,
 }
 
 /// A tokio runtime on whichever thread calls in, with the client to nodes: `run` drives one
@@ -144,7 +101,12 @@ impl Driver {
         })
         .map_err(PyValueError::new_err)?;
         Ok(Driver {
-            shared: Arc::new(Shared { types: Types::load(py)?, acquire, upstream }),
+            shared: Arc::new(Shared {
+                types: Arc::new(Types::load(py)?),
+                acquire,
+                upstream,
+                flights: Arc::new(Flights::default()),
+            }),
             runtime,
             busy: Mutex::new(()),
         })
@@ -195,6 +157,8 @@ enum Resume {
     Results(Vec<PyObject>),
     /// A race's winner, or (-1, None), and the race's programs to close first.
     Raced(Option<(usize, PyObject)>, CloseOnDrop),
+    /// The flight a `Coalesce` leads.
+    Leading(crate::flights::Leader),
 }
 
 /// What a program asked for when it stopped.
@@ -214,6 +178,7 @@ pub enum Step {
     AcquireLater(PyObject),
     Wait(Duration),
     Spawn(PyObject),
+    Coalesce(Vec<u8>),
 }
 
 pub enum Racing {
@@ -265,10 +230,9 @@ where
                 let finish = finish.take().expect("finished once");
                 return Python::with_gil(|py| finish(py, Ok(value)));
             }
-            Step::Forward { url, body, timeout } => match failed_already(&url, &body, timeout) {
-                Some(failure) => Resume::Answer(Err(failure)),
-                None => Resume::Answer(shared.upstream.post(&url, body, timeout).await),
-            },
+            Step::Forward { url, body, timeout } => {
+                Resume::Answer(shared.upstream.post(&url, body, timeout).await)
+            }
             Step::Gather(children) => {
                 let driven = children
                     .into_iter()
@@ -290,18 +254,21 @@ where
             }
             Step::Race(entries) => race(&shared, entries).await,
             Step::Acquired(value) => Resume::Value(value),
-            Step::AcquireLater(future) => {
-                forget_failed_attempt(); // waited on something else: no longer the first try
-                match wait_for(future).await {
-                    Ok(value) => Resume::Value(value),
-                    Err(error) => Resume::Error(error),
-                }
-            }
+            Step::AcquireLater(future) => match wait_for(future).await {
+                Ok(value) => Resume::Value(value),
+                Err(error) => Resume::Error(error),
+            },
             Step::Wait(pause) => {
-                forget_failed_attempt();
                 tokio::time::sleep(pause).await;
                 Resume::Nothing
             }
+            Step::Coalesce(key) => match shared.flights.board(&key) {
+                Boarding::Lead(leader) => Resume::Leading(leader),
+                Boarding::Join(awaiting) => match landing(awaiting).await {
+                    Some(Landing::Landed(Some(landed))) => Resume::Value(landed),
+                    _ => Resume::Nothing, // cut short: this call is attempted on its own
+                },
+            },
             Step::Spawn(child) => {
                 drop(tokio::spawn(in_background(shared.clone(), child)));
                 Resume::Nothing
@@ -395,9 +362,9 @@ fn advance(py: Python<'_>, shared: &Shared, coroutine: &PyAny, resume: Resume) -
         Resume::Value(value) => value,
         Resume::Answer(Ok(body)) => PyBytes::new(py, &body).into(),
         Resume::Answer(Err(failure)) => {
-            let kind = shared.types.kind(py, failure.kind);
-            shared.types.failure.as_ref(py).call1((kind, failure.detail, failure.status))?.into()
+            shared.types.failure(py, failure.kind, &failure.detail, failure.status)?
         }
+        Resume::Leading(leader) => Py::new(py, Leading::new(leader))?.into_py(py),
         Resume::Results(values) => PyList::new(py, values).into(),
         Resume::Raced(winner, mut closing) => {
             closing.close(py);
@@ -430,28 +397,24 @@ fn throw(py: Python<'_>, shared: &Shared, coroutine: &PyAny, error: PyErr) -> Py
 }
 
 fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny) -> PyResult<Step> {
-    let kind = yielded.get_type();
     let types = &shared.types;
-    if kind.is(types.forward.as_ref(py)) {
-        let [url, body, timeout_s] = &types.forward_fields;
-        let body: &PyBytes = yielded.getattr(body.as_ref(py))?.downcast()?;
-        let timeout_s: f64 = yielded.getattr(timeout_s.as_ref(py))?.extract()?;
+    if types.forward.is(py, yielded) {
+        let body: &PyBytes = types.forward.get(yielded, forward::BODY)?.downcast()?;
+        let timeout_s: f64 = types.forward.get(yielded, forward::TIMEOUT_S)?.extract()?;
         return Ok(Step::Forward {
-            url: yielded.getattr(url.as_ref(py))?.extract()?,
+            url: types.forward.get(yielded, forward::URL)?.extract()?,
             body: Bytes::copy_from_slice(body.as_bytes()),
             timeout: Duration::from_secs_f64(bounded_seconds(timeout_s)),
         });
     }
-    if kind.is(types.gather.as_ref(py)) {
-        let [programs] = &types.gather_fields;
-        let programs: &PyList = yielded.getattr(programs.as_ref(py))?.downcast()?;
+    if types.gather.is(py, yielded) {
+        let programs: &PyList = types.gather.get(yielded, gather::PROGRAMS)?.downcast()?;
         let children = programs.iter().map(|child| (child.into(), start(py, shared, child)));
         return Ok(Step::Gather(children.collect()));
     }
-    if kind.is(types.race.as_ref(py)) {
-        let [programs, delays_s] = &types.race_fields;
-        let programs: &PyList = yielded.getattr(programs.as_ref(py))?.downcast()?;
-        let delays_s: Vec<f64> = yielded.getattr(delays_s.as_ref(py))?.extract()?;
+    if types.race.is(py, yielded) {
+        let programs: &PyList = types.race.get(yielded, race::PROGRAMS)?.downcast()?;
+        let delays_s: Vec<f64> = types.race.get(yielded, race::DELAYS_S)?.extract()?;
         if delays_s.len() != programs.len() {
             let message = "Race needs one delay per program";
             return throw(py, shared, coroutine, PyValueError::new_err(message));
@@ -467,7 +430,7 @@ fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny)
         });
         return Ok(Step::Race(entries.collect()));
     }
-    if kind.is(types.acquire.as_ref(py)) {
+    if types.acquire.is(py, yielded) {
         let answer = shared.acquire.call1(py, (yielded,))?;
         return Ok(if answer.as_ref(py).is_instance_of::<PyFloat>()? {
             Step::Acquired(answer)
@@ -475,19 +438,24 @@ fn classify(py: Python<'_>, shared: &Shared, coroutine: &PyAny, yielded: &PyAny)
             Step::AcquireLater(answer)
         });
     }
-    if kind.is(types.join.as_ref(py)) {
-        let [future] = &types.join_fields;
-        return Ok(Step::AcquireLater(yielded.getattr(future.as_ref(py))?.into()));
+    if types.join.is(py, yielded) {
+        return Ok(Step::AcquireLater(types.join.get(yielded, join::FUTURE)?.into()));
     }
-    if kind.is(types.wait.as_ref(py)) {
-        let [seconds] = &types.wait_fields;
-        let seconds: f64 = yielded.getattr(seconds.as_ref(py))?.extract()?;
+    if types.wait.is(py, yielded) {
+        let seconds: f64 = types.wait.get(yielded, wait::SECONDS)?.extract()?;
         return Ok(Step::Wait(Duration::from_secs_f64(bounded_seconds(seconds))));
     }
-    if kind.is(types.spawn.as_ref(py)) {
-        let [program] = &types.spawn_fields;
-        return Ok(Step::Spawn(yielded.getattr(program.as_ref(py))?.into()));
+    if types.spawn.is(py, yielded) {
+        return Ok(Step::Spawn(types.spawn.get(yielded, spawn::PROGRAM)?.into()));
     }
+    if types.coalesce.is(py, yielded) {
+        let key: &str = types.coalesce.get(yielded, coalesce::KEY)?.extract()?;
+        let mut flight = Vec::with_capacity(key.len() + 1);
+        flight.push(b'p'); // the pipeline's keys: apart from the server's own (repeat.rs)
+        flight.extend_from_slice(key.as_bytes());
+        return Ok(Step::Coalesce(flight));
+    }
+    let kind = yielded.get_type();
     let message = format!("a program awaited {}, which is not a command", kind.name()?);
     throw(py, shared, coroutine, PyRuntimeError::new_err(message))
 }
@@ -545,65 +513,6 @@ pub fn log_error(py: Python<'_>, logger: &str, message: &str, error: PyErr) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const URL: &str = "http://127.0.0.1:9/rpc";
-    const BODY: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":[]}"#;
-    const WAITED: Duration = Duration::from_millis(300);
-
-    fn failed(kind: Kind) -> FailedAttempt {
-        let failure = Failure { kind, detail: "scripted".into(), status: None };
-        FailedAttempt { url: URL.into(), body: Bytes::from_static(BODY), waited: WAITED, failure }
-    }
-
-    /// The failures the request's `Forward`s in turn would be resumed with.
-    fn forwards(attempt: Option<FailedAttempt>, asked: &[(&str, &[u8], Duration)]) -> Vec<bool> {
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let asking = async {
-            let taken = |(url, body, timeout): &(&str, &[u8], Duration)| {
-                failed_already(url, body, *timeout).is_some()
-            };
-            asked.iter().map(taken).collect::<Vec<bool>>()
-        };
-        runtime.block_on(async {
-            match attempt {
-                Some(attempt) => after_failed(attempt, asking).await,
-                None => asking.await,
-            }
-        })
-    }
-
-    #[test]
-    fn a_failed_attempt_stands_for_the_first_forward_only_if_it_is_the_same_attempt() {
-        let same = (URL, BODY, Duration::from_secs(2));
-        let again = [same, same];
-        assert_eq!(forwards(Some(failed(Kind::Transport)), &again), [true, false], "once");
-        assert_eq!(forwards(None, &again), [false, false], "a request without one");
-        let other_node = ("http://127.0.0.1:10/rpc", BODY, Duration::from_secs(2));
-        let other_body = (URL, &BODY[1..], Duration::from_secs(2));
-        for first in [other_node, other_body] {
-            // The first attempt is another one: the failure stands for nothing after it.
-            assert_eq!(forwards(Some(failed(Kind::HttpStatus)), &[first, same]), [false, false]);
-        }
-    }
-
-    #[test]
-    fn a_failed_attempt_stands_for_nothing_once_the_request_has_waited_for_something_else() {
-        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        let asking = async {
-            forget_failed_attempt();
-            failed_already(URL, BODY, Duration::from_secs(2)).is_some()
-        };
-        assert!(!runtime.block_on(after_failed(failed(Kind::Transport), asking)));
-    }
-
-    #[test]
-    fn a_time_out_stands_only_for_an_attempt_that_would_wait_no_longer() {
-        let within = (URL, BODY, WAITED);
-        let longer = (URL, BODY, WAITED + Duration::from_millis(1));
-        assert_eq!(forwards(Some(failed(Kind::Timeout)), &[within]), [true]);
-        assert_eq!(forwards(Some(failed(Kind::Timeout)), &[longer]), [false]);
-        assert_eq!(forwards(Some(failed(Kind::RateLimited)), &[longer]), [true]);
-    }
 
     #[test]
     fn no_duration_from_python_can_panic() {

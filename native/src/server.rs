@@ -3,12 +3,15 @@
 //!
 //! The server holds no routing or policy of its own: paths, statuses, headers and bodies are
 //! all the handler's (`chainrouter.router.http_face`), so both executors answer alike. The
-//! handler takes the contract's `HttpRequest` and its program ends with an `HttpAnswer`.
+//! handler takes the contract's `HttpRequest` and its program ends with an `HttpAnswer`, whose
+//! decisions the server keeps (memo.rs) and applies to later calls in their scope before it
+//! hands a request to the handler (repeat.rs); a request it cannot serve so goes to the handler
+//! with the calls it sent meanwhile (`HttpRequest.attempts`).
 
 use std::convert::Infallible;
 use std::os::unix::io::{FromRawFd, IntoRawFd};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hyper::body::{Bytes, HttpBody};
 use hyper::header::{
@@ -26,16 +29,25 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use tokio::sync::Notify;
 
-use crate::driver::{after_failed, drive_from, log_error, seconds, start, Driver, Shared, Step};
-use crate::forward::{repeat, Repeated, Settler};
+use crate::contract::{fields, Types};
+use crate::contract_gen::{attempted, http_answer, http_request};
+use crate::driver::{drive_from, log_error, seconds, start, Driver, Shared, Step};
+use crate::json::Calls;
 use crate::limit::{Counted, Limited};
-use crate::replay::{Asked, Found, Memo, ReplayMemo};
+use crate::memo::{Asked, Memo, PyMemo};
+use crate::repeat::{serve, Applying, Made, Served};
+use crate::settle::Settler;
 
 const HEARTBEAT: Duration = Duration::from_secs(1);
 const LOGGER: &str = "chainrouter.router.executors.native";
 const INTERNAL_ERROR: &[u8] =
     br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"internal error"}}"#;
 const BODY_TIMED_OUT: &[u8] = br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"invalid request: the body did not arrive in time"}}"#;
+
+struct Decisions {
+    memo: Arc<Memo>,
+    settler: Arc<Settler>,
+}
 
 /// One worker's server. `serve` blocks its thread until `stop` is called from another.
 #[pyclass(module = "chainrouter._native")]
@@ -54,12 +66,9 @@ struct State {
     /// Takes an accepted WebSocket connection: `(request, fd)`, the fd one end of a socket
     /// pair whose other end this server relays to the client. None: upgrades are refused.
     websocket_handler: Option<PyObject>,
-    /// Answers the server gives again without the handler (replay.rs). None: every request
+    /// The decisions the server applies, and the ledger its calls go to. None: every request
     /// goes to the handler.
-    replays: Option<Arc<Memo>>,
-    /// Bills the forwards the memo repeats, with Python's `settle` (forward.rs). None: none
-    /// are repeated.
-    settler: Option<Arc<Settler>>,
+    decisions: Option<Decisions>,
     max_body_bytes: usize,
     /// The whole body must arrive within this of the head: a client dripping it holds no
     /// connection for long.
@@ -87,8 +96,7 @@ impl NativeServer {
                 shared,
                 handler,
                 websocket_handler: None,
-                replays: None,
-                settler: None,
+                decisions: None,
                 max_body_bytes,
                 body_timeout: seconds(body_timeout_s)?,
             }),
@@ -129,21 +137,13 @@ impl NativeServer {
         Ok(())
     }
 
-    /// Answer again, without the handler, what the handler put in `memo` (router/replay.py).
-    /// Before `serve`.
-    fn replay_from(&mut self, memo: &ReplayMemo) -> PyResult<()> {
+    /// Apply the decisions the handler's answers carry to later calls in their scope (memo.rs),
+    /// the calls served so going to `settle` (the ledger) in groups. Before `serve`.
+    fn apply_decisions(&mut self, memo: &PyMemo, settle: PyObject) -> PyResult<()> {
         let state = Arc::get_mut(&mut self.state)
-            .ok_or_else(|| PyRuntimeError::new_err("replay_from comes before serve"))?;
-        state.replays = Some(memo.memo.clone());
-        Ok(())
-    }
-
-    /// Repeat the forwards Python hands the memo, each answer given once `settle` has billed it
-    /// (router/forwards.py). Before `serve`, after `replay_from`.
-    fn settle_forwards_with(&mut self, settle: PyObject) -> PyResult<()> {
-        let state = Arc::get_mut(&mut self.state)
-            .ok_or_else(|| PyRuntimeError::new_err("settle_forwards_with comes before serve"))?;
-        state.settler = Some(Arc::new(Settler::new(settle)));
+            .ok_or_else(|| PyRuntimeError::new_err("apply_decisions comes before serve"))?;
+        let settler = Arc::new(Settler::new(settle));
+        state.decisions = Some(Decisions { memo: memo.memo.clone(), settler });
         Ok(())
     }
 
@@ -166,7 +166,10 @@ async fn run(
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     let mut incoming = AddrIncoming::from_listener(listener).map_err(|e| e.to_string())?;
     incoming.set_nodelay(true);
-    let settling = state.settler.clone().map(|settler| tokio::spawn(settler.run()));
+    let settling = state
+        .decisions
+        .as_ref()
+        .map(|decisions| tokio::spawn(decisions.settler.clone().run(state.shared.types.clone())));
     let make = make_service_fn(move |connection: &Counted| {
         let peer: Arc<str> = connection.stream.remote_addr().ip().to_string().into();
         let deadline = connection.deadline.clone();
@@ -232,72 +235,88 @@ async fn answer(
         return Ok(too_slow());
     };
     let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok());
-    // Time spent on a repeat that went to the pipeline after all: its deadline began then.
-    let mut waited = 0.0;
-    let mut failed = None; // how its node failed it: the pipeline's first attempt
-    if let (Some(memo), Some(body), None) = (&state.replays, &body, &websocket_key) {
-        let path = head.uri.path();
-        if head.method == Method::POST && path.starts_with("/rpc/") {
-            let asked = Asked {
-                path,
-                origin: header("origin"),
-                referer: header("referer"),
-                content_type: header("content-type"),
-                body,
-            };
-            match memo.lookup(&asked) {
-                Some(Found::Replay(response)) => return Ok(response),
-                Some(Found::Forward { grant, id, key }) => {
-                    if let Some(settler) = &state.settler {
-                        let upstream = &state.shared.upstream;
-                        let id = &body[id.0..id.1];
-                        let repeating = Instant::now();
-                        match repeat(upstream, memo, settler, grant, id, &key).await {
-                            Repeated::Answered(response) => return Ok(response),
-                            Repeated::Pipeline(attempt) => failed = attempt,
-                        }
-                        waited = repeating.elapsed().as_secs_f64();
+    let path = head.uri.path();
+    let asked = |body| Asked {
+        path,
+        origin: header("origin"),
+        referer: header("referer"),
+        content_type: header("content-type"),
+        body,
+    };
+    // Time spent on calls sent under decisions before the handler got the request, and what
+    // their nodes did: the pipeline's first attempts.
+    let (mut waited, mut attempts) = (0.0, Vec::new());
+    let mut calls = None;
+    let applying = match (&state.decisions, &body, &websocket_key) {
+        (Some(decisions), Some(body), None) if head.method == Method::POST && keyed(path) => {
+            Some((decisions, body))
+        }
+        _ => None,
+    };
+    if let Some((decisions, body)) = applying {
+        if decisions.memo.holds_any() {
+            calls = decisions.memo.read(body);
+            let plan = calls.as_ref().and_then(|read| decisions.memo.plan(&asked(body), read));
+            if let Some(plan) = plan {
+                let shared = &state.shared;
+                let applying = Applying {
+                    upstream: &shared.upstream,
+                    flights: &shared.flights,
+                    memo: &decisions.memo,
+                    settler: &decisions.settler,
+                };
+                match serve(applying, plan, body).await {
+                    Served::Answer(response) => return Ok(response),
+                    Served::Pipeline { attempts: made, waited: spent } => {
+                        (attempts, waited) = (made, spent);
                     }
                 }
-                None => {}
             }
         }
     }
+    // What the handler's decisions are installed under, once it has answered.
+    let install = applying.map(|(decisions, body)| Install {
+        memo: decisions.memo.clone(),
+        path: path.to_owned(),
+        origin: header("origin").map(str::to_owned),
+        referer: header("referer").map(str::to_owned),
+        content_type: header("content-type").map(str::to_owned),
+        body: body.clone(),
+        calls,
+    });
     // One GIL acquisition starts the handler and runs it up to its first wait; one more per
     // wait resumes it, and the last one also turns its answer into the response.
     let mut kept: Option<PyObject> = None; // the request, for the WebSocket handler
+    let types = state.shared.types.clone();
     let started = Python::with_gil(|py| {
-        // The fields of `contract::REQUEST`, in its order.
-        let request = state.shared.types.request.as_ref(py).call1((
-            method_name(py, &head.method),
-            head.uri.path(),
-            header("origin"),
-            header("referer"),
-            header("x-forwarded-for"),
-            header("content-type"),
-            &*peer,
-            body.as_ref().map(|b| PyBytes::new(py, b)),
+        let request = http_request_of(
+            py,
+            &types,
+            &head,
+            &peer,
+            body.as_ref(),
             websocket_key.as_deref(),
             waited,
-        ));
+            attempts,
+        );
         if let (Ok(request), Some(_)) = (&request, &upgrading) {
-            kept = Some(request.into_py(py));
+            kept = Some(request.clone_ref(py));
         }
         let coroutine = request.and_then(|request| state.handler.call1(py, (request,)));
         let first = coroutine.and_then(|c| Ok((start(py, &state.shared, c.as_ref(py))?, c)));
         match first {
-            Ok((Step::Done(answer), _)) => Started::Answered(response_or_error(py, Ok(answer))),
-            Ok((step, coroutine)) => Started::Waiting(step, coroutine),
-            Err(error) => Started::Answered(response_or_error(py, Err(error))),
+            Ok((Step::Done(answer), _)) => {
+                Started::Answered(finish(py, &types, Ok(answer), install))
+            }
+            Ok((step, coroutine)) => Started::Waiting(step, coroutine, install),
+            Err(error) => Started::Answered(finish(py, &types, Err(error), install)),
         }
     });
     let mut response = match started {
-        Started::Waiting(step, coroutine) => {
-            let driving = drive_from(state.shared.clone(), coroutine, step, response_or_error);
-            match failed {
-                Some(attempt) => after_failed(attempt, driving).await,
-                None => driving.await,
-            }
+        Started::Waiting(step, coroutine, install) => {
+            let types = types.clone();
+            let finishing = move |py: Python<'_>, outcome| finish(py, &types, outcome, install);
+            drive_from(state.shared.clone(), coroutine, step, finishing).await
         }
         Started::Answered(response) => response,
     };
@@ -368,13 +387,114 @@ fn too_slow() -> Response<Body> {
 }
 
 enum Started {
-    Waiting(Step, PyObject),
+    Waiting(Step, PyObject, Option<Install>),
     Answered(Response<Body>),
 }
 
-/// The handler's answer as a response; a 500 with a JSON-RPC error if it failed or is malformed.
-fn response_or_error(py: Python<'_>, outcome: PyResult<PyObject>) -> Response<Body> {
-    match outcome.and_then(|answer| response_of(py, answer)) {
+/// Whether `path` is the keyed RPC route, the one decisions are made for.
+fn keyed(path: &str) -> bool {
+    path.starts_with("/rpc/") && !path.starts_with("/rpc/evm/")
+}
+
+/// The contract's `HttpRequest` for a request, with the calls sent for it under decisions.
+#[allow(clippy::too_many_arguments)] // the request's parts, each named
+fn http_request_of(
+    py: Python<'_>,
+    types: &Types,
+    head: &hyper::http::request::Parts,
+    peer: &str,
+    body: Option<&Bytes>,
+    websocket_key: Option<&str>,
+    waited: f64,
+    attempts: Vec<Made>,
+) -> PyResult<PyObject> {
+    let header = |name: &str| head.headers.get(name).and_then(|v| v.to_str().ok()).into_py(py);
+    let made = PyList::empty(py);
+    for attempt in attempts {
+        made.append(attempted_of(py, types, attempt)?)?;
+    }
+    let mut values = fields();
+    values[http_request::METHOD] = Some(method_name(py, &head.method).into_py(py));
+    values[http_request::PATH] = Some(head.uri.path().into_py(py));
+    values[http_request::ORIGIN] = Some(header("origin"));
+    values[http_request::REFERER] = Some(header("referer"));
+    values[http_request::FORWARDED_FOR] = Some(header("x-forwarded-for"));
+    values[http_request::CONTENT_TYPE] = Some(header("content-type"));
+    values[http_request::PEER] = Some(peer.into_py(py));
+    values[http_request::BODY] = Some(body.map(|b| PyBytes::new(py, b)).into_py(py));
+    values[http_request::WEBSOCKET_KEY] = Some(websocket_key.into_py(py));
+    values[http_request::WAITED_S] = Some(waited.into_py(py));
+    values[http_request::ATTEMPTS] = Some(made.into_py(py));
+    types.request.build(py, values)
+}
+
+fn attempted_of(py: Python<'_>, types: &Types, made: Made) -> PyResult<PyObject> {
+    let (answer, failure) = match made.outcome {
+        Ok(answer) => (Some(PyObject::from(PyBytes::new(py, &answer))), None),
+        Err(failure) => {
+            (None, Some(types.failure(py, failure.kind, &failure.detail, failure.status)?))
+        }
+    };
+    let mut values = fields();
+    values[attempted::CALL] = Some(made.call.into_py(py));
+    values[attempted::NODE_ID] = Some(made.node_id.into_py(py));
+    values[attempted::ANSWER] = Some(answer.into_py(py));
+    values[attempted::FAILURE] = Some(failure.into_py(py));
+    values[attempted::ELAPSED_S] = Some(made.elapsed.into_py(py));
+    values[attempted::TIMEOUT_S] = Some(made.timeout.as_secs_f64().into_py(py));
+    types.attempted.build(py, values)
+}
+
+/// What a request's decisions are kept under: its fields, and its calls once read.
+struct Install {
+    memo: Arc<Memo>,
+    path: String,
+    origin: Option<String>,
+    referer: Option<String>,
+    content_type: Option<String>,
+    body: Bytes,
+    calls: Option<Calls>,
+}
+
+impl Install {
+    fn run(self, py: Python<'_>, types: &Types, decisions: &PyList) -> PyResult<()> {
+        let Install { memo, path, origin, referer, content_type, body, calls } = self;
+        let Some(calls) = calls.or_else(|| memo.read(&body)) else {
+            return Ok(()); // not a body the memo can key: nothing to keep
+        };
+        let asked = Asked {
+            path: &path,
+            origin: origin.as_deref(),
+            referer: referer.as_deref(),
+            content_type: content_type.as_deref(),
+            body: &body,
+        };
+        memo.install(py, types, &asked, &calls, decisions)?;
+        Ok(())
+    }
+}
+
+/// The handler's answer as a response, its decisions kept; a 500 with a JSON-RPC error if it
+/// failed or is malformed.
+fn finish(
+    py: Python<'_>,
+    types: &Types,
+    outcome: PyResult<PyObject>,
+    install: Option<Install>,
+) -> Response<Body> {
+    let answered = outcome.and_then(|answer| {
+        let response = response_of(py, types, answer.as_ref(py))?;
+        let decisions: &PyList =
+            types.answer.get(answer.as_ref(py), http_answer::DECISIONS)?.downcast()?;
+        if let (Some(install), false) = (install, decisions.is_empty()) {
+            if let Err(error) = install.run(py, types, decisions) {
+                // The answer goes out all the same; only its decisions are not applied.
+                log_error(py, LOGGER, "the decisions of an answer could not be kept", error);
+            }
+        }
+        Ok(response)
+    });
+    match answered {
         Ok(response) => response,
         Err(error) => {
             log_failure(py, error);
@@ -424,9 +544,12 @@ async fn read_within(mut body: Body, declared: Option<u64>, max: usize) -> Optio
     (whole.len() <= max).then(|| Bytes::from(whole))
 }
 
-/// The handler's `HttpAnswer`, `(status, [(name, value), ...], body)`, as a hyper response.
-fn response_of(py: Python<'_>, answer: PyObject) -> PyResult<Response<Body>> {
-    let (status, headers, body): (u16, &PyList, &PyBytes) = answer.extract(py)?;
+/// The handler's `HttpAnswer` as a hyper response.
+fn response_of(py: Python<'_>, types: &Types, answer: &PyAny) -> PyResult<Response<Body>> {
+    let _ = py;
+    let status: u16 = types.answer.get(answer, http_answer::STATUS)?.extract()?;
+    let headers: &PyList = types.answer.get(answer, http_answer::HEADERS)?.downcast()?;
+    let body: &PyBytes = types.answer.get(answer, http_answer::BODY)?.downcast()?;
     let mut response = Response::new(Body::from(Bytes::copy_from_slice(body.as_bytes())));
     *response.status_mut() = StatusCode::from_u16(status)
         .map_err(|_| PyValueError::new_err(format!("{status} is not an HTTP status")))?;

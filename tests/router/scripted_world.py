@@ -16,14 +16,20 @@ from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.router.capabilities import CapabilityBook
-from chainrouter.router.contract import Gather
+from chainrouter.router.contract import Attempted, Decision, Gather
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.epochs import SLOTS, Epochs
+from chainrouter.router.executors.native import load_native_module
+from chainrouter.router.fast.decisions import Decider
+from chainrouter.router.fast.grants import Grants
+from chainrouter.router.fast.memo import FastPath
 from chainrouter.router.finality import Finality
-from chainrouter.router.flights import Flights
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.latency import TailPolicies, TailPolicy
+from chainrouter.router.ledger import Ledger
 from chainrouter.router.memory_cache import MemoryCache
 from chainrouter.router.metering import CreditView, UsageMeter
+from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.pipeline import Reply
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
@@ -53,17 +59,42 @@ class ScriptedWorld:
     key: str
     nodes: list[ScriptedNode]
     deps: StageDeps = field(repr=False)
+    decider: Decider | None = None  # with `decisions`: what the native server would be handed
 
     @property
     def clock(self) -> FakeClock:
         return self.executor.clock
 
-    def call(self, payload: Any, *, key: str | None = None, waited_s: float = 0.0) -> Reply:
+    def call(
+        self,
+        payload: Any,
+        *,
+        key: str | None = None,
+        waited_s: float = 0.0,
+        attempts: list[Attempted] | None = None,
+        origin: str | None = None,
+    ) -> Reply:
         """Serve `payload` as a keyed request the server spent `waited_s` on before the
-        handover (HttpRequest.waited_s)."""
+        handover, making `attempts` meanwhile (HttpRequest)."""
         body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        program = self.service.handle_keyed(str(CHAIN), key or self.key, body, waited_s=waited_s)
+        program = self.service.handle_keyed(
+            str(CHAIN),
+            key or self.key,
+            body,
+            origin=origin,
+            waited_s=waited_s,
+            attempts=attempts,
+        )
         return self.executor.run(program)
+
+    def decided(self, reply: Reply) -> list[Decision]:
+        """The decisions the native server would be handed with `reply` (`decisions` on)."""
+        assert self.decider is not None, "a world made with decisions=True"
+        request = reply.decidable
+        if request is None or not request.ended:
+            return []
+        headers = [("content-type", "application/json"), *reply.headers]
+        return self.decider.decide(request, request.ended, headers)
 
     def another_key(
         self,
@@ -135,11 +166,14 @@ def scripted_world(
     coalesce: bool = False,
     cache_prices: dict[str, int] | None = None,
     finality_depth: int = 10,
+    decisions: bool = False,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
     declare `capabilities` (by URL) and have passed a health check at `heads` (by URL). With
     `cache_bytes`, a response cache of that size, blocks `finality_depth` behind the head final;
-    with `coalesce`, identical calls in flight at once share an attempt."""
+    with `coalesce`, identical calls in flight at once share an attempt; with `decisions`, the
+    pipeline hands over its decisions, as to the native server (its real memo holds the
+    grants)."""
     declared = capabilities or {}
     scripted = [
         ScriptedNode(url, price, script, capabilities=declared.get(url, UNKNOWN))
@@ -173,7 +207,9 @@ def scripted_world(
         balances_nano={CUSTOMER: balance_nano},
     )
     executor = ScriptedExecutor({node.url: node.script for node in scripted})
-    cooldowns = MemoryCooldowns(clock=executor.clock)
+    fast = _fast_path() if decisions else None
+    epochs = Epochs(None if fast is None else fast.epochs)
+    cooldowns = MemoryCooldowns(clock=executor.clock, epoch_store=epochs)
     credits = CreditView()
     credits.replace_stored(dict(snapshot.balances_nano))
     health = HealthMonitor(
@@ -183,9 +219,16 @@ def scripted_world(
         concurrency=8,
         timeout_s=5,
         max_block_lag=10,
+        epoch_store=epochs,
     )
-    cache = ResponseCache(MemoryCache(cache_bytes)) if cache_bytes else None
-    finality = Finality(health.chain_head, depth=finality_depth) if cache else None
+    cache = ResponseCache(MemoryCache(cache_bytes), None, epochs) if cache_bytes else None
+    finality = (
+        Finality(health.chain_head, depth=finality_depth, epoch_store=epochs) if cache else None
+    )
+    seen_heads = SeenHeads(health)
+    meter, metrics = UsageMeter(), RouterMetrics()
+    ledger = Ledger(credits, meter, seen_heads, health, cooldowns, metrics, cache)
+    grants = None if fast is None else Grants(fast.memo, credits)
     for info in infos:
         if heads and info.url in heads:
             health.record_head(info, heads[info.url])
@@ -200,19 +243,33 @@ def scripted_world(
         free_tier=FreeTierLimits(True, 100, 60.0, 1000, None),
         health=health,
         capabilities=CapabilityBook(health),
-        seen_heads=SeenHeads(health),
+        seen_heads=seen_heads,
         cooldowns=cooldowns,
         credits=credits,
-        meter=UsageMeter(),
+        meter=meter,
+        ledger=ledger,
+        epochs=epochs,
         clock=executor.clock,
         tail=TailPolicies(tail or TailPolicy(timeout_ceiling_s=attempt_timeout_s)),
         cache=cache,
         finality=finality,
-        flights=Flights() if coalesce else None,
+        metrics=metrics,
+        coalesce=coalesce,
         cache_prices=CachePrices(cache_prices),
+        grants=grants,
     )
     service = RpcService(snapshot, deps)
-    return ScriptedWorld(service, executor, key, scripted, deps)
+    decider = None
+    if grants is not None:
+        decider = Decider(deps.cache_prices, grants, coalesce=coalesce)
+    return ScriptedWorld(service, executor, key, scripted, deps, decider)
+
+
+def _fast_path() -> FastPath:
+    native = load_native_module()
+    store = native.Epochs(SLOTS)
+    memo = native.Memo(store, 1 << 20, 16384, 100, 64, 1.0, 1.0, Decider.masks(), "t-")
+    return FastPath(store, memo)
 
 
 def rpc(method: str = METHOD, params: Any = None, request_id: Any = 1) -> dict[str, Any]:

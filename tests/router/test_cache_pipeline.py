@@ -131,9 +131,7 @@ def test_a_flight_ends_with_its_call_and_a_later_identical_call_is_asked_again()
     later = world.call(rpc("eth_blockNumber", [], 3))
     assert json.loads(later.body)["result"] == "0x65"
     assert world.urls_called() == [A, A]
-    flights = world.service.deps.flights
-    assert flights is not None
-    assert len(flights) == 0
+    assert len(world.executor.flights) == 0
 
 
 def test_different_calls_of_a_batch_are_not_coalesced() -> None:

@@ -13,8 +13,8 @@ from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.envelope import RpcCall
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.contract import FailureKind
+from chainrouter.router.ledger import head_in
 from chainrouter.router.pipeline import Reply
-from chainrouter.router.stages.consistent_head import SeeHead, head_in
 from chainrouter.testing.scripted import answering, failing
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
 
@@ -91,13 +91,14 @@ def test_a_head_is_read_from_an_answer() -> None:
 
 def test_a_head_taken_from_an_identical_call_in_flight_is_what_the_key_saw() -> None:
     """A call that joined another's `eth_blockNumber` (scenario `cache`, no node of its own)
-    tells its key's head as one a node answered would (router/stages/cache.py)."""
+    tells its key's head as one a node answered would (router/ledger.py)."""
     world = scripted_world([("http://a.node", 1, answering("0x1"))])
     seen = world.deps.seen_heads
     [access] = world.service.snapshot.keys_by_hash.values()
-    request = RequestContext(world.service.snapshot, "b", b"", "1", world.key, None, None, None)
+    snapshot = world.service.snapshot
+    request = RequestContext(snapshot, 0, "b", b"", "1", world.key, None, None, None)
     request.access, request.chain_id = access, 1
     call = CallContext(request, RpcCall(7, b"7", "eth_blockNumber", []), b"")
     call.end(Scenario.CACHE, 200, b'{"jsonrpc":"2.0","id":7,"result":"0x2a"}')
-    SeeHead(seen).run(call)
+    world.deps.ledger.book(call)
     assert seen.seen(access.key_id, 1) == 42

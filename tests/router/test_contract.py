@@ -1,10 +1,12 @@
-"""The one contract between the pipeline and its executors (router/contract.py): the Rust side's
-declaration of it matches the Python module, a build of another version refuses to start, and
-every executor carries out every command."""
+"""The one contract between the pipeline and its executors (router/contract.py, native_api.py):
+the Rust side and the stub are generated from it and current, the built module matches it field
+by field and parameter by parameter, a build of another version refuses to start, and every
+executor carries out every command."""
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,9 +14,10 @@ from typing import Any
 import pytest
 
 from chainrouter.ratelimit.window import Bucket
-from chainrouter.router import contract
+from chainrouter.router import contract, contract_gen, native_api
 from chainrouter.router.contract import (
     Acquire,
+    Coalesce,
     Failure,
     FailureKind,
     Forward,
@@ -32,16 +35,21 @@ from tests.router.conftest import make_executor
 pytestmark = pytest.mark.anyio
 
 
-def test_the_native_executor_declares_the_contract_the_python_module_defines() -> None:
-    assert load_native_module().contract() == contract.describe()
+def test_the_generated_rust_side_and_stub_are_those_of_the_declaration() -> None:
+    """`native/src/contract_gen.rs` and `_native.pyi` are what contract_gen.py writes from
+    contract.py and native_api.py now: a declaration changed alone fails here."""
+    assert contract_gen.main(["--check"]) == 0
+
+
+def test_the_native_build_was_generated_from_the_declaration_field_by_field() -> None:
+    """The built module reports the names it was generated with: a stale build (its Rust side
+    generated from another declaration) fails here, type by type, field by field."""
+    assert load_native_module().contract() == contract_gen.described()
 
 
 def test_the_description_follows_the_python_module(monkeypatch: pytest.MonkeyPatch) -> None:
     """What the comparison above sees when only the Python side changes."""
     native = load_native_module().contract()
-    monkeypatch.setattr(contract, "VERSION", contract.VERSION + 1)
-    assert native != contract.describe()
-    monkeypatch.undo()
 
     @dataclass(slots=True)
     class Forward:  # a field renamed on the Python side alone
@@ -49,79 +57,92 @@ def test_the_description_follows_the_python_module(monkeypatch: pytest.MonkeyPat
         body: bytes
         timeout_s: float
 
-    monkeypatch.setattr(contract, "COMMANDS", (Forward, *contract.COMMANDS[1:]))
-    assert native["commands"]["Forward"] != contract.describe()["commands"]["Forward"]
+    renamed = tuple(Forward if k is contract.Forward else k for k in contract.CROSSING)
+    monkeypatch.setattr(contract, "CROSSING", renamed)
+    types = contract_gen.described()["types"]
+    assert isinstance(types, dict)
+    assert native["types"]["Forward"] != types["Forward"]
+    assert contract_gen.main(["--check"]) == 1
 
 
-def test_the_replay_memo_takes_the_parameters_the_contract_names() -> None:
-    """Called with the declared names as keywords, each method runs: a parameter renamed on
-    the Rust side alone fails here (the declaration above is compared, not the methods)."""
+def _arguments(method: Any, values: dict[str, Any]) -> dict[str, Any]:
+    """The declared method's parameters as keywords, each from `values`."""
+    names = [name for name in inspect.signature(method).parameters if name != "self"]
+    return {name: values[name] for name in names}
+
+
+def test_the_native_classes_take_the_parameters_native_api_declares() -> None:
+    """Each declared method is called with the declared names as keywords: a parameter
+    renamed, added or dropped on the Rust side alone fails here (pyo3 checks the keywords)."""
     native = load_native_module()
-    declared = contract.REPLAY_MEMO
-    values: dict[str, Any] = {
+    epochs = native.Epochs(**_arguments(native_api.Epochs.__init__, {"slots": 16}))
+    epochs.bump(**_arguments(native_api.Epochs.bump, {"slot": 3}))
+    assert epochs.read(**_arguments(native_api.Epochs.read, {"slot": 3})) == 1
+    memo_values = {
+        "epochs": epochs,
         "max_bytes": 1 << 20,
         "max_body_bytes": 4096,
-        "max_age_s": 1.0,
+        "max_calls": 10,
+        "max_params_depth": 64,
+        "forward_max_age_s": 1.0,
+        "answer_max_age_s": 1.0,
+        "masks": {"eth_getBalance": 1},
         "batch_prefix": "p-",
-        "token": 1,
-        "generation": 0,
+        "customer_id": 7,
+        "nano": 100,
         "path": "/rpc/1/k",
         "origin": None,
         "referer": None,
         "content_type": "application/json",
         "body": b'{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}',
-        "status": 200,
-        "headers": [("x-cache", "HIT")],
-        "answer": b'{"jsonrpc":"2.0","id":1,"result":"0x1"}',
     }
-    memo = native.ReplayMemo(**{name: values[name] for name in declared["__new__"]})
-    results = {
-        method: getattr(memo, method)(**{name: values[name] for name in parameters})
-        for method, parameters in declared.items()
-        if method
-        not in (
-            "__new__",
-            "clear",
-            "generation",
-            "next_batch_id",
-            "drain",
-            "stats",
-            "install_forward",
-            "holds_forward",
-            "flying",
-            "landed",
-            "follow",
+    memo = native.Memo(**_arguments(native_api.Memo.__init__, memo_values))
+    for name, declared in vars(native_api.Memo).items():
+        if inspect.isfunction(declared) and not name.startswith("_"):
+            getattr(memo, name)(**_arguments(declared, memo_values))
+    assert memo.next_batch_id() == "p-2"  # after the loop's
+    driver = native.Driver(
+        **_arguments(
+            native_api.Driver.__init__,
+            {
+                "acquire": lambda _: 0.0,
+                "vet": None,
+                "max_response_bytes": 1024,
+                "connect_timeout_s": 1.0,
+                "idle_timeout_s": 1.0,
+                "ca_file": None,
+                "user_agent": "test",
+            },
         )
+    )
+
+    async def leads() -> object:
+        leading = await Coalesce("k")
+        assert leading is not None
+        assert not isinstance(leading, contract.Landed)
+        leading.land(**_arguments(native_api.Leading.land, {"landed": None}))
+        return "ran"
+
+    assert driver.run(**_arguments(native_api.Driver.run, {"coroutine": leads()})) == "ran"
+    server_values = {
+        "handler": lambda request: None,
+        "driver": driver,
+        "max_body_bytes": 1024,
+        "header_timeout_s": 1.0,
+        "body_timeout_s": 1.0,
+        "max_connections": 8,
+        "memo": memo,
+        "settle": lambda receipts: [],
     }
-    # A forward to repeat, under another key (the same key would take the replay's place).
-    forward = {
-        **values,
-        "path": "/rpc/1/other",
-        "url": "http://127.0.0.1:1/",
-        "sent": values["body"],
-        "timeout_s": 1.0,
-        "flight": "a-flight",
-        "hand_head": False,
-        "future": object(),
-    }
-    for method in ("install_forward", "holds_forward", "flying", "landed", "follow"):
-        results[method] = getattr(memo, method)(
-            **{name: forward[name] for name in declared[method]}
-        )
-    assert results["install_forward"] is True
-    assert results["holds_forward"] is True
-    assert results["follow"] is False  # no repeat leads that flight
-    assert results["install"] is True
-    assert results["replay"] is not None
-    assert results["scan_ids"] == [(22, 23)]
-    assert memo.drain() == ([(1, 1)], [])
-    assert memo.next_batch_id() == "p-2"  # after the replay's
-    memo.clear()
-    assert memo.stats() == (0, 0)
-    assert memo.drain() == ([], [1, 1])  # the replay's token and the forward's (both 1 here)
-    assert memo.generation() == 1
-    with pytest.raises(TypeError):
-        memo.install(**{name: values[name] for name in declared["install"]}, extra=1)
+    server = native.NativeServer(**_arguments(native_api.NativeServer.__init__, server_values))
+    server.accept_websockets(
+        **_arguments(native_api.NativeServer.accept_websockets, {"handler": lambda r, fd: None})
+    )
+    server.apply_decisions(**_arguments(native_api.NativeServer.apply_decisions, server_values))
+    server.stop()
+    assert native.parse_node_url(
+        **_arguments(native_api.parse_node_url, {"url": "http://n:1/", "user_agent": "t"})
+    )[0] == ("n", 1, False)
 
 
 def test_a_native_build_of_another_contract_version_refuses_to_start(

@@ -24,7 +24,15 @@ import orjson
 import pytest
 
 from chainrouter.ratelimit.window import Bucket, Limiter, MemoryLimiter
-from chainrouter.router.contract import Acquire, Failure, Forward, HttpRequest, Spawn, Wait
+from chainrouter.router.contract import (
+    Acquire,
+    Failure,
+    Forward,
+    HttpAnswer,
+    HttpRequest,
+    Spawn,
+    Wait,
+)
 from chainrouter.router.executors.native import NativeExecutor, load_native_module, new_driver
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 
@@ -76,9 +84,9 @@ def served(
 def test_the_handler_gets_the_request_as_the_contracts_http_request() -> None:
     seen: list[HttpRequest] = []
 
-    async def handler(request: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(request: HttpRequest) -> HttpAnswer:
         seen.append(request)
-        return 200, [("content-type", "application/json")], b"{}"
+        return HttpAnswer(200, [("content-type", "application/json")], b"{}")
 
     with served(handler) as url:
         httpx.post(
@@ -108,7 +116,7 @@ def test_the_handler_gets_the_request_as_the_contracts_http_request() -> None:
 
 
 def test_an_answer_given_without_waiting_is_written_as_given() -> None:
-    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(_: HttpRequest) -> HttpAnswer:
         headers = [
             ("content-type", "application/json"),
             ("x-batch-id", "b-1"),
@@ -116,7 +124,7 @@ def test_an_answer_given_without_waiting_is_written_as_given() -> None:
             ("x-other", "a"),
             ("x-other", "b"),
         ]
-        return 201, headers, b'{"ok":true}'
+        return HttpAnswer(201, headers, b'{"ok":true}')
 
     with served(handler) as url:
         response = httpx.post(f"{url}/rpc/1/key", content=_CALL)
@@ -129,13 +137,13 @@ def test_an_answer_given_without_waiting_is_written_as_given() -> None:
 
 
 def test_an_answer_given_after_forwarding_to_nodes_is_written(upstream: FaultyUpstream) -> None:
-    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(_: HttpRequest) -> HttpAnswer:
         first = await Forward(upstream.url("/ok"), _CALL, 5)
         second = await Forward(upstream.url("/status/503"), _CALL, 5)
         assert isinstance(first, bytes)
         assert isinstance(second, Failure)
         body = first + b"\n" + orjson.dumps([second.kind, second.status])
-        return 200, [("content-type", "application/json")], body
+        return HttpAnswer(200, [("content-type", "application/json")], body)
 
     with served(handler) as url:
         response = httpx.post(f"{url}/rpc/1/key", content=_CALL)
@@ -158,7 +166,7 @@ def _assert_internal_error(response: httpx.Response) -> None:
 def test_a_handler_that_raises_before_waiting_gets_an_internal_error_and_is_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(_: HttpRequest) -> HttpAnswer:
         raise ValueError("a bug")
 
     with served(handler) as url:
@@ -173,7 +181,7 @@ def test_a_handler_that_raises_before_waiting_gets_an_internal_error_and_is_logg
 def test_a_handler_that_raises_after_waiting_gets_an_internal_error(
     upstream: FaultyUpstream,
 ) -> None:
-    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(_: HttpRequest) -> HttpAnswer:
         await Forward(upstream.url("/ok"), _CALL, 5)
         raise ValueError("a bug")
 
@@ -185,15 +193,15 @@ def test_a_malformed_answer_gets_an_internal_error_and_the_server_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     answers: list[Any] = [
-        (99999, [], b""),  # not an HTTP status
-        (200, [("bad name", "v")], b""),
-        (200, [("x-ok", "line\nbreak")], b""),
-        (200, [], "text, not bytes"),
-        "not a tuple",
+        HttpAnswer(99999, [], b""),  # not an HTTP status
+        HttpAnswer(200, [("bad name", "v")], b""),
+        HttpAnswer(200, [("x-ok", "line\nbreak")], b""),
+        HttpAnswer(200, [], "text, not bytes"),  # type: ignore[arg-type]
+        (200, [], b"a tuple, not an HttpAnswer"),
     ]
 
     async def handler(_: HttpRequest) -> Any:
-        return answers.pop(0) if answers else (200, [], b"fine")
+        return answers.pop(0) if answers else HttpAnswer(200, [], b"fine")
 
     with served(handler) as url, httpx.Client() as client:
         for _ in range(5):
@@ -206,9 +214,9 @@ def test_a_malformed_answer_gets_an_internal_error_and_the_server_goes_on(
 def test_an_over_size_body_reaches_the_handler_as_none_and_the_connection_closes() -> None:
     bodies: list[bytes | None] = []
 
-    async def handler(request: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(request: HttpRequest) -> HttpAnswer:
         bodies.append(request.body)
-        return 413, [("content-type", "application/json")], b"{}"
+        return HttpAnswer(413, [("content-type", "application/json")], b"{}")
 
     with served(handler, max_body_bytes=1024) as url:
         response = httpx.post(f"{url}/rpc/1/key", content=b"x" * 1025)
@@ -220,12 +228,12 @@ def test_an_over_size_body_reaches_the_handler_as_none_and_the_connection_closes
 
 
 def test_awaiting_what_is_not_a_command_fails_loudly() -> None:
-    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(_: HttpRequest) -> HttpAnswer:
         try:
             await asyncio.sleep(0)  # a bare yield, which only an event loop understands
         except RuntimeError as exc:
-            return 200, [], str(exc).encode()
-        return 200, [], b"awaited without a loop"
+            return HttpAnswer(200, [], str(exc).encode())
+        return HttpAnswer(200, [], b"awaited without a loop")
 
     with served(handler) as url:
         response = httpx.post(f"{url}/rpc/1/key", content=_CALL)
@@ -245,13 +253,13 @@ def test_a_handler_can_wait_and_spawn_programs_whose_failures_are_logged(
         await Wait(0)
         raise ValueError("a background bug")
 
-    async def handler(_: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(_: HttpRequest) -> HttpAnswer:
         started = time.monotonic()
         await Wait(0.05)
         slept = time.monotonic() - started
         await Spawn(beside())
         await Spawn(failing())
-        return 200, [], f"{slept:.3f} {ran.is_set()}".encode()
+        return HttpAnswer(200, [], f"{slept:.3f} {ran.is_set()}".encode())
 
     with served(handler) as url:
         slept, ran_before_answer = httpx.post(f"{url}/rpc/1/key", content=_CALL).text.split()
@@ -338,9 +346,9 @@ def test_a_body_that_does_not_arrive_in_time_is_408_and_the_handler_never_sees_i
     """A client dripping its body holds no connection for long (docs/security.md)."""
     seen: list[HttpRequest] = []
 
-    async def handler(request: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
+    async def handler(request: HttpRequest) -> HttpAnswer:
         seen.append(request)
-        return 200, [], b"{}"
+        return HttpAnswer(200, [], b"{}")
 
     with served(handler, body_timeout_s=0.3) as url:
         host, port = url.removeprefix("http://").split(":")
@@ -362,8 +370,8 @@ def test_past_its_connection_bound_the_server_accepts_nothing_until_one_closes()
     """5,000 idle connections must not all be held (issue 35): beyond the bound, new ones wait
     in the kernel's backlog, and are served as soon as a place frees up."""
 
-    async def handler(request: HttpRequest) -> tuple[int, list[tuple[str, str]], bytes]:
-        return 200, [("content-type", "application/json")], b"{}"
+    async def handler(request: HttpRequest) -> HttpAnswer:
+        return HttpAnswer(200, [("content-type", "application/json")], b"{}")
 
     with served(handler, max_connections=2) as url:
         host, port = url.removeprefix("http://").split(":")

@@ -54,7 +54,7 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         "CreditHold",
         "Attempt",
     ]
-    assert names(service.keyed.closing_stages) == ["SettleCredits", "Meter", "SeeHead"]
+    assert names(service.keyed.closing_stages) == ["Book"]
     assert names(service.public.closing_stages) == ["CountFreeCall"]
 
 

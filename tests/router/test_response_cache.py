@@ -4,14 +4,16 @@ finality, the calls in flight (router/response_cache.py, finality.py, flights.py
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrouter.domain.enums import Scenario
+from chainrouter.router.contract import Landed
 from chainrouter.router.finality import Finality
-from chainrouter.router.flights import Flights, Landed
+from chainrouter.router.flights import FlightLeader, FlightTable
 from chainrouter.router.memory_cache import ENTRY_OVERHEAD, MemoryCache
 from chainrouter.router.response_cache import ResponseCache
 
@@ -121,28 +123,30 @@ def test_finality_going_backwards_has_the_chains_answers_dropped_and_its_keys_ch
 
 
 def test_a_call_joins_a_flight_of_its_key_and_takes_what_lands() -> None:
-    flights = Flights()
-    leader, leads = flights.lead_or_join("k", None, at_head=False)
-    follower, joins_as_leader = flights.lead_or_join("k", None, at_head=False)
-    assert (leads, joins_as_leader, follower is leader, leader.followers) == (True, False, True, 1)
+    flights = FlightTable()
+    leader = flights.board("k")
+    follower = flights.board("k")
+    assert isinstance(leader, FlightLeader)
+    assert isinstance(follower, concurrent.futures.Future)
+    assert flights.board("other") is not None
+    assert len(flights) == 2
     landed = Landed(Scenario.FIRST_CHOICE, 200, b'"result":"0x1"')
-    flights.land("k", leader, landed)
-    assert follower.outcome.result(0) is landed
-    assert len(flights) == 0
-    _, leads_again = flights.lead_or_join("k", None, at_head=False)
-    assert leads_again  # the landed flight is gone: nothing is kept
+    leader.land(landed)
+    assert follower.result(0) is landed
+    assert len(flights) == 1, "only the other key's"
+    assert isinstance(flights.board("k"), FlightLeader)  # the landed flight is gone
 
 
-def test_a_head_read_joins_only_a_leader_that_saw_as_new_a_block() -> None:
-    flights = Flights()
-    leader, _ = flights.lead_or_join("k", 100, at_head=True)
-    assert flights.lead_or_join("k", 100, at_head=True)[0] is leader
-    assert flights.lead_or_join("k", None, at_head=True)[0] is leader
-    newer, leads = flights.lead_or_join("k", 101, at_head=True)
-    assert leads
-    assert newer is not leader
-    flights.land("k", leader, None)  # cut short: its followers go on their own
-    assert leader.outcome.result(0) is None
+def test_a_leader_cut_short_sends_its_followers_on_their_own() -> None:
+    flights = FlightTable()
+    leader = flights.board("k")
+    follower = flights.board("k")
+    assert isinstance(leader, FlightLeader)
+    assert isinstance(follower, concurrent.futures.Future)
+    leader.land(None)
+    assert follower.result(0) is None
+    leader.land(Landed(Scenario.FIRST_CHOICE, 200, b'"result":"0x1"'))  # twice: harmless
+    assert follower.result(0) is None
 
 
 operations = st.lists(
@@ -185,16 +189,18 @@ def test_whatever_is_put_read_and_purged_an_answer_read_is_the_one_put_under_its
 async def test_a_joined_call_cancelled_while_it_waits_cancels_no_one_elses_wait() -> None:
     """asyncio passes a cancellation on to the future it wraps: the flight's outcome must
     refuse it, or every other call waiting on it would be cancelled too."""
-    flights = Flights()
-    leader, _ = flights.lead_or_join("k", None, at_head=False)
-    flights.lead_or_join("k", None, at_head=False)
-    gone = asyncio.ensure_future(asyncio.wrap_future(leader.outcome))
-    staying = asyncio.ensure_future(asyncio.wrap_future(leader.outcome))
+    flights = FlightTable()
+    leader = flights.board("k")
+    outcome = flights.board("k")
+    assert isinstance(leader, FlightLeader)
+    assert isinstance(outcome, concurrent.futures.Future)
+    gone = asyncio.ensure_future(asyncio.wrap_future(outcome))
+    staying = asyncio.ensure_future(asyncio.wrap_future(outcome))
     await asyncio.sleep(0)
     gone.cancel()
     await asyncio.sleep(0)
-    assert not leader.outcome.cancelled()
+    assert not outcome.cancelled()
     landed = Landed(Scenario.FIRST_CHOICE, 200, b'"result":"0x1"')
-    flights.land("k", leader, landed)
+    leader.land(landed)
     assert await staying is landed
-    flights.land("k", leader, None)  # landing twice is harmless
+    leader.land(None)  # landing twice is harmless

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from chainrouter.ratelimit import create_limiter
-from chainrouter.router import response_cache
+from chainrouter.router import epochs, response_cache
+from chainrouter.router.epochs import Epochs
 from chainrouter.router.executors.python import PythonExecutor
 from chainrouter.router.finality import Finality
 from chainrouter.router.memory_cache import MemoryCache
@@ -42,7 +43,12 @@ class _Router:
     cache: ResponseCache
     tier: RedisTier
     shared: SharedEpochs
-    dropped_here: list[int] = field(default_factory=list)  # the replays' purges (on_purge)
+    epochs: Epochs = field(default_factory=Epochs)  # raised at each purge of a chain
+
+    @property
+    def dropped_here(self) -> list[int]:
+        """The chains whose cached answers were dropped here (each once, in these tests)."""
+        return [c for c in (CHAIN, OTHER) if self.epochs.read(epochs.chain_cache(c))]
 
 
 @pytest.fixture
@@ -67,11 +73,11 @@ async def routers(redis: PrivateRedis) -> AsyncIterator[list[_Router]]:
         tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
         assert tier is not None
         tier.bind(asyncio.get_running_loop())
-        cache = ResponseCache(MemoryCache(1 << 20), tier)
+        raised = Epochs()
+        cache = ResponseCache(MemoryCache(1 << 20), tier, raised)
         finality = Finality({CHAIN: 1000, OTHER: 1000}.get, depth=64, on_regress=cache.purge)
-        router = _Router(finality, cache, tier, SharedEpochs(finality, cache, interval_s=1))
-        cache.on_purge = router.dropped_here.append
-        made.append(router)
+        shared = SharedEpochs(finality, cache, interval_s=1)
+        made.append(_Router(finality, cache, tier, shared, raised))
     yield made
     for router in made:
         await router.tier.close()

@@ -76,7 +76,7 @@ async def _unreachable(url: str) -> UpstreamSocket:
 def _session(
     link: Any, hub: Any, balance: int, handle: Any = None, credits: CreditView | None = None
 ) -> tuple[WsSession, UsageMeter]:
-    request = RequestContext(SNAP, "b1", b"", str(CHAIN), "crk_x", None, None, None)
+    request = RequestContext(SNAP, 0, "b1", b"", str(CHAIN), "crk_x", None, None, None)
     request.access = ACCESS
     request.chain_id = CHAIN
     if credits is None:

@@ -93,7 +93,7 @@ async def _no_calls(body: bytes) -> Reply:
 
 def _session(link: Link, hub: Hub, balance: int, queue: int = 1000) -> tuple[WsSession, UsageMeter]:
     snapshot = RouterSnapshot(0, {}, RouteTable.build([], [], []), {})
-    request = RequestContext(snapshot, "b1", b"", str(CHAIN), "crk_x", None, None, None)
+    request = RequestContext(snapshot, 0, "b1", b"", str(CHAIN), "crk_x", None, None, None)
     request.access = KeyAccess(KEY_ID, CUSTOMER, ("*",), RoutingStrategy.ECONOMY, False)
     request.chain_id = CHAIN
     credits = CreditView()

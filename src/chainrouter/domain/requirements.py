@@ -76,6 +76,20 @@ METHODS: dict[str, MethodNeeds] = {
     "eth_sendTransaction": MethodNeeds(Reads.WRITE, None),
 }
 HEAD_ONLY = frozenset(m for m, spec in METHODS.items() if spec.reads is Reads.HEAD)
+
+
+def block_param_only() -> dict[str, int]:
+    """The methods whose block parameter is the only one the router reads (to know what a call
+    needs; the response cache reads the rest only of a call it looks up, and says so), each with
+    that parameter's index: calls alike but for the other parameters need the same of a node,
+    and may share a decision (router/fast/decisions.py)."""
+    return {
+        method: spec.block_param
+        for method, spec in METHODS.items()
+        if spec.block_param is not None and spec.reads in (Reads.STATE, Reads.HISTORY, Reads.TRACE)
+    }
+
+
 _READS_PARENT_STATE = frozenset(m for m, (_, _, parent) in _TRACE_AT_BLOCK.items() if parent)
 
 

@@ -18,10 +18,13 @@ gives it is on the wrong chain, whatever its health check said.
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from typing import Any
 
 import orjson
+
+from chainrouter.domain.upstream_errors import classify
 
 CALLERS_FAULT_CODES = frozenset({-32700, -32600, -32602})
 
@@ -62,6 +65,14 @@ def judge_answer(body: bytes, request_id: Any) -> tuple[Verdict, Any]:
     return Verdict.NOT_AN_ANSWER, None
 
 
+def served_as_given(body: bytes, request_id: Any) -> bool:
+    """Whether `body` is an answer the router serves and bills as its node gave it: under the
+    call's id, a result, or an error that is the call's own outcome (a revert), neither the
+    node's failure to serve it (domain/upstream_errors.py) nor the caller's fault."""
+    verdict, error = judge_answer(body, request_id)
+    return verdict is Verdict.ANSWER and (error is None or classify(error) is None)
+
+
 def answers_call(body: bytes, request_id: Any) -> bool:
     """Whether `body` is a JSON-RPC 2.0 answer to the request with `request_id`."""
     return judge_answer(body, request_id)[0] is not Verdict.NOT_AN_ANSWER
@@ -79,3 +90,43 @@ def names_other_chain(body: bytes, chain_id: int) -> bool:
         return int(result, 16) != chain_id
     except ValueError:
         return True
+
+
+def result_member(answer: bytes) -> bytes | None:
+    """The `"result":...` member of a plain answer, as the calls that join it take it; None when
+    the answer is not one read exactly, or not a result."""
+    exact = exact_member(answer)
+    if exact is None or "result" not in exact[0]:
+        return None
+    return exact[1]
+
+
+def exact_member(answer: bytes) -> tuple[dict[str, Any], bytes] | None:
+    """The answer parsed exactly, and its `"result":...` or `"error":...` member as compact
+    JSON; None when the answer is not one JSON-RPC object that can be.
+
+    Nodes write compact JSON, which orjson reads and writes back byte for byte: the member is
+    then exactly the node's. Otherwise (spaced JSON, an integer beyond 64 bits that orjson would
+    read as a float, nesting deeper than orjson writes) the standard library, which reads every
+    integer exactly, reads it again and writes the member compact."""
+    try:
+        parsed = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    name = "result" if "result" in parsed else "error" if "error" in parsed else None
+    if name is None:
+        return None
+    label = b'"' + name.encode() + b'":'
+    try:
+        if orjson.dumps(parsed) == answer.strip():
+            return parsed, label + orjson.dumps(parsed[name])
+    except orjson.JSONEncodeError:
+        pass
+    try:
+        exact = json.loads(answer)
+        member = json.dumps(exact[name], separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return exact, label + member.encode()  # a lone surrogate fails here: ValueError
+    except (ValueError, RecursionError, TypeError, KeyError):
+        return None

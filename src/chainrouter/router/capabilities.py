@@ -23,6 +23,7 @@ from chainrouter.domain.requirements import Needs, logs_span
 from chainrouter.domain.routing import NodeInfo, Route
 from chainrouter.domain.upstream_errors import Fault, NodeFault
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.router import epochs
 from chainrouter.router.health import HealthMonitor
 
 AHEAD_MARGIN = 1000  # blocks past the known chain head still sent to nodes (the head may lag)
@@ -77,6 +78,7 @@ class CapabilityBook:
         self._learned.pop(node_id, None)
         self.taught.discard(node_id)
         self._known.pop(node_id, None)
+        self._health.epochs.bump(epochs.node(node_id))
 
     def learned_of(self, node_id: int) -> Capabilities | None:
         return self._learned.get(node_id)
@@ -96,6 +98,7 @@ class CapabilityBook:
         if lesson.missing_methods:
             self.any_missing_methods = True
         self._known.pop(node.node_id, None)
+        self._health.epochs.bump(epochs.node(node.node_id))
         return True
 
     def _lesson(

@@ -4,13 +4,17 @@ A `RequestContext` is made when a request reaches the router and holds everythin
 so far; the request stages fill it in (who it is for, which chain, its calls) or refuse it. Each
 call of the request then gets a `CallContext`, which the call stages fill in (its routes, the
 credits held, the outcome) until one of them ends the call.
+
+Each call also records what its decision depended on, for the native server to apply it to later
+calls in the same scope (docs/architecture.md, "Scoped decisions"): a stage that read the call's
+parameters beyond its block parameter says so (`read_params`), and one that read something that
+can change records that thing's epoch slot and value (`read_epoch`; router/epochs.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.cacheable import Pinned
@@ -20,10 +24,8 @@ from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
 from chainrouter.jsonrpc.errors import RpcError
-from chainrouter.router.flights import Flight
-
-if TYPE_CHECKING:
-    from chainrouter.router.forwards import Forwardable
+from chainrouter.router.contract import Attempted, Leading
+from chainrouter.router.epochs import Epochs
 
 
 @dataclass(slots=True)
@@ -31,6 +33,7 @@ class RequestContext:
     """One HTTP request to `/rpc/...`."""
 
     snapshot: RouterSnapshot  # the configuration the whole request is served from
+    snapshot_epoch: int  # the SNAPSHOT epoch when it was read (router/epochs.py)
     batch_id: str
     body: bytes
     chain_segment: str  # the chain ID as the path spells it
@@ -46,12 +49,11 @@ class RequestContext:
     refusal: RpcError | None = None  # set by the stage that refuses the request as a whole
     split_ranges: int = 0  # eth_getLogs ranges asked of nodes for calls split in parts
     cache_hits: int = 0  # calls answered from the cache or by joining an identical call
-    free_hits: int = 0  # calls answered from the cache (not joined) at the cache price 0
-    # The one call's forward, when the native server may repeat it (router/forwards.py).
-    forwardable: Forwardable | None = None
-    # Seconds the server spent on the request before the pipeline got it (a repeat that went
-    # to the pipeline after all): taken off every call's deadline.
+    # Seconds the native server spent on the request before the pipeline got it (calls it sent
+    # under decisions): taken off every call's deadline.
     waited_s: float = 0.0
+    # The calls it sent meanwhile: each the first attempt at its call (router/stages/attempt.py).
+    attempts: list[Attempted] = field(default_factory=list)
     # Each call once it ended, kept only when requests are logged (router/request_log.py).
     ended: list[CallContext] | None = None
 
@@ -63,6 +65,7 @@ class CallContext:
     request: RequestContext
     call: RpcCall
     body: bytes  # the call as a node receives it
+    index: int = 0  # its place in the request: 0 for a single call
     needs: Needs = NOTHING  # what a node must be able to do to answer it
     routes: tuple[Route, ...] = ()  # every route that prices the method on the chain
     ordered: Sequence[Route] = ()  # the ones to try, in order
@@ -77,14 +80,21 @@ class CallContext:
     ranges_served_by: tuple[Route, ...] = ()  # a split call's: the route of each range
     retry_after_s: float | None = None  # refused for limits: when the first route frees up
     attempts: int = 0  # nodes the call was sent to (hedges and failovers included)
+    answer_s: float = 0.0  # how long the node that served it took to answer
     # The response cache's and coalescing's (router/stages/cache.py); None: neither applies.
     cache_key: str | None = None
     cache_pin: Pinned | None = None  # None: never kept (coalesced at most)
-    flight: Flight | None = None  # the flight this call leads
+    cached: bytes | None = None  # answered from the cache: its `"result":...`
+    leading: Leading | None = None  # the flight this call leads
+    flight_seen: int | None = None  # the seen head its flight's key holds (a read of the head)
     # Served by its first route at the first try, with no rate limit in the way: how long the
-    # attempt would have waited before another node was tried (router/forwards.py). None: not.
-    repeat_within_s: float | None = None
-    repeat_at_hedge: bool = False  # that time is the hedge delay of a raced read
+    # attempt would have waited before another node was tried. None: not (router/fast/).
+    decided_within_s: float | None = None
+    decided_at_hedge: bool = False  # that time is the hedge delay of a raced read
+    # What the call's decision depends on (router/epochs.py): whether a stage read its params
+    # beyond the block parameter, and the epoch slots read, with their values then.
+    params_read: bool = False
+    epochs_read: dict[int, int] = field(default_factory=dict)
 
     @property
     def cost_nano(self) -> int:
@@ -103,6 +113,16 @@ class CallContext:
             Needs(history_from=first, history_to=min(first + size - 1, end))
             for first in range(start, end + 1, size)
         ]
+
+    def read_params(self) -> None:
+        """A stage read the call's parameters beyond its block parameter: only the same call
+        (but for its id) may share its decision."""
+        self.params_read = True
+
+    def read_epoch(self, epochs: Epochs, slot: int) -> None:
+        """A stage read something whose epoch slot is `slot` (router/epochs.py)."""
+        if slot not in self.epochs_read:
+            self.epochs_read[slot] = epochs.read(slot)
 
     def end(self, scenario: Scenario, status: int, answer: bytes) -> None:
         """End the call with this outcome; no later call stage runs."""

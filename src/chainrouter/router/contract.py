@@ -1,24 +1,26 @@
-"""The contract between the request pipeline and the executors that run it.
+"""The contract between the request pipeline and the executors that run it, declared once.
 
 The pipeline does no I/O. Where it needs the network or time it awaits one of the commands below
 and is resumed with the command's result; an executor carries the commands out. There are two
 executors: the native one in Rust (`native/`, the default) and the Python one
-(`router/executors/python.py`). Both read this module, and only this module:
+(`router/executors/python.py`). Everything that crosses between the pipeline and an executor is
+declared here, and only here:
 
-- the HTTP request a server hands to the router (`HttpRequest`) and the answer it writes back
-  (`HttpAnswer`);
-- the commands (`Forward`, `Gather`, `Race`, `Acquire`, `Join`, `Wait`, `Spawn`) and what each is
-  resumed with;
-- the ways a node can fail (`FailureKind`, inside a `Failure`);
-- the native server's replay memo (`REPLAY_MEMO`: router/replay.py hands it answers the server
-  gives again itself, router/forwards.py forwards it repeats), called with these keyword
-  arguments, and the host function the server calls before it answers a repeated forward
-  (`SETTLE_FORWARD`, its parameters in the order they are passed).
+- the HTTP request a server hands to the router (`HttpRequest`, with the `Attempted` calls the
+  native server made before it handed the request over) and the answer it writes back
+  (`HttpAnswer`, with the `Decision`s the native server may apply to later calls in their scope);
+- the commands (`Forward`, `Gather`, `Race`, `Acquire`, `Join`, `Wait`, `Spawn`, `Coalesce`) and
+  what each is resumed with; the ways a node can fail (`FailureKind`, inside a `Failure`); how a
+  coalesced call ends for the calls that joined it (`Landed`, handed to `Leading.land`);
+- what the native server hands the ledger for the calls it served itself (`Receipt`, in groups)
+  and what it is told back (`Verdict`);
+- the native module's classes and functions (`router/native_api.py`).
 
-The Rust side declares what it expects of each (`chainrouter._native.contract()`), and
-`tests/router/test_contract.py` checks that declaration against `describe()`: a change on one side
-only fails there, and a native build of another contract version refuses to start. Changing
-anything here means raising `VERSION` and changing `native/src/contract.rs` to match.
+The Rust side is generated from these declarations (`native/src/contract_gen.rs`: every type's
+name and field names, which the Rust code reads and builds objects by; `python -m
+chainrouter.router.contract_gen` writes it, and the stub `chainrouter/_native.pyi`), and the tests
+check that the generated files are current and that the built module matches them field by field
+(`tests/router/test_contract.py`). A native build of another `VERSION` refuses to start.
 
 A command is awaited directly (`answer = await Forward(url, body, timeout_s)`): its `__await__`
 hands the command itself to whoever steps the coroutine, and returns what it is resumed with.
@@ -28,49 +30,19 @@ from __future__ import annotations
 
 import concurrent.futures
 from collections.abc import Coroutine, Generator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, Protocol
 
+from chainrouter.domain.enums import Scenario
 from chainrouter.ratelimit.window import Bucket
 
-# 2: `Race`; 3: `Acquire` resumed with the seconds to wait (0.0: taken), not a bool;
-# 4: `HttpRequest.websocket_key` (a WebSocket upgrade); 5: `Join`; 6: the replay memo;
-# 7: repeated forwards (`install_forward`, `holds_forward`, `SETTLE_FORWARD`);
-# 8: `HttpRequest.waited_s`
-VERSION = 8
+# 9: one data plane: decisions in `HttpAnswer`, `Attempted` calls in `HttpRequest`, `Coalesce`,
+# `Receipt` and `Verdict`; the Rust side generated from this module.
+VERSION = 9
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
-
-
-@dataclass(slots=True)
-class HttpRequest:
-    """One HTTP request as a server hands it to the router, built by the executor's server."""
-
-    method: str
-    path: str  # without the query
-    origin: str | None
-    referer: str | None
-    forwarded_for: str | None
-    content_type: str | None
-    peer: str  # the socket peer's IP address
-    body: bytes | None  # None: larger than the server's body limit, and not read
-    # A WebSocket upgrade's Sec-WebSocket-Key: the answer is 101 to accept it (the server then
-    # hands the connection to the session; docs/websocket.md), else a refusal. None: not one.
-    websocket_key: str | None = None
-    # Seconds the server already spent on the request before handing it over: a repeated
-    # forward whose node gave no plain answer (router/forwards.py). The call's deadline runs
-    # from when the server began, not from the handover.
-    waited_s: float = 0.0
-
-
-class HttpAnswer(NamedTuple):
-    """What the server writes back. A tuple, so that Rust reads it without attribute look-ups."""
-
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
 
 
 class FailureKind(StrEnum):
@@ -90,6 +62,138 @@ class Failure:
     kind: FailureKind
     detail: str
     status: int | None
+
+
+@dataclass(slots=True)
+class Attempted:
+    """A call the native server sent to a node under a decision before it handed the request to
+    the pipeline (its node did not answer plainly, or the ledger did not take every call of the
+    request). It stands for the pipeline's first attempt at that call on that node, which is then
+    not sent again (router/stages/attempt.py)."""
+
+    call: int  # the call's place in the request: 0 for a single call, its index in a batch
+    node_id: int
+    answer: bytes | None  # the node's 2xx answer; None with a failure
+    failure: Failure | None
+    elapsed_s: float  # from sending to the answer or the failure
+    timeout_s: float  # what the server waited at most
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    """One HTTP request as a server hands it to the router, built by the executor's server."""
+
+    method: str
+    path: str  # without the query
+    origin: str | None
+    referer: str | None
+    forwarded_for: str | None
+    content_type: str | None
+    peer: str  # the socket peer's IP address
+    body: bytes | None  # None: larger than the server's body limit, and not read
+    # A WebSocket upgrade's Sec-WebSocket-Key: the answer is 101 to accept it (the server then
+    # hands the connection to the session; docs/websocket.md), else a refusal. None: not one.
+    websocket_key: str | None = None
+    # Seconds the server already spent on the request before handing it over (its calls sent
+    # under decisions): the calls' deadlines run from when the server began.
+    waited_s: float = 0.0
+    # The calls it sent meanwhile, and what their nodes did: each the first attempt at its call.
+    attempts: list[Attempted] = field(default_factory=list)
+
+
+class DecisionScope(StrEnum):
+    """Which later calls a decision applies to, besides the request's path, Origin, Referer and
+    Content-Type, which must always be the same (docs/architecture.md, "Scoped decisions")."""
+
+    EXACT = "exact"  # the same call, byte for byte but for its id
+    # The same call but for its id and every parameter but the block parameter, which no stage
+    # read (`masks` of the native memo: `domain/requirements.py`, `unread_params`).
+    MASKED = "masked"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the pipeline decided for one call of a request, for the native server to apply to
+    later calls in the same scope without the pipeline: send the call to `url` (a forward) or
+    give `member` under the caller's id (an answer). It stands while every epoch slot it read
+    holds the value it had (router/epochs.py), for at most the memo's maximum age; a call it
+    serves spends `spend_nano` from the customer's grant (router/fast/grants.py) and goes to the
+    ledger with `booking` (a `Receipt`)."""
+
+    call: int  # the call's place in the request it was decided for
+    scope: DecisionScope
+    epoch_slots: list[int]
+    epoch_values: list[int]
+    customer_id: int
+    # Spent from the customer's grant for each call served (0: nothing; a key that bypasses
+    # the credit check spends nothing, and is booked all the same), and for a call that joins
+    # an identical one in flight.
+    spend_nano: int
+    join_spend_nano: int
+    url: str  # the node a forward sends the call to; "" for an answer
+    node_id: int
+    timeout_s: float  # how long a forward waits on its node before the pipeline takes over
+    # Identical calls in flight at once share one attempt (coalescing) under a key of this chain
+    # and, for a read of the head, this seen head; `flight_chain` 0: never coalesced.
+    flight_chain: int
+    flight_seen: int  # -1: no seen head in the key
+    member: bytes | None  # an answer's `"result":...`: the JSON after its id
+    headers: list[tuple[str, str]]  # the answer's headers, but X-Batch-Id
+    booking: object  # what the ledger books a call of this scope as (router/ledger.py)
+
+
+@dataclass(slots=True)
+class HttpAnswer:
+    """What the server writes back, and the decisions it may apply to later calls."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    body: bytes
+    decisions: list[Decision] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Receipt:
+    """A call the native server served under a decision, for the ledger (router/fast/settle.py):
+    the receipts of one request share `request`, and are taken all or none."""
+
+    decision: Decision
+    request: int
+    # The id the node's answer must carry (JSON): the call's own as the client wrote it, or,
+    # for a call that joined, the one the call it joined was sent under.
+    call_id: bytes
+    answer: bytes | None  # the node's answer (a failure never comes here); None for an answer
+    elapsed_s: float
+    joined: bool  # it took the answer of an identical call in flight (coalescing)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The ledger's word on a receipt: `served`, the call's answer goes to the client (billed);
+    else the pipeline answers the request. `member`: for a call that `joined`, the answer's
+    `"result":...` to give under its own id."""
+
+    served: bool
+    member: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Landed:
+    """How a coalesced call ended, for the calls that joined it (router/stages/cache.py)."""
+
+    scenario: Scenario
+    status: int
+    member: bytes  # `"result":...` or `"error":...`, the JSON after the answer's id
+    retry_after_s: float | None = None  # refused for limits: when a retry could succeed
+    head: int | None = None  # the newest block the answer is known to reflect (None: unknown)
+
+
+class Leading(Protocol):
+    """A call that leads a flight (`Coalesce`): `land` hands its outcome to the calls that joined
+    it (None: cut short, they are attempted on their own). An executor lands a flight whose
+    leader never does as cut short."""
+
+    def land(self, landed: Landed | None) -> None: ...
 
 
 @dataclass(slots=True)
@@ -150,8 +254,7 @@ class Acquire:
 @dataclass(slots=True)
 class Join:
     """Resumed with the result of `future` once it is done (its exception raised here, if it
-    ended with one). The host's Python side ends it: the response cache's Redis look-up, or the
-    call in flight that identical calls joined (router/flights.py)."""
+    ended with one). The host's Python side ends it: the response cache's Redis look-up."""
 
     future: concurrent.futures.Future[Any]
 
@@ -180,77 +283,35 @@ class Spawn:
         return (yield self)
 
 
-COMMANDS = (Forward, Gather, Race, Acquire, Join, Wait, Spawn)
-Command = Forward | Gather | Race | Acquire | Join | Wait | Spawn
+@dataclass(slots=True)
+class Coalesce:
+    """Lead or join the flight `key` in the executor's one flight table: identical read-only
+    calls in flight at once share one attempt (design notes, "Response cache and coalescing").
+    Resumed at once with a `Leading` when no call leads the flight (this one then does, and
+    lands it); else, once the leader has landed, with its `Landed`, or None when it was cut
+    short (this call is attempted on its own)."""
+
+    key: str
+
+    def __await__(
+        self,
+    ) -> Generator[Coalesce, Leading | Landed | None, Leading | Landed | None]:
+        return (yield self)
 
 
-# The native server's replay memo, `chainrouter._native.ReplayMemo`: each method and its
-# parameters, in order (router/replay.py calls them with these names as keywords).
-REPLAY_MEMO: dict[str, list[str]] = {
-    "__new__": ["max_bytes", "max_body_bytes", "max_age_s", "batch_prefix"],
-    "install": [
-        "token",
-        "generation",
-        "path",
-        "origin",
-        "referer",
-        "content_type",
-        "body",
-        "status",
-        "headers",
-        "answer",
-    ],
-    "install_forward": [
-        "token",
-        "generation",
-        "path",
-        "origin",
-        "referer",
-        "content_type",
-        "body",
-        "url",
-        "sent",
-        "answer",
-        "timeout_s",
-        "headers",
-        "flight",
-        "hand_head",
-    ],
-    "replay": ["path", "origin", "referer", "content_type", "body"],
-    "holds_forward": ["path", "origin", "referer", "content_type", "body"],
-    "flying": ["flight"],
-    "landed": ["flight"],
-    "follow": ["flight", "future"],
-    "clear": [],
-    "generation": [],
-    "next_batch_id": [],
-    "drain": [],
-    "stats": [],
-    "scan_ids": ["body"],
-}
+COMMANDS = (Forward, Gather, Race, Acquire, Join, Wait, Spawn, Coalesce)
+Command = Forward | Gather | Race | Acquire | Join | Wait | Spawn | Coalesce
 
-# `Forwards.settle` (router/forwards.py), which the native server calls with a list of the
-# repeated forwards whose nodes have answered (or whose leaders have: coalesced), each a tuple of
-# these fields in this order; it returns a verdict for each: True, billed, and the answer is
-# given; False, the pipeline answers. `followers`: the futures `follow` was given, which Python
-# releases.
-SETTLE_FORWARD = ["token", "elapsed_s", "answered", "head", "leader", "answer", "followers"]
-
-
-def describe() -> dict[str, Any]:
-    """The contract as data, in the shape `chainrouter._native.contract()` declares it."""
-
-    def field_names(kind: type) -> list[str]:
-        return [field.name for field in fields(kind)]
-
-    return {
-        "version": VERSION,
-        "module": __name__,
-        "request": field_names(HttpRequest),
-        "answer": list(HttpAnswer._fields),
-        "failure": field_names(Failure),
-        "failure_kinds": [kind.value for kind in FailureKind],
-        "commands": {kind.__name__: field_names(kind) for kind in COMMANDS},
-        "replay_memo": REPLAY_MEMO,
-        "settle_forward": SETTLE_FORWARD,
-    }
+# The types that cross the boundary as objects, each with the fields the Rust side reads or
+# builds it by (contract_gen.py writes them into native/src/contract_gen.rs).
+CROSSING: tuple[type, ...] = (
+    HttpRequest,
+    HttpAnswer,
+    Failure,
+    Attempted,
+    Decision,
+    Receipt,
+    Verdict,
+    Landed,
+    *COMMANDS,
+)

@@ -13,6 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from chainrouter.router import epochs
+from chainrouter.router.epochs import Epochs
+
 
 @dataclass(slots=True)
 class _Record:
@@ -25,6 +28,9 @@ class MemoryCooldowns:
     base_s: float = 1.0
     max_s: float = 60.0
     clock: Callable[[], float] = time.monotonic
+    # Raised when a node starts or ends a cooldown: decisions that read it stand no more (the
+    # end of a pause by time alone raises nothing; the decisions' age bounds it).
+    epoch_store: Epochs = field(default_factory=Epochs)
     _records: dict[int, _Record] = field(default_factory=dict)
 
     def available(self, node_id: int) -> bool:
@@ -60,7 +66,9 @@ class MemoryCooldowns:
         # The exponent is capped so that a node failing for days cannot overflow the float.
         pause = min(self.base_s * 2.0 ** min(failures - 1, 30), self.max_s)
         self._records[node_id] = _Record(failures, self.clock() + pause)
+        self.epoch_store.bump(epochs.node(node_id))
         return pause
 
     def succeeded(self, node_id: int) -> None:
-        self._records.pop(node_id, None)
+        if self._records.pop(node_id, None) is not None:
+            self.epoch_store.bump(epochs.node(node_id))

@@ -29,6 +29,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping
 
+from chainrouter.router import epochs
+from chainrouter.router.epochs import Epochs
+
 
 class Finality:
     def __init__(
@@ -38,8 +41,11 @@ class Finality:
         depth: int,
         depths: Mapping[int, int] | None = None,
         on_regress: Callable[[int], object] | None = None,
+        epoch_store: Epochs | None = None,
     ) -> None:
         self._chain_head = chain_head
+        # The router's epochs (router/epochs.py), apart from the finality epochs below.
+        self._epoch_store = epoch_store if epoch_store is not None else Epochs()
         self._depth = depth
         self._depths = dict(depths or {})
         self._on_regress = on_regress
@@ -124,6 +130,8 @@ class Finality:
         by_depth = chain_id not in self._by_tag
         if highest is not None and now < highest and (went_back or by_depth):
             self._bump(chain_id)
+        if now != highest:  # a block not final before may be now (router/epochs.py)
+            self._epoch_store.bump(epochs.chain_final(chain_id))
         self._highest[chain_id] = now
 
     def epochs(self) -> dict[int, int]:

@@ -38,8 +38,10 @@ import orjson
 
 from chainrouter.domain.requirements import Work
 from chainrouter.domain.routing import HealthReport, NodeHealth, NodeInfo
+from chainrouter.router import epochs
 from chainrouter.router.contract import Failure, Forward, Spawn, Wait
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.epochs import Epochs
 from chainrouter.router.finality import Finality
 from chainrouter.router.latency import RecentLatency
 
@@ -123,8 +125,11 @@ class HealthMonitor:
         concurrency: int,
         timeout_s: float,
         max_block_lag: int,
+        epoch_store: Epochs | None = None,
     ) -> None:
         self.cooldowns = cooldowns
+        # The router's epochs: raised as a node's health or a chain's heads change.
+        self.epochs = epoch_store if epoch_store is not None else Epochs()
         self._interval_s = interval_s
         self._max_per_s = max_per_s
         self._concurrency = concurrency
@@ -213,11 +218,13 @@ class HealthMonitor:
         first = state.checked_at is None and node.node_id not in self._latency_ms
         if first:
             self._first_check_out.add(node.node_id)
+            self._changed(node.node_id)
         try:
             await self._check(node, state)
         finally:
             if first:
                 self._first_check_out.discard(node.node_id)
+                self._changed(node.node_id)
 
     async def _check(self, node: NodeInfo, state: NodeState) -> None:
         started = time.monotonic()
@@ -238,6 +245,8 @@ class HealthMonitor:
                 state.wrong_chain = True
                 state.head = None  # another chain's head says nothing of this one's
                 self._out_of_sync.add(node.node_id)
+                self._changed(node.node_id)
+                self.epochs.bump(epochs.chain_heads(node.chain_id))
                 if state.failures == 1:
                     log.warning("node %d gets no traffic: %s", node.node_id, exc)
             elif state.failures == 1:
@@ -343,6 +352,7 @@ class HealthMonitor:
         heads = [state.head for state in members if state.head is not None]
         median = statistics.median_low(heads)
         self._chain_heads[chain_id] = max(h for h in heads if h - median <= _IMPLAUSIBLE_LEAD)
+        self.epochs.bump(epochs.chain_heads(chain_id))  # a node's head moved
         for node_id in self._members[chain_id]:
             if node_id in self._states:
                 self._publish(node_id, self._states[node_id])
@@ -356,6 +366,8 @@ class HealthMonitor:
             or chain_head is None
             or -_IMPLAUSIBLE_LEAD <= chain_head - state.head <= self.max_block_lag
         )
+        if in_sync == (node_id in self._out_of_sync):
+            self._changed(node_id)
         if in_sync:
             self._out_of_sync.discard(node_id)
         else:
@@ -367,7 +379,12 @@ class HealthMonitor:
             self._forget(gone)
         self.recent.forget_except(node_ids)
 
+    def _changed(self, node_id: int) -> None:
+        """The node's health as the pipeline reads it changed (router/epochs.py)."""
+        self.epochs.bump(epochs.node(node_id))
+
     def _forget(self, node_id: int) -> None:
+        self._changed(node_id)
         self._states.pop(node_id, None)
         self._out_of_sync.discard(node_id)
         self._latency_ms.pop(node_id, None)

@@ -21,12 +21,11 @@ import orjson
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
 from chainrouter.net.client_ip import IpNetwork, client_address, in_networks
 from chainrouter.router.contract import HttpAnswer, HttpRequest
-from chainrouter.router.forwards import Forwards
+from chainrouter.router.fast.decisions import Decider
 from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.pipeline import CACHE_HEADER, SPLIT_HEADER, Reply
 from chainrouter.router.prometheus import CONTENT_TYPE, RouterExposition
 from chainrouter.router.readiness import Readiness
-from chainrouter.router.replay import Replays
 from chainrouter.router.request_log import RequestLog
 from chainrouter.router.service import RpcService
 from chainrouter.router.sync import StorageSync
@@ -65,8 +64,7 @@ class RouterFace:
         metrics: MetricsAccess | None = None,
         request_log: RequestLog | None = None,  # None or not enabled: no line per request
         hub: Hub | None = None,  # WebSocket clients' feeds; None: upgrades are refused (404)
-        replays: Replays | None = None,  # the native server's; None: nothing is replayed
-        forwards: Forwards | None = None,  # the native server's; None: no forward is repeated
+        decider: Decider | None = None,  # None: the executor applies no decisions
     ) -> None:
         self._service = service
         self._sync = sync
@@ -77,8 +75,7 @@ class RouterFace:
         self._count = self._metrics.counts.request
         self._request_log = request_log
         self._hub = hub
-        self._replays = replays
-        self._forwards = forwards
+        self._decider = decider
 
     async def respond(self, request: HttpRequest) -> HttpAnswer:
         """The answer to one request (a program: the executor runs it). One coroutine for the
@@ -101,7 +98,6 @@ class RouterFace:
             return HttpAnswer(204, [batch_id, *_cors(origin), *_CORS_PREFLIGHT], b"")
         request_log = self._request_log
         started = time.perf_counter() if request_log is not None and request_log.enabled else 0.0
-        replayed_in = 0  # the replay memo's generation when a keyed request began
         try:
             parts = path[5:].split("/")
             body = request.body
@@ -123,10 +119,6 @@ class RouterFace:
                 ip = client_address(request.peer, request.forwarded_for, self._trusted)
                 reply = await service.handle_public(parts[1], ip, body, request.content_type)
             else:
-                # Before the snapshot is read: a replay or a forward is installed only if
-                # nothing cleared the memo meanwhile (router/replay.py).
-                if self._replays is not None:
-                    replayed_in = self._replays.generation()
                 reply = await service.handle_keyed(
                     parts[0],
                     parts[1],
@@ -135,6 +127,7 @@ class RouterFace:
                     referer=request.referer,
                     content_type=request.content_type,
                     waited_s=request.waited_s,
+                    attempts=request.attempts,
                 )
         except Exception:
             # A bug must still get a JSON-RPC answer with a batch id (spec section 7: 500).
@@ -145,10 +138,10 @@ class RouterFace:
         if started and request_log is not None:
             request_log.write(route, reply, time.perf_counter() - started)
         answer = _answer(reply, origin)
-        if reply.replayable is not None and self._replays is not None:
-            self._replays.install(request, answer, reply.replayable, replayed_in)
-        elif reply.forwardable is not None and self._forwards is not None:
-            self._forwards.install(request, answer, reply.forwardable, replayed_in)
+        decided = reply.decidable
+        if decided is not None and decided.ended and self._decider is not None:
+            headers = [(name, value) for name, value in answer.headers if name != "x-batch-id"]
+            answer.decisions = self._decider.decide(decided, decided.ended, headers)
         return answer
 
     def _other(self, request: HttpRequest) -> HttpAnswer:

@@ -10,16 +10,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from chainrouter.domain.enums import Scenario
-from chainrouter.domain.requirements import Work, work_of
 from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
 from chainrouter.jsonrpc.errors import RpcError
 from chainrouter.jsonrpc.responses import batch_response, error_response
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.contract import Gather
-from chainrouter.router.forwards import Forwardable
-from chainrouter.router.replay import Replayable
 from chainrouter.router.stages import CallStage, RequestStage
 
 _OK = 200
@@ -36,10 +32,9 @@ class Reply:
     batch_id: str
     headers: tuple[tuple[str, str], ...] = ()  # beyond the ones every answer carries
     request: RequestContext | None = None  # the request served, when requests are logged
-    # Set when the native server may give this answer again itself (router/replay.py).
-    replayable: Replayable | None = None
-    # Set when the native server may send this call to the same node again (router/forwards.py).
-    forwardable: Forwardable | None = None
+    # The request served, with its ended calls, when the native server may apply their
+    # decisions to later calls (router/fast/decisions.py): keyed, and not logged call by call.
+    decidable: RequestContext | None = None
 
 
 def combined_status(statuses: Sequence[int]) -> int:
@@ -62,6 +57,7 @@ class Pipeline:
         closing_stages: Sequence[CallStage],
         *,
         keep_requests: bool = False,
+        hand_decisions: bool = False,
         cache_header: bool = False,
     ) -> None:
         self.request_stages = tuple(request_stages)
@@ -69,15 +65,20 @@ class Pipeline:
         self.closing_stages = tuple(closing_stages)
         # Hand each request and its ended calls back with the reply, for the request log.
         self.keep_requests = keep_requests
+        # Hand them back for decisions (an executor that applies them), when not logged.
+        self.hand_decisions = hand_decisions and not keep_requests
         # Say in `X-Cache` whether the answers came from the cache (docs/cache.md).
         self.cache_header = cache_header
 
     async def serve(self, request: RequestContext) -> Reply:
         # One coroutine for the whole request: each more would cost every request its frame.
-        kept = None
+        kept = decidable = None
         if self.keep_requests:
             request.ended = []
             kept = request
+        elif self.hand_decisions:
+            request.ended = []
+            decidable = request
         for stage in self.request_stages:
             pending = stage.run(request)
             if pending is not None:
@@ -92,14 +93,11 @@ class Pipeline:
                     kept,
                 )
         if not request.is_batch:
-            status, answer, retry_s = await self._call(request, request.calls[0], request.body)
+            status, answer, retry_s = await self._call(request, request.calls[0], request.body, 0)
             headers = _headers(request, status, retry_s, self.cache_header)
-            replayable = _replayable(request) if request.free_hits and kept is None else None
-            return Reply(
-                status, answer, request.batch_id, headers, kept, replayable, request.forwardable
-            )
+            return Reply(status, answer, request.batch_id, headers, kept, decidable)
         results: list[tuple[int, bytes, float | None]] = await Gather(
-            [self._call(request, call, None) for call in request.calls]
+            [self._call(request, call, None, i) for i, call in enumerate(request.calls)]
         )
         status = combined_status([status for status, _, _ in results])
         # Every item refused alike: retry when the last of them could succeed.
@@ -110,18 +108,18 @@ class Pipeline:
             request.batch_id,
             _headers(request, status, retry_s, self.cache_header),
             kept,
-            _replayable(request) if request.free_hits and kept is None else None,
+            decidable,
         )
 
     async def _call(
-        self, request: RequestContext, call: RpcCall | InvalidCall, body: bytes | None
+        self, request: RequestContext, call: RpcCall | InvalidCall, body: bytes | None, index: int
     ) -> tuple[int, bytes, float | None]:
         """One call's HTTP status, answer and, when it was refused for a limit, the seconds
         until a retry could succeed. `body` is the call as sent (a single request goes to its
         node byte for byte); None for a batch item, encoded on its own."""
         if isinstance(call, InvalidCall):
             return call.failure.http_status, error_response(call.failure, call.id_json), None
-        context = CallContext(request, call, encode_call(call) if body is None else body)
+        context = CallContext(request, call, encode_call(call) if body is None else body, index)
         try:
             for stage in self.call_stages:
                 pending = stage.run(context)
@@ -136,64 +134,7 @@ class Pipeline:
                 closing.run(context)
             if request.ended is not None:
                 request.ended.append(context)
-        if context.repeat_within_s is not None and body is not None and request.ended is None:
-            request.forwardable = _forwardable(context)
         return context.status, context.answer, context.retry_after_s
-
-
-def _replayable(request: RequestContext) -> Replayable | None:
-    """Whether the native server may give this answer again to the same request (every call a
-    free hit of a final answer, a key without a rate limit of its own: router/replay.py)."""
-    access = request.access
-    calls = request.calls
-    if access is None or request.free_hits != len(calls) or access.rate_limit > 0:
-        return None
-    methods = tuple(call.method for call in calls if isinstance(call, RpcCall))
-    if len(methods) != len(calls):
-        return None
-    return Replayable(access.customer_id, access.key_id, request.chain_id, methods)
-
-
-def _forwardable(call: CallContext) -> Forwardable | None:
-    """Whether the native server may repeat this call's forward (router/forwards.py): it was
-    the whole decision for a single call, served by its first route at the first try; the key
-    has no rate limit of its own; the answer is never kept (a kept one comes from the cache
-    next time, at the cache's price); not a split `eth_getLogs`; not an `eth_chainId`, whose
-    answer the pipeline checks against the chain; a read the router knows (a method it does not
-    know may be a write, as for hedges: a call whose repeat failed is sent again by the
-    pipeline)."""
-    request, route, within_s = call.request, call.served_by, call.repeat_within_s
-    access = request.access
-    if (
-        access is None
-        or route is None
-        or within_s is None
-        or access.rate_limit > 0
-        or call.scenario is not Scenario.FIRST_CHOICE
-        or call.cache_pin is not None
-        or call.split_size
-        or call.charged_nano is not None
-        or call.call.method == "eth_chainId"
-    ):
-        return None
-    work = work_of(call.call.method)
-    if work is Work.UNKNOWN or work is Work.WRITE:
-        return None
-    return Forwardable(
-        access.customer_id,
-        access.key_id,
-        request.chain_id,
-        call.call.method,
-        access.bypass_credit_check,
-        route,
-        work,
-        call.needs.at_head,
-        call.body,
-        within_s,
-        call.cache_key if call.flight is not None else None,
-        tuple(r.node.node_id for r in call.routes if r.node.node_id != route.node.node_id),
-        call.repeat_at_hedge,
-    )
 
 
 def _refused(request: RequestContext, refusal: RpcError) -> bytes:

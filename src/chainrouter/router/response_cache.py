@@ -24,11 +24,13 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import Any
 
 from redis.asyncio import Redis
 
+from chainrouter.router import epochs
+from chainrouter.router.epochs import Epochs
 from chainrouter.router.memory_cache import CacheStat, MemoryCache
 
 log = logging.getLogger(__name__)
@@ -198,11 +200,13 @@ class RedisTier:
 class ResponseCache:
     """The two tiers as the pipeline sees them."""
 
-    def __init__(self, memory: MemoryCache, redis: RedisTier | None = None) -> None:
+    def __init__(
+        self, memory: MemoryCache, redis: RedisTier | None = None, epoch_store: Epochs | None = None
+    ) -> None:
         self.memory = memory
         self.redis = redis
-        # Told of every purge (router/replay.py: answers the native server gives again).
-        self.on_purge: Callable[[int], object] | None = None
+        # Raised at every purge: decisions that read the chain's cache stand no more.
+        self._epochs = epoch_store if epoch_store is not None else Epochs()
 
     def lookup(
         self, key: str, *, shared: bool = True
@@ -230,9 +234,9 @@ class ResponseCache:
     def forget(self, chain_id: int) -> int:
         """Drop the chain's answers held in process only (another router's regress: it has
         Redis's deleted). How many."""
-        if self.on_purge is not None:
-            self.on_purge(chain_id)
-        return self.memory.purge(chain_id)
+        dropped = self.memory.purge(chain_id)
+        self._epochs.bump(epochs.chain_cache(chain_id))
+        return dropped
 
 
 def redis_tier(url: str | None, *, timeout_s: float, ttl_s: int) -> RedisTier | None:

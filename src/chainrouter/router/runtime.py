@@ -20,10 +20,13 @@ from chainrouter.ratelimit import create_limiter
 from chainrouter.ratelimit.window import Limiter
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.epochs import Epochs
 from chainrouter.router.executors import Executor
+from chainrouter.router.fast.decisions import Decider
+from chainrouter.router.fast.grants import Grants
+from chainrouter.router.fast.memo import FastPath
+from chainrouter.router.fast.settle import Settle
 from chainrouter.router.finality import Finality
-from chainrouter.router.flights import Flights
-from chainrouter.router.forwards import Forwards
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.http_face import MetricsAccess, RouterFace
 from chainrouter.router.journal import (
@@ -33,13 +36,13 @@ from chainrouter.router.journal import (
     replay_journals,
 )
 from chainrouter.router.latency import TailPolicies, TailPolicy
+from chainrouter.router.ledger import Ledger
 from chainrouter.router.memory_cache import MemoryCache
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import MetricsShare, RouterMetrics, with_metered
 from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.prometheus import RouterExposition, RouterState
 from chainrouter.router.readiness import Readiness, readiness
-from chainrouter.router.replay import Replays
 from chainrouter.router.request_log import RequestLog
 from chainrouter.router.response_cache import (
     ResponseCache,
@@ -75,6 +78,7 @@ class RouterRuntime:
     limiter: Limiter
     cooldowns: MemoryCooldowns
     engine: Engine
+    ledger: Ledger
     stale_after_s: float = 60.0  # storage silent this long: not ready
     metrics: RouterMetrics = field(default_factory=RouterMetrics)
     metrics_networks: tuple[IpNetwork, ...] = ()  # who may scrape; empty: no /metrics
@@ -82,8 +86,10 @@ class RouterRuntime:
     request_log: RequestLog | None = None  # one line per request, at its configured level
     hub: Hub | None = None  # the WebSocket clients' chain feeds
     ws_limits: WsLimits = field(default_factory=WsLimits)
-    replays: Replays | None = None  # a native server's memo of answers it gives again itself
-    forwards: Forwards | None = None  # the forwards that memo repeats
+    # The native server's decisions (router/fast/): what makes them, and what settles the calls
+    # it serves under them; None: the executor applies none.
+    decider: Decider | None = None
+    settle: Settle | None = None
     # The chains' finality epochs shared through the cache's Redis; None: no Redis for answers.
     shared_epochs: SharedEpochs | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -117,37 +123,8 @@ class RouterRuntime:
             access,
             self.request_log,
             self.hub,
-            self.replays,
-            self.forwards,
+            self.decider,
         )
-
-    def replay_into(self, memo: Any, *, forwards: bool = True) -> Replays:
-        """Have the pipeline hand the native server's `memo` the answers it may give again
-        itself (router/replay.py) and, with `forwards`, the forwards it may repeat
-        (router/forwards.py); before `face` and `start_background`."""
-        deps = self.service.deps
-        replays = Replays(memo, deps.meter, self.metrics, deps.cache)
-        self.replays = self.service.replays = replays
-        if forwards:
-            self.forwards = Forwards(
-                memo,
-                replays.tokens,
-                meter=deps.meter,
-                credits=deps.credits,
-                cooldowns=deps.cooldowns,
-                health=deps.health,
-                seen_heads=deps.seen_heads,
-                metrics=self.metrics,
-                cache_prices=deps.cache_prices,
-                flights=deps.flights,
-            )
-            replays.on_gone = self.forwards.forget
-            replays.on_clear = self.forwards.clear
-            if deps.flights is not None:  # the server's repeats and the pipeline share flights
-                deps.flights.native = memo
-        # One sequence of batch ids for the worker: the pipeline's answers and the replays.
-        self.service.batch_ids = memo.next_batch_id
-        return replays
 
     def readiness(self) -> Readiness:
         return readiness(
@@ -175,8 +152,6 @@ class RouterRuntime:
             shared = asyncio.create_task(self._share_metrics(), name="metrics-share")
             shared.add_done_callback(_report_end)
             self._tasks.append(shared)
-        if self.replays is not None:  # on the server's thread, where replays are installed
-            executor.spawn(self.replays.run())
         if self.shared_epochs is not None:  # where the health checks report finality
             executor.spawn(self.shared_epochs.run())
         if health_checks:
@@ -203,9 +178,9 @@ class RouterRuntime:
         response cache's, the shared epochs'."""
         deps = self.service.deps
         websocket = None if self.hub is None else self.hub.gauges()
-        flights = deps.flights
-        replayed = None if self.replays is None else self.replays.replayed
-        cache = cache_counts(deps.cache, None if flights is None else flights.coalesced, replayed)
+        forwarded, answered, coalesced = self.ledger.counts()
+        self.metrics.repeated = forwarded
+        cache = cache_counts(deps.cache, coalesced, answered)
         epochs = None if self.shared_epochs is None else self.shared_epochs.counts()
         return with_metered(self.metrics, deps.meter, websocket, cache, epochs)
 
@@ -229,12 +204,6 @@ class RouterRuntime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
-        if self.replays is not None:  # the server has stopped: the last replays it counted
-            self.replays.stop()
-            try:
-                self.replays.drain()
-            except Exception:  # what was metered before is written all the same
-                log.exception("the last replays could not be metered")
         if not await self.sync.flush():
             self.sync.log_unwritten()
         self.sync.close_journal()
@@ -249,9 +218,11 @@ class RouterRuntime:
         self.engine.dispose()
 
 
-def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
+def build_runtime(
+    settings: Settings, engine: Engine, fast: FastPath | None = None
+) -> RouterRuntime:
     """Everything a router process needs but an executor; the snapshot is loaded before this
-    returns."""
+    returns. `fast`: the native server's memo and epoch store, when it applies decisions."""
     # Usage a router killed without warning journaled goes to storage first, so that the
     # balances loaded next count it.
     instance = secrets.token_hex(8)  # names this process's flushes and its usage journal
@@ -276,7 +247,8 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
                 exc,
             )
     snapshot = load_snapshot(engine)
-    cooldowns = MemoryCooldowns()
+    epochs = Epochs(None if fast is None else fast.epochs)
+    cooldowns = MemoryCooldowns(epoch_store=epochs)
     health = HealthMonitor(
         cooldowns,
         interval_s=settings.health_check_interval_s,
@@ -284,9 +256,10 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         concurrency=settings.health_check_concurrency,
         timeout_s=settings.health_check_timeout_s,
         max_block_lag=settings.max_block_lag,
+        epoch_store=epochs,
     )
     capabilities = CapabilityBook(health)
-    cache, finality = _response_cache(settings, health)
+    cache, finality = _response_cache(settings, health, epochs)
     prober = None
     if settings.capability_probe_interval_s > 0:
         prober = CapabilityProber(
@@ -299,6 +272,10 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
     meter = UsageMeter(journal=journal)
     credits = CreditView()
     credits.replace_stored(dict(snapshot.balances_nano))
+    metrics = RouterMetrics()
+    seen_heads = SeenHeads(health)
+    ledger = Ledger(credits, meter, seen_heads, health, cooldowns, metrics, cache)
+    grants = None if fast is None else Grants(fast.memo, credits)
     deps = StageDeps(
         limits=RouterLimits(
             max_body_bytes=settings.max_body_bytes,
@@ -318,19 +295,36 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         ),
         health=health,
         capabilities=capabilities,
-        seen_heads=SeenHeads(health),
+        seen_heads=seen_heads,
         cooldowns=cooldowns,
         credits=credits,
         meter=meter,
+        ledger=ledger,
+        epochs=epochs,
         tail=tail_policies(settings),
-        metrics=RouterMetrics(),
+        metrics=metrics,
         cache=cache,
         finality=finality,
-        flights=Flights() if settings.coalesce else None,
+        coalesce=settings.coalesce,
         cache_prices=CachePrices(settings.cache_prices_nano()),
+        grants=grants,
     )
     request_log = RequestLog(logging.getLevelNamesMapping()[settings.request_log_level.name])
-    service = RpcService(snapshot, deps, keep_requests=request_log.enabled)
+    service = RpcService(
+        snapshot,
+        deps,
+        keep_requests=request_log.enabled,
+        batch_ids=None if fast is None else fast.memo.next_batch_id,
+    )
+    decider = settle = None
+    if grants is not None:
+        decider = Decider(
+            deps.cache_prices,
+            grants,
+            coalesce=settings.coalesce,
+            forwards=settings.repeat_forwards,
+        )
+        settle = Settle(ledger, grants, metrics)
     connect = _ws_connector(settings)
     ws_health = WsNodeHealth(
         connect,
@@ -364,6 +358,7 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
         limiter,
         cooldowns,
         engine,
+        ledger,
         stale_after_s=settings.health_storage_stale_s,
         metrics=deps.metrics,
         metrics_networks=tuple(parse_networks(settings.metrics_networks)),
@@ -380,11 +375,13 @@ def build_runtime(settings: Settings, engine: Engine) -> RouterRuntime:
             settings.ws_max_subscriptions, settings.ws_send_queue, settings.max_batch_size
         ),
         shared_epochs=_shared_epochs(settings, cache, finality),
+        decider=decider,
+        settle=settle,
     )
 
 
 def _response_cache(
-    settings: Settings, health: HealthMonitor
+    settings: Settings, health: HealthMonitor, epochs: Epochs
 ) -> tuple[ResponseCache | None, Finality | None]:
     """The response cache and the chains' finality it keeps answers by (docs/cache.md); with
     it on, health checks ask the nodes' `finalized` block."""
@@ -395,12 +392,13 @@ def _response_cache(
         timeout_s=settings.cache_redis_timeout_s,
         ttl_s=settings.cache_redis_ttl_s,
     )
-    cache = ResponseCache(MemoryCache(settings.cache_max_bytes), tier)
+    cache = ResponseCache(MemoryCache(settings.cache_max_bytes), tier, epochs)
     finality = Finality(
         health.chain_head,
         depth=settings.cache_finality_depth,
         depths=settings.chain_cache_finality_depth,
         on_regress=cache.purge,
+        epoch_store=epochs,
     )
     health.finality = finality
     return cache, finality

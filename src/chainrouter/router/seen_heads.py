@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 
 from chainrouter.domain.routing import NodeInfo
+from chainrouter.router import epochs
 from chainrouter.router.health import HealthMonitor
 
 MAX_ENTRIES = 100_000
@@ -36,6 +37,8 @@ class SeenHeads:
         with self._lock:
             previous = self._seen.pop(entry, None)  # re-inserted last: the newest written
             self._seen[entry] = block if previous is None else max(previous, block)
+        if previous is None or block > previous:  # what the key's decisions read moved on
+            self._health.epochs.bump(epochs.seen(key_id))
             if len(self._seen) > self._max_entries:
                 del self._seen[next(iter(self._seen))]
 

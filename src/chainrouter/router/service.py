@@ -15,9 +15,10 @@ from chainrouter.jsonrpc.responses import error_response
 from chainrouter.net.correlation import BatchIds
 from chainrouter.router import stages
 from chainrouter.router.context import RequestContext
+from chainrouter.router.contract import Attempted
+from chainrouter.router.epochs import SNAPSHOT
 from chainrouter.router.metering import CreditView
 from chainrouter.router.pipeline import Pipeline, Reply
-from chainrouter.router.replay import Replays
 from chainrouter.router.stages.domain import page_header
 
 JSON = "application/json"
@@ -25,19 +26,25 @@ JSON = "application/json"
 
 class RpcService:
     def __init__(
-        self, snapshot: RouterSnapshot, deps: stages.StageDeps, *, keep_requests: bool = False
+        self,
+        snapshot: RouterSnapshot,
+        deps: stages.StageDeps,
+        *,
+        keep_requests: bool = False,
+        batch_ids: Callable[[], str] | None = None,
     ) -> None:
         self.snapshot = snapshot
         self.deps = deps
         calls = stages.calls(deps)
         # For the request log (router/request_log.py), and the cache's header.
         kept = {"keep_requests": keep_requests, "cache_header": deps.caching}
-        self.keyed = Pipeline(stages.keyed(deps), calls, stages.closing(deps), **kept)
+        # Keyed calls' decisions, for an executor that applies them (router/fast/).
+        decided = {"hand_decisions": deps.grants is not None}
+        self.keyed = Pipeline(stages.keyed(deps), calls, stages.closing(deps), **kept, **decided)
         self.public = Pipeline(stages.public(deps), calls, stages.free_closing(deps), **kept)
         self.upgrade_stages = tuple(stages.websocket(deps))
-        # The next batch id; a native worker's comes from its replay memo (one sequence).
-        self.batch_ids: Callable[[], str] = BatchIds().next
-        self.replays: Replays | None = None  # the native server's, once it serves
+        # The next batch id; a native worker's comes from its memo (one sequence with its own).
+        self.batch_ids: Callable[[], str] = batch_ids or BatchIds().next
 
     @property
     def credits(self) -> CreditView:
@@ -53,9 +60,9 @@ class RpcService:
         A chain an administrator purged since has its cached answers dropped (its new purge
         generation already keeps them from being read)."""
         before, self.snapshot = self.snapshot.cache_generations, snapshot
-        if self.replays is not None:
-            # Replays were decided under the snapshot before: keys, domains, routes, standings.
-            self.replays.clear()
+        # After the snapshot it counts (router/epochs.py): decisions made under the one before
+        # (keys, domains, routes, prices, standings) stand no more.
+        self.deps.epochs.bump(SNAPSHOT)
         cache = self.deps.cache
         if cache is not None and snapshot.cache_generations != before:
             after = snapshot.cache_generations
@@ -74,8 +81,10 @@ class RpcService:
     ) -> RequestContext:
         """The access checks of a WebSocket upgrade (`stages.websocket`; none does I/O): the
         request with its key and chain, or with the refusal that answers it."""
+        epoch = self.deps.epochs.read(SNAPSHOT)  # before the snapshot it counts
         request = RequestContext(
             self.snapshot,
+            epoch,
             self.batch_ids(),
             b"",
             chain_segment,
@@ -102,11 +111,15 @@ class RpcService:
         referer: str | None = None,
         content_type: str | None = JSON,
         waited_s: float = 0.0,
+        attempts: list[Attempted] | None = None,
     ) -> Coroutine[Any, Any, Reply]:
         """The program that serves a request to `/rpc/{chain_segment}/{api_key}`, `waited_s`
-        of whose deadline the server has spent already (HttpRequest.waited_s)."""
+        of whose deadline the server has spent already, with the `attempts` it made meanwhile
+        (HttpRequest)."""
+        epoch = self.deps.epochs.read(SNAPSHOT)  # before the snapshot it counts
         request = RequestContext(
             self.snapshot,
+            epoch,
             self.batch_ids(),
             body,
             chain_segment,
@@ -115,6 +128,7 @@ class RpcService:
             None,
             content_type,
             waited_s=waited_s,
+            attempts=attempts or [],
         )
         return self.keyed.serve(request)
 
@@ -122,8 +136,10 @@ class RpcService:
         self, chain_segment: str, client_ip: str, body: bytes, content_type: str | None = JSON
     ) -> Coroutine[Any, Any, Reply]:
         """The program that serves a request to the free tier's `/rpc/evm/{chain_segment}`."""
+        epoch = self.deps.epochs.read(SNAPSHOT)
         request = RequestContext(
             self.snapshot,
+            epoch,
             self.batch_ids(),
             body,
             chain_segment,

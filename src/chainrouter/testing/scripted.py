@@ -21,6 +21,7 @@ off in `cancelled`. (A race inside a batch runs whole, one item after the other,
 
 from __future__ import annotations
 
+import concurrent.futures
 import heapq
 import math
 from collections.abc import Callable, Coroutine
@@ -31,6 +32,7 @@ import orjson
 from chainrouter.ratelimit.window import MemoryLimiter
 from chainrouter.router.contract import (
     Acquire,
+    Coalesce,
     Failure,
     FailureKind,
     Forward,
@@ -41,6 +43,7 @@ from chainrouter.router.contract import (
     Spawn,
     Wait,
 )
+from chainrouter.router.flights import FlightTable
 
 T = TypeVar("T")
 
@@ -147,6 +150,7 @@ class ScriptedExecutor:
         self.spawned: list[Program] = []  # started by `Spawn`, not run: `run` them to
         self.methods_sent: list[str] = []  # the method of every single call forwarded
         self.down: set[str] = set()  # URLs answering HTTP 503, whatever their script
+        self.flights = FlightTable()  # the calls in flight that identical ones join
 
     def run(self, program: Coroutine[Any, Any, T]) -> T:
         """Run `program` to its end, answering its commands from the script."""
@@ -183,6 +187,11 @@ class ScriptedExecutor:
         if isinstance(command, Spawn):
             self.spawned.append(command.program)
             return None
+        if isinstance(command, Coalesce):
+            boarded = self.flights.board(command.key)
+            if not isinstance(boarded, concurrent.futures.Future):
+                return boarded
+            return self._carry_out(Join(boarded))
         raise ScriptError(f"a program awaited {type(command).__name__}, which is not a command")
 
     def _forward(self, command: Forward) -> tuple[float, bytes | Failure]:
@@ -278,6 +287,13 @@ class ScriptedExecutor:
                     stepped = True
                     continue
                 stepped = True
+                if isinstance(command, Coalesce):
+                    boarded = self.flights.board(command.key)
+                    if isinstance(boarded, concurrent.futures.Future):
+                        command = Join(boarded)  # waits for the leader, as a Join does
+                    else:
+                        values[index] = boarded
+                        continue
                 if isinstance(command, Join) and not command.future.done():
                     joined[index] = command
                     continue

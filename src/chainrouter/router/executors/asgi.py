@@ -84,12 +84,12 @@ class RouterApp:
             client[0] if client else "",
             body,
         )
-        status, headers, answer = await executor.run(face.respond(request))
-        raw = [(name.encode(), value.encode("latin-1")) for name, value in headers]
+        answer = await executor.run(face.respond(request))
+        raw = [(name.encode(), value.encode("latin-1")) for name, value in answer.headers]
         if body is None:  # the rest of an over-size body was never read
             raw.append((b"connection", b"close"))
-        await send({"type": "http.response.start", "status": status, "headers": raw})
-        await send({"type": "http.response.body", "body": answer})
+        await send({"type": "http.response.start", "status": answer.status, "headers": raw})
+        await send({"type": "http.response.body", "body": answer.body})
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:

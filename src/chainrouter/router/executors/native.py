@@ -40,7 +40,7 @@ from chainrouter.router.executors.process import (
     settings_dial_rule,
     settle_heap,
 )
-from chainrouter.router.replay import Replays
+from chainrouter.router.fast.memo import native_fast_path
 from chainrouter.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ _USER_AGENT = "chainrouter"
 
 def load_native_module() -> Any:
     try:
-        from chainrouter import _native  # type: ignore[attr-defined]
+        from chainrouter import _native
     except ImportError as exc:
         raise SystemExit(
             "the native executor is not built (CHAINROUTER_RPC_SERVER=native): run `make setup`, "
@@ -129,7 +129,7 @@ def serve_native(settings: Settings) -> int:
 
 
 def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
-    runtime, trusted = assemble_worker(settings)
+    runtime, trusted = assemble_worker(settings, native_fast_path(native, settings))
     loop = _new_event_loop()
     driver = new_driver(
         native,
@@ -141,13 +141,6 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         rule=settings_dial_rule(settings),
     )
     executor = NativeExecutor(driver)
-    memo = None
-    caching = runtime.service.deps.cache is not None
-    if settings.cache_replay_max_bytes and (caching or settings.repeat_forwards):
-        memo = Replays.new_memo(
-            native, settings.cache_replay_max_bytes, settings.cache_replay_max_age_s
-        )
-        runtime.replay_into(memo, forwards=settings.repeat_forwards)
     face = runtime.face(trusted, executor)
     server = native.NativeServer(
         face.respond,
@@ -157,10 +150,9 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         settings.request_body_timeout_s,
         settings.max_connections,
     )
-    if memo is not None:
-        server.replay_from(memo)
-        if runtime.forwards is not None:
-            server.settle_forwards_with(runtime.forwards.settle)
+    deps = runtime.service.deps
+    if runtime.settle is not None and deps.grants is not None:
+        server.apply_decisions(deps.grants.memo, runtime.settle)
     server.accept_websockets(
         websocket_handler(runtime, executor.driver, loop, settings.ws_max_message_bytes)
     )

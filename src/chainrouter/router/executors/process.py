@@ -8,6 +8,7 @@ import resource
 
 from chainrouter.net.client_ip import IpNetwork, parse_networks
 from chainrouter.net.outbound import DialRule, dial_rule
+from chainrouter.router.fast.memo import FastPath
 from chainrouter.router.runtime import RouterRuntime, build_runtime
 from chainrouter.settings import Settings
 
@@ -25,8 +26,11 @@ def raise_open_file_limit(wanted: int = 65_536) -> None:
         log.info("open file limit raised from %d to %d", soft, target)
 
 
-def assemble_worker(settings: Settings) -> tuple[RouterRuntime, list[IpNetwork]]:
-    """A worker's router from settings, and the proxies whose X-Forwarded-For it trusts."""
+def assemble_worker(
+    settings: Settings, fast: FastPath | None = None
+) -> tuple[RouterRuntime, list[IpNetwork]]:
+    """A worker's router from settings, and the proxies whose X-Forwarded-For it trusts;
+    `fast`: the native server's memo and epochs, when it applies decisions."""
     from chainrouter.logs import configure_logging
     from chainrouter.stores.sql.engine import create_database_engine
     from chainrouter.stores.sql.migrate import require_current_schema
@@ -36,7 +40,7 @@ def assemble_worker(settings: Settings) -> tuple[RouterRuntime, list[IpNetwork]]
     engine = create_database_engine(settings.database_url)
     require_current_schema(engine)
     trusted = parse_networks(settings.trusted_proxies)
-    return build_runtime(settings, engine), trusted
+    return build_runtime(settings, engine, fast), trusted
 
 
 def settings_dial_rule(settings: Settings) -> DialRule:

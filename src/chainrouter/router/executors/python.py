@@ -21,6 +21,7 @@ from chainrouter.net.outbound import CheckingResolver, DialRule, failure_text, s
 from chainrouter.ratelimit.window import Limiter
 from chainrouter.router.contract import (
     Acquire,
+    Coalesce,
     Failure,
     FailureKind,
     Forward,
@@ -31,6 +32,7 @@ from chainrouter.router.contract import (
     Spawn,
     Wait,
 )
+from chainrouter.router.flights import FlightLeader, FlightTable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class PythonExecutor:
         self._user_agent = user_agent
         self._session: aiohttp.ClientSession | None = None
         self._spawned: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references
+        self._flights = FlightTable()  # the calls in flight that identical ones join
 
     def _client(self) -> aiohttp.ClientSession:
         # Made on first use, inside the event loop that serves (aiohttp binds to it).
@@ -120,6 +123,11 @@ class PythonExecutor:
         if isinstance(command, Spawn):
             self.spawn(command.program)
             return None
+        if isinstance(command, Coalesce):
+            boarded = self._flights.board(command.key)
+            if isinstance(boarded, FlightLeader):
+                return boarded
+            return await asyncio.wrap_future(boarded)
         raise RuntimeError(f"a program awaited {type(command).__name__}, which is not a command")
 
     async def _gather(self, programs: list[Program]) -> list[Any]:

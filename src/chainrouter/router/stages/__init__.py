@@ -4,9 +4,9 @@ goes through (docs/architecture.md).
 A stage is a small class with one job and a `run` method that reads and writes the context:
 - a request stage (`RequestStage`) refuses the request by setting `request.refusal`;
 - a call stage (`CallStage`) ends the call by calling `call.end(...)`;
-- a closing stage runs after every call, whatever ended it: credits are settled and usage is
-  metered there, and only there (`closing`; the free tier's own list, `free_closing`, counts
-  its calls for the metrics).
+- a closing stage runs after every call, whatever ended it: a keyed call is booked there, in
+  the one ledger (`closing`: credits settled, usage metered, heads noted; router/ledger.py); the
+  free tier's own list, `free_closing`, counts its calls for the metrics.
 `run` does no I/O. A stage that needs the network or time is an `async def` that awaits the
 commands of `router/contract.py` and nothing else (or returns such a coroutine: `Attempt`
 picks one of two programs for a call); the executor carries the commands out.
@@ -25,29 +25,31 @@ from chainrouter.domain.cacheable import CachePrices
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.epochs import Epochs
+from chainrouter.router.fast.grants import Grants
 from chainrouter.router.finality import Finality
-from chainrouter.router.flights import Flights
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.latency import TailPolicies, TailPolicy
+from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
 from chainrouter.router.stages.body import BodyWithinLimit
+from chainrouter.router.stages.book import Book
 from chainrouter.router.stages.cache import Coalesce, FromCache, Land
 from chainrouter.router.stages.capable import CapableRoutes
 from chainrouter.router.stages.chain import SupportedChain
-from chainrouter.router.stages.consistent_head import NotBehindSeen, SeeHead
+from chainrouter.router.stages.consistent_head import NotBehindSeen
 from chainrouter.router.stages.content_type import JsonContentType
 from chainrouter.router.stages.count import CountFreeCall
-from chainrouter.router.stages.credit import CreditHold, CreditLeft, SettleCredits
+from chainrouter.router.stages.credit import CreditHold, CreditLeft
 from chainrouter.router.stages.domain import AllowedDomain
 from chainrouter.router.stages.free_tier import FreeTierLimits, FreeTierOpen, FreeTierRoom
 from chainrouter.router.stages.key import ApiKey
 from chainrouter.router.stages.key_limit import KeyRateLimit
 from chainrouter.router.stages.logs_range import LogsRange
-from chainrouter.router.stages.meter import Meter
 from chainrouter.router.stages.method import MethodPriced
 from chainrouter.router.stages.needs import CallNeeds
 from chainrouter.router.stages.payload import ParsePayload
@@ -85,18 +87,22 @@ class StageDeps:
     cooldowns: MemoryCooldowns
     credits: CreditView
     meter: UsageMeter
+    ledger: Ledger
+    epochs: Epochs
     clock: Callable[[], float] = time.monotonic  # for deadlines; tests pass a fake one
     tail: TailPolicies | None = None  # hedges and time-outs; None: the defaults
     metrics: RouterMetrics = field(default_factory=RouterMetrics)
     cache: ResponseCache | None = None  # None: no response cache
     finality: Finality | None = None  # each chain's finalized block, for the cache
-    flights: Flights | None = None  # None: no coalescing
+    coalesce: bool = False  # identical calls in flight share one attempt
     cache_prices: CachePrices = field(default_factory=CachePrices)
+    # What calls under decisions spend from, on an executor that applies decisions.
+    grants: Grants | None = None
 
     @property
     def caching(self) -> bool:
         """Whether calls go through the cache's or coalescing's stages at all."""
-        return self.cache is not None or self.flights is not None
+        return self.cache is not None or self.coalesce
 
 
 def keyed(deps: StageDeps) -> list[RequestStage]:
@@ -136,23 +142,25 @@ def calls(deps: StageDeps) -> list[CallStage]:
     limits = deps.limits
     cached: list[CallStage] = []
     if deps.caching:
-        cached.append(FromCache(deps.cache, deps.finality, deps.cache_prices, deps.credits))
+        cached.append(
+            FromCache(deps.cache, deps.finality, deps.cache_prices, deps.credits, deps.epochs)
+        )
     coalesced: list[CallStage] = []
-    if deps.flights is not None:
-        coalesced.append(Coalesce(deps.flights, deps.seen_heads, deps.cache_prices, deps.credits))
+    if deps.coalesce:
+        coalesced.append(Coalesce(deps.seen_heads, deps.cache_prices, deps.credits, deps.ledger))
     return [
         MethodPriced(),
         CallNeeds(deps.health),
         *cached,
         LogsRange(limits.max_logs_block_range),
-        PlanRoutes(deps.health),
+        PlanRoutes(deps.health, deps.epochs),
         CapableRoutes(deps.capabilities, limits.logs_split_max_parts),
-        NotBehindSeen(deps.seen_heads, deps.health),
+        NotBehindSeen(deps.seen_heads, deps.health, deps.epochs),
         # Before the hold: a call that joins holds nothing for a route it will not take, only
         # the cache price when its answer comes (a leader refused credits lands at once, with
         # no one joined: nothing awaits between the two).
         *coalesced,
-        CreditHold(deps.credits, deps.capabilities),
+        CreditHold(deps.credits, deps.capabilities, deps.grants),
         Attempt(
             deps.cooldowns,
             deps.health,
@@ -163,6 +171,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
             deps.clock,
             deps.tail or TailPolicies(TailPolicy(timeout_ceiling_s=limits.attempt_timeout_s)),
             deps.credits,
+            deps.ledger,
             deps.metrics,
         ),
     ]
@@ -170,12 +179,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
 
 def closing(deps: StageDeps) -> list[CallStage]:
     """After every keyed call, whatever ended it."""
-    return [
-        *_landing(deps),
-        SettleCredits(deps.credits),
-        Meter(deps.meter),
-        SeeHead(deps.seen_heads),
-    ]
+    return [*_landing(deps), Book(deps.ledger)]
 
 
 def free_closing(deps: StageDeps) -> list[CallStage]:
@@ -186,6 +190,4 @@ def free_closing(deps: StageDeps) -> list[CallStage]:
 def _landing(deps: StageDeps) -> list[CallStage]:
     if not deps.caching:
         return []
-    # Not `deps.flights or ...`: Flights has a length, and an empty one is falsy.
-    flights = deps.flights if deps.flights is not None else Flights()  # never joined: no coalescing
-    return [Land(flights, deps.cache, deps.finality, deps.health.node_head)]
+    return [Land(deps.cache, deps.finality, deps.health.node_head)]

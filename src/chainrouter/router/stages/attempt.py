@@ -14,6 +14,10 @@ route, so failover and hedging are one walk down the routes. The first answer en
 alone is billed (docs/router.md, "Tail latency"; the delays and time-outs: `router/latency.py`).
 Nodes whose first health check is still out (never heard from since the router started) are
 tried after those that have answered theirs.
+
+A call the native server already sent to a node under a decision (`RequestContext.attempts`)
+is not sent to that node again: what the node did stands for the attempt, judged here like any
+(a time-out only for an attempt that would have waited no longer).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward, 
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.latency import HEDGED_WORK, TailPolicies, TailPolicy
+from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
 from chainrouter.router.metrics import RouterMetrics
 
@@ -175,6 +180,7 @@ class Attempt:
         clock: Callable[[], float],
         tail: TailPolicies,
         credits: CreditView,
+        ledger: Ledger,
         metrics: RouterMetrics | None = None,
     ) -> None:
         self._cooldowns = cooldowns
@@ -182,6 +188,7 @@ class Attempt:
         self._health = health
         self._capabilities = capabilities
         self._observe_answer = health.observe_answer
+        self._node_answered = ledger.node_answered
         self._recent = health.recent
         self._smoothed_ms = health.latency_ms
         self._unproven = health.first_check_out
@@ -224,9 +231,9 @@ class Attempt:
         attempts.hedge_at = delays[1]
         waited = attempts.call.request.waited_s
         if waited:
-            # A repeat of the call waited that long on its first node (router/forwards.py): it
+            # The native server waited that long on the call's first node under a decision: it
             # counts toward the hedges' delays, as it does toward the deadline. One delay at
-            # most, which is as long as a repeat of a raced read waits: a repeat the node
+            # most, which is as long as the server waits on a raced read: a call the node
             # answered but the pipeline must serve again (its node no longer first, say) sends
             # one needless hedge at most.
             waited = min(waited, delays[1])
@@ -236,7 +243,7 @@ class Attempt:
             node_id = outcome.route.node.node_id
             if attempts.in_flight:  # judged before the winner's time joins its record
                 self._judge_overtaken(attempts, outcome)
-            self._observe_answer(node_id, work, outcome.elapsed)
+            self._node_answered(node_id, work, outcome.elapsed)
         self._settle(attempts, outcome)
 
     def _settle(self, attempts: _Attempts, outcome: _Served | _GaveUp | None) -> None:
@@ -299,12 +306,16 @@ class Attempt:
                 )
                 timeout_s = min(node_timeout_s, remaining)
                 attempts.in_flight[lane] = (route, sent)
-                answer = await Forward(route.node.url, call.body, timeout_s)
+                made = self._made(call, node_id, timeout_s, work, attempts)
+                if made is None:
+                    answer = await Forward(route.node.url, call.body, timeout_s)
+                    elapsed = clock() - sent
+                else:
+                    answer, elapsed = made
                 del attempts.in_flight[lane]
             finally:
                 attempts.busy -= 1
             tally.tried += 1
-            elapsed = clock() - sent
             served = self._judge(route, answer, call, tally, elapsed, work, attempts.racing)
             self._count_attempt(node_id, served is not None, elapsed)
             if served is None and (back := credits_given_back(route, elapsed)) is not None:
@@ -322,13 +333,13 @@ class Attempt:
                     and not buckets
                     and work is not Work.WRITE
                 ):
-                    # The pipeline's whole decision for this call: the native server may repeat
+                    # The pipeline's whole decision for this call: the native server may apply
                     # it, waiting on the node no longer than a fresh call's attempt would (not
-                    # this one's, which a repeat that failed before may have cut short).
+                    # this one's, which the server may have cut short before).
                     within_s = min(node_timeout_s, self._limits.deadline_s)
                     hedge_at = attempts.hedge_at
-                    call.repeat_at_hedge = hedge_at is not None and hedge_at < within_s
-                    call.repeat_within_s = hedge_at if call.repeat_at_hedge else within_s
+                    call.decided_at_hedge = hedge_at is not None and hedge_at < within_s
+                    call.decided_within_s = hedge_at if call.decided_at_hedge else within_s
                 if not attempts.racing:
                     self._settle(attempts, served)
                 return served
@@ -336,6 +347,35 @@ class Attempt:
             self._settle(attempts, None)
             return None
         return _GAVE_UP if attempts.busy == 0 else None
+
+    def _made(
+        self, call: CallContext, node_id: int, timeout_s: float, work: Work, attempts: _Attempts
+    ) -> tuple[bytes | Failure, float] | None:
+        """What the native server's attempt at this call on this node gave, if it made one and
+        it stands for this attempt (once): a time-out stands only for an attempt that would have
+        waited no longer. One cut off at a raced read's hedge delay does not, but its time then
+        counts among the node's answer times: left out, the slow answers would never be
+        recorded, and the hedge delay would drift below the quantile it is set at."""
+        made_attempts = call.request.attempts
+        if not made_attempts:
+            return None
+        for index, made in enumerate(made_attempts):
+            if made.call == call.index and made.node_id == node_id:
+                del made_attempts[index]
+                break
+        else:
+            return None
+        failure = made.failure
+        timed_out = failure is not None and failure.kind == FailureKind.TIMEOUT
+        if timed_out and timeout_s > made.timeout_s:
+            if attempts.racing and made.elapsed_s >= made.timeout_s:
+                self._observe_answer(node_id, work, made.elapsed_s)
+            return None
+        if failure is not None:
+            return failure, made.elapsed_s
+        if made.answer is None:
+            return None
+        return made.answer, made.elapsed_s
 
     def _hold_more(self, call: CallContext, route: Route) -> bool:
         """A route dearer than what the call holds (failing over, or a hedge, to a dearer node)
@@ -387,9 +427,8 @@ class Attempt:
             return _Served(
                 None, Scenario.REJECTED, 200, _under_callers_id(error, call.call.id_json)
             )
-        self._cooldowns.succeeded(node_id)
-        if not racing:  # in a race, the winner's time is recorded once the race is judged
-            self._observe_answer(node_id, work, elapsed)
+        if not racing:  # in a race, the winner's answer is recorded once the race is judged
+            self._node_answered(node_id, work, elapsed)
         return _Served(route, Scenario.FIRST_CHOICE, 200, answer, elapsed)
 
     def _judge_overtaken(self, attempts: _Attempts, winner: _Served) -> None:
@@ -481,7 +520,7 @@ class Attempt:
             + orjson.dumps([query])
             + b"}"
         )
-        part = CallContext(call.request, rpc, body, needs)
+        part = CallContext(call.request, rpc, body, call.index, needs)
         part.routes = call.routes
         # The routes the credit hold priced this range at (router/stages/credit.py).
         part.ordered = self._capabilities.eligible(call.ordered, needs, rpc.method)[0]

@@ -4,14 +4,14 @@ coalescing"; docs/cache.md).
 - `FromCache`, before routing: a call whose answer is kept (`domain/cacheable.py`) is answered
   from the cache: no node, the cache price, scenario `cache`.
 - `Coalesce`, just before the credit hold and the attempt: an identical read-only call already
-  in flight is joined instead of sending another; the first one leads.
+  in flight is joined instead of sending another; the first one leads (the executor's flight
+  table, through the `Coalesce` command).
 - `Land`, closing: the leader's outcome goes to the calls that joined it, and an answer that can
   no longer change is kept.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -22,21 +22,26 @@ from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
+from chainrouter.router import epochs
+from chainrouter.router.answers import exact_member
 from chainrouter.router.context import CallContext
-from chainrouter.router.contract import Join
+from chainrouter.router.contract import Coalesce as CoalesceCommand
+from chainrouter.router.contract import Join, Landed, Leading
+from chainrouter.router.epochs import Epochs
 from chainrouter.router.finality import Finality
-from chainrouter.router.flights import Flights, Landed
+from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
-from chainrouter.router.stages.consistent_head import HEAD_METHOD, head_in
 
 SERVED = frozenset({Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED, Scenario.SPLIT})
 
 
 class FromCache:
     """A call the cache holds the answer to ends here, at the cache price (HTTP 402, -32601 when
-    the customer cannot pay it). Every call that may be coalesced gets its key here."""
+    the customer cannot pay it). Every call that may be coalesced gets its key here. A call it
+    looks up has its whole parameters read, and depends on the chain's cached answers; one
+    whose block is not final yet depends on the chain's finalized block moving on."""
 
     def __init__(
         self,
@@ -44,12 +49,14 @@ class FromCache:
         finality: Finality | None,
         prices: CachePrices,
         credits: CreditView,
+        epoch_store: Epochs,
     ) -> None:
         self._cache = cache
         self._finality = finality
         self._finalized = None if finality is None else finality.finalized
         self._prices = prices
         self._credits = credits
+        self._epochs = epoch_store
 
     def run(self, call: CallContext) -> Coroutine[Any, Any, None] | None:
         rpc = call.call
@@ -76,9 +83,12 @@ class FromCache:
             return None
         block = pin.block
         if block is not None and not pin.by_hash and self._finalized is not None:
+            call.read_epoch(self._epochs, epochs.chain_final(chain_id))
             finalized = self._finalized(chain_id)
             if finalized is None or block > finalized:
                 return None  # not final: never kept, so not looked for (nor asked of Redis)
+        call.read_params()
+        call.read_epoch(self._epochs, epochs.chain_cache(chain_id))
         # A regress seen here and not yet told the other routers: the chain's answers stay out
         # of Redis meanwhile (router/shared_epochs.py).
         shared = self._finality is None or self._finality.shared(chain_id)
@@ -105,9 +115,10 @@ class FromCache:
         assert self._cache is not None
         request = call.request
         self._cache.memory.count((request.chain_id, call.call.method), hit=True)
-        end_from_cache(call, b'"result":' + result, self._prices, self._credits)
-        if call.charged_nano == 0 and call.scenario is Scenario.CACHE:
-            request.free_hits += 1  # kept, final and free: the native server may replay it
+        member = b'"result":' + result
+        end_from_cache(call, member, self._prices, self._credits)
+        if call.scenario is Scenario.CACHE:
+            call.cached = member  # kept and final: the native server may answer it again
 
 
 def end_from_cache(
@@ -132,45 +143,44 @@ def end_from_cache(
 
 class Coalesce:
     """An identical call in flight is joined (its outcome taken under this call's id; a result
-    costs the cache price); else this call leads, and is attempted."""
+    costs the cache price); else this call leads, and is attempted. A call that reads the head
+    joins only calls whose key has seen the same newest block (router/seen_heads.py): the one
+    it joins was routed as it would be, and its answer is no older than this key has seen."""
 
     def __init__(
-        self, flights: Flights, seen: SeenHeads, prices: CachePrices, credits: CreditView
+        self, seen: SeenHeads, prices: CachePrices, credits: CreditView, ledger: Ledger
     ) -> None:
-        self._flights = flights
         self._seen = seen.seen
         self._prices = prices
         self._credits = credits
+        self._ledger = ledger
 
     def run(self, call: CallContext) -> Coroutine[Any, Any, None] | None:
         key = call.cache_key
         if key is None:
             return None
         request = call.request
-        at_head = call.needs.at_head
         access = request.access
-        seen = None
-        if at_head and access is not None:
+        if call.needs.at_head and access is not None:
             seen = self._seen(access.key_id, request.chain_id)
-        flight, leads = self._flights.lead_or_join(key, seen, at_head)
-        if leads:
-            call.flight = flight
-            return None
-        return self._follow(call, flight.outcome, seen)
+            if seen is not None:
+                call.flight_seen = seen
+                key = f"{key}@{seen}"
+        return self._board(call, key)
 
-    async def _follow(self, call: CallContext, outcome: Any, seen: int | None) -> None:
-        landed: Landed | None = await Join(outcome)
-        if landed is None:
+    async def _board(self, call: CallContext, key: str) -> None:
+        boarded: Leading | Landed | None = await CoalesceCommand(key)
+        if boarded is None:
             return  # the leader was cut short: this call is attempted on its own
-        served = landed.scenario in SERVED
-        if served and seen is not None and (landed.head is None or landed.head < seen):
-            return  # the answer may be older than what this key saw: asked on its own
-        self._flights.count(call.request.chain_id, call.call.method)
-        if served:
-            end_from_cache(call, landed.member, self._prices, self._credits)
+        if not isinstance(boarded, Landed):
+            call.leading = boarded
+            return
+        self._ledger.count_coalesced(call.request.chain_id, call.call.method)
+        if boarded.scenario in SERVED:
+            end_from_cache(call, boarded.member, self._prices, self._credits)
         else:
-            call.retry_after_s = landed.retry_after_s
-            call.end(landed.scenario, landed.status, _answer(call.call.id_json, landed.member))
+            call.retry_after_s = boarded.retry_after_s
+            call.end(boarded.scenario, boarded.status, _answer(call.call.id_json, boarded.member))
 
 
 class Land:
@@ -180,12 +190,10 @@ class Land:
 
     def __init__(
         self,
-        flights: Flights,
         cache: ResponseCache | None,
         finality: Finality | None,
         node_head: Callable[[int], int | None],
     ) -> None:
-        self._flights = flights
         self._cache = cache
         self._finality = finality
         self._node_head = node_head
@@ -194,41 +202,31 @@ class Land:
         key = call.cache_key
         if key is None:
             return
-        flight, landed = call.flight, None
+        leading, landed = call.leading, None
         try:  # whatever happens here, the calls that joined are let go
             scenario = call.scenario
             keeps = self._keeps(call)
             # A refusal for credits is the leader's customer's own, not the call's outcome: the
             # calls that joined are attempted on their own.
             shares = (
-                flight is not None
-                and flight.followers > 0
+                leading is not None
                 and scenario is not None
                 and scenario is not Scenario.INSUFFICIENT_CREDITS
             )
             if not (keeps or shares):
                 return
-            exact = _exact(call.answer)
+            exact = exact_member(call.answer)
             if exact is None:
                 return  # not one JSON-RPC answer read exactly: neither kept nor shared
             parsed, member = exact
             if shares and scenario is not None:
-                landed = Landed(scenario, call.status, member, call.retry_after_s, self._head(call))
+                landed = Landed(scenario, call.status, member, call.retry_after_s)
             if keeps and "result" in parsed:
                 self._keep(call, key, parsed["result"], member)
         finally:
-            if flight is not None:
-                self._flights.land(key, flight, landed)
-
-    def _head(self, call: CallContext) -> int | None:
-        """The newest block the call's answer is known to reflect: the one it names, for the
-        head's own method; else its node's head as last checked."""
-        served_by = call.served_by
-        if served_by is None:
-            return None
-        if call.call.method == HEAD_METHOD:
-            return head_in(call.answer)
-        return self._node_head(served_by.node.node_id)
+            if leading is not None:
+                call.leading = None
+                leading.land(landed)
 
     def _keeps(self, call: CallContext) -> bool:
         """Whether the call's answer is one the cache may keep, if final."""
@@ -260,46 +258,6 @@ def _json(value: bytes) -> bool:
 
 
 _RESULT_AT = len(b'"result":')
-
-
-def result_member(answer: bytes) -> bytes | None:
-    """The `"result":...` member of a plain answer, as the calls that join it take it; None when
-    the answer is not one read exactly, or not a result."""
-    exact = _exact(answer)
-    if exact is None or "result" not in exact[0]:
-        return None
-    return exact[1]
-
-
-def _exact(answer: bytes) -> tuple[dict[str, Any], bytes] | None:
-    """The answer parsed exactly, and its `"result":...` or `"error":...` member as compact
-    JSON; None when the answer is not one JSON-RPC object that can be.
-
-    Nodes write compact JSON, which orjson reads and writes back byte for byte: the member is
-    then exactly the node's. Otherwise (spaced JSON, an integer beyond 64 bits that orjson would
-    read as a float, nesting deeper than orjson writes) the standard library, which reads every
-    integer exactly, reads it again and writes the member compact."""
-    try:
-        parsed = orjson.loads(answer)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(parsed, dict):
-        return None
-    name = "result" if "result" in parsed else "error" if "error" in parsed else None
-    if name is None:
-        return None
-    label = b'"' + name.encode() + b'":'
-    try:
-        if orjson.dumps(parsed) == answer.strip():
-            return parsed, label + orjson.dumps(parsed[name])
-    except orjson.JSONEncodeError:
-        pass
-    try:
-        exact = json.loads(answer)
-        member = json.dumps(exact[name], separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        return exact, label + member.encode()  # a lone surrogate fails here: ValueError
-    except (ValueError, RecursionError, TypeError, KeyError):
-        return None
 
 
 def _answer(id_json: bytes, member: bytes) -> bytes:

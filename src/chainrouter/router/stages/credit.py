@@ -1,5 +1,5 @@
-"""Stages of the credit check (design notes, "Money"): hold the price before routing, and
-settle it when the call ends."""
+"""Stages of the credit check (design notes, "Money"): hold the price before routing (the ledger
+settles it when the call ends: router/ledger.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.context import CallContext, RequestContext
+from chainrouter.router.fast.grants import Grants
 from chainrouter.router.metering import CreditView
 
 
@@ -16,19 +17,25 @@ class CreditHold:
     flight, so that concurrent calls cannot spend the same credits (a failover or hedge to a
     dearer route holds the difference first: router/stages/attempt.py); for a split
     eth_getLogs, each range's dearest route that can take it. Unless the key bypasses the
-    check, a balance that cannot cover it ends the call: HTTP 402, -32601. The free tier pays
-    nothing and holds nothing."""
+    check, a balance that cannot cover it ends the call: HTTP 402, -32601; what the customer's
+    grant for calls under decisions holds aside is taken back first (router/fast/grants.py).
+    The free tier pays nothing and holds nothing."""
 
-    def __init__(self, credits: CreditView, book: CapabilityBook) -> None:
+    def __init__(self, credits: CreditView, book: CapabilityBook, grants: Grants | None) -> None:
         self._credits = credits
         self._book = book
+        self._grants = grants
 
     def run(self, call: CallContext) -> None:
         access = call.request.access
         if access is None:
             return
         price = self._price(call)
-        if self._credits.hold(access.customer_id, price, check=not access.bypass_credit_check):
+        check, customer = not access.bypass_credit_check, access.customer_id
+        held = self._credits.hold(customer, price, check=check)
+        if not held and self._grants is not None and self._grants.reclaim(customer):
+            held = self._credits.hold(customer, price, check=check)
+        if held:
             call.held_nano = price
             return
         failure = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
@@ -49,19 +56,6 @@ class CreditHold:
             able, _ = self._book.eligible(call.ordered, needs, call.call.method)
             held += max((route.price.cost_nano for route in able), default=0)
         return held
-
-
-class SettleCredits:
-    """Closing: release what was held and charge the price of the route that served the call
-    (nothing when no node answered), in one step."""
-
-    def __init__(self, credits: CreditView) -> None:
-        self._credits = credits
-
-    def run(self, call: CallContext) -> None:
-        access = call.request.access
-        if access is not None:
-            self._credits.settle(access.customer_id, call.held_nano, call.cost_nano)
 
 
 class CreditLeft:

@@ -1,0 +1,191 @@
+"""Which calls of a served request the native server may serve alike later, in which scope and
+for as long as which epochs hold: the pipeline's decision, passed on with what it depended on,
+so that no rule is ever written a second time (docs/architecture.md, "Scoped decisions").
+
+A call's decision is handed over when nothing but what its stages recorded could make the
+pipeline decide otherwise for a call in the same scope:
+- a **forward**: a read the router knows (never a write, nor a method it does not know), served
+  by the first route of its order at the first try with no rate limit on the route (the attempt
+  stage says so: `CallContext.decided_within_s`) nor on the key (limits must see every call),
+  never kept by the cache (the next one would be a hit), not split,
+  not an `eth_chainId` (whose answer the router checks against the chain);
+- an **answer**: a hit of the response cache (kept, final), given again under the caller's id.
+A request logged call by call (the request log) hands nothing over: each call must be seen.
+
+The scope is `MASKED` (calls alike but for their id and every parameter but the block one) for
+the methods whose block parameter is all the stages read (`domain/requirements.py`,
+`block_param_only`), unless a stage read more (`CallContext.params_read`); else `EXACT`. The
+epochs are the snapshot's and every slot a stage read (`CallContext.epochs_read`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from chainrouter.domain.cacheable import CachePrices
+from chainrouter.domain.enums import Scenario
+from chainrouter.domain.requirements import Work, block_param_only, work_of
+from chainrouter.router import epochs
+from chainrouter.router.context import CallContext, RequestContext
+from chainrouter.router.contract import Decision, DecisionScope
+from chainrouter.router.fast.grants import Grants
+from chainrouter.router.ledger import HEAD_METHOD, Booking
+
+_MASKS = block_param_only()
+_NEVER_FORWARDED = frozenset({"eth_chainId"})
+
+
+class Decider:
+    def __init__(
+        self, prices: CachePrices, grants: Grants, *, coalesce: bool, forwards: bool = True
+    ) -> None:
+        self._prices = prices
+        self._grants = grants
+        self._coalesce = coalesce
+        self._forwards = forwards  # forwards are decided too, not only answers from the cache
+
+    @staticmethod
+    def masks() -> dict[str, int]:
+        """Method -> its block parameter's index: the one parameter a MASKED scope keeps."""
+        return dict(_MASKS)
+
+    def decide(
+        self,
+        request: RequestContext,
+        calls: Sequence[CallContext],
+        headers: list[tuple[str, str]],
+    ) -> list[Decision]:
+        """The decisions the native server may apply to calls like these, one per call that
+        has one; `headers`: the answer's, but its batch id."""
+        access = request.access
+        if access is None or access.rate_limit > 0 or request.split_ranges:
+            return []
+        # The answer's headers must be what each decided call would get alone: no `X-Cache` of
+        # HIT or PARTIAL on a forward, none of MISS or PARTIAL on an answer from the cache.
+        hits = request.cache_hits
+        forwards = self._forwards and hits == 0
+        answers = hits == len(request.calls)
+        decisions = []
+        for call in calls:
+            decision = (self._forward(call, headers) if forwards else None) or (
+                self._answer(call, headers) if answers else None
+            )
+            if decision is not None:
+                decisions.append(decision)
+        return decisions
+
+    def _forward(self, call: CallContext, headers: list[tuple[str, str]]) -> Decision | None:
+        request, route, within_s = call.request, call.served_by, call.decided_within_s
+        access = request.access
+        method = call.call.method
+        if (
+            access is None
+            or route is None
+            or within_s is None
+            or call.scenario is not Scenario.FIRST_CHOICE
+            or call.cache_pin is not None
+            or call.split_size
+            or call.charged_nano is not None
+            or method in _NEVER_FORWARDED
+        ):
+            return None
+        work = work_of(method)
+        if work is Work.UNKNOWN or work is Work.WRITE:
+            return None
+        cost = route.price.cost_nano
+        join_cost = self._prices.price_nano(request.chain_id, method)
+        seen = call.flight_seen
+        booking = Booking(
+            customer_id=access.customer_id,
+            key_id=access.key_id,
+            chain_id=request.chain_id,
+            method=method,
+            scenario=Scenario.FIRST_CHOICE,
+            cost_nano=cost,
+            join_cost_nano=join_cost,
+            plan_id=route.plan.plan_id,
+            node=route.node,
+            work=work,
+            min_head=seen if method == HEAD_METHOD else None,
+        )
+        bypass = access.bypass_credit_check
+        spend, join_spend = (0, 0) if bypass else (cost, join_cost)
+        self._grants.top_up(access.customer_id, spend)
+        return self._decision(
+            call,
+            headers,
+            booking,
+            spend=spend,
+            join_spend=join_spend,
+            url=route.node.url,
+            node_id=route.node.node_id,
+            timeout_s=within_s,
+            flight_chain=request.chain_id if self._coalesce and call.cache_key else 0,
+            flight_seen=-1 if seen is None else seen,
+        )
+
+    def _answer(self, call: CallContext, headers: list[tuple[str, str]]) -> Decision | None:
+        request, access, member = call.request, call.request.access, call.cached
+        if access is None or member is None or call.scenario is not Scenario.CACHE:
+            return None
+        method = call.call.method
+        price = call.cost_nano
+        booking = Booking(
+            customer_id=access.customer_id,
+            key_id=access.key_id,
+            chain_id=request.chain_id,
+            method=method,
+            scenario=Scenario.CACHE,
+            cost_nano=price,
+            join_cost_nano=price,
+            plan_id=0,
+            node=None,
+            work=work_of(method),
+        )
+        spend = 0 if access.bypass_credit_check else price
+        self._grants.top_up(access.customer_id, spend)
+        return self._decision(
+            call,
+            headers,
+            booking,
+            spend=spend,
+            join_spend=spend,
+            member=member,
+        )
+
+    @staticmethod
+    def _decision(
+        call: CallContext,
+        headers: list[tuple[str, str]],
+        booking: Booking,
+        *,
+        spend: int,
+        join_spend: int,
+        url: str = "",
+        node_id: int = 0,
+        timeout_s: float = 0.0,
+        flight_chain: int = 0,
+        flight_seen: int = -1,
+        member: bytes | None = None,
+    ) -> Decision:
+        rpc = call.call
+        masked = not call.params_read and rpc.method in _MASKS and isinstance(rpc.params, list)
+        slots = [epochs.SNAPSHOT, *call.epochs_read]
+        values = [call.request.snapshot_epoch, *call.epochs_read.values()]
+        return Decision(
+            call=call.index,
+            scope=DecisionScope.MASKED if masked else DecisionScope.EXACT,
+            epoch_slots=slots,
+            epoch_values=values,
+            customer_id=booking.customer_id,
+            spend_nano=spend,
+            join_spend_nano=join_spend,
+            url=url,
+            node_id=node_id,
+            timeout_s=timeout_s,
+            flight_chain=flight_chain,
+            flight_seen=flight_seen,
+            member=member,
+            headers=headers,
+            booking=booking,
+        )

@@ -1,0 +1,227 @@
+"""The one ledger: whatever served a keyed call, the pipeline or the native server under one of
+its decisions, this is where the call is charged, metered, and where what its answer tells is
+recorded (the key's head, the node's answer time). Nothing else does any of it.
+
+- The pipeline's closing stage `Book` hands it each keyed call once the call has ended, however
+  it ended (`book`).
+- The native server's calls come as receipts, judged and taken in groups by
+  `router/fast/settle.py`, which hands each decision's served calls here (`book_served`), with
+  the `Booking` the decision carries.
+- Attempt stages and the settling both record a node's answer here (`node_answered`).
+
+Credits: a pipeline call held its price before it was sent (stages/credit.py) and is settled
+here; a call under a decision spent from its customer's grant (router/fast/grants.py), which was
+held for it, and is settled here alike. Usage is metered (and journaled) before the answer
+leaves in both cases.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from chainrouter.domain.enums import Scenario
+from chainrouter.domain.requirements import Work
+from chainrouter.domain.routing import NodeInfo
+from chainrouter.router.context import CallContext
+from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.health import HealthMonitor
+from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, CreditView, UsageMeter
+from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.response_cache import ResponseCache
+from chainrouter.router.seen_heads import SeenHeads
+
+HEAD_METHOD = "eth_blockNumber"  # the answers that tell a key's head
+_SERVED = (Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED)
+_JOINED = Scenario.CACHE  # eth_blockNumber is never kept: a cache answer to it is a joined one
+
+
+@dataclass(frozen=True, slots=True)
+class Booking:
+    """What a call served under a decision is booked as: the decision's `booking`."""
+
+    customer_id: int
+    key_id: int
+    chain_id: int
+    method: str
+    scenario: Scenario  # FIRST_CHOICE for a forward, CACHE for an answer from the cache
+    cost_nano: int  # what the customer pays per call
+    join_cost_nano: int  # what a call that joined an identical one in flight pays (the cache's)
+    plan_id: int  # the plan whose node answers (0: none)
+    node: NodeInfo | None  # the node a forward goes to
+    work: Work
+    # An `eth_blockNumber` answer older than this is no answer here: the key saw this block
+    # when the decision was made (router/stages/consistent_head.py). None: no such bound.
+    min_head: int | None = None
+
+
+@dataclass(slots=True)
+class Served:
+    """One call a decision served: its node's answer and time, or how it was answered."""
+
+    answer: bytes | None
+    elapsed_s: float
+    joined: bool
+    head: int | None = None  # the block an `eth_blockNumber` answer names
+
+
+class Ledger:
+    def __init__(
+        self,
+        credits: CreditView,
+        meter: UsageMeter,
+        seen_heads: SeenHeads,
+        health: HealthMonitor,
+        cooldowns: MemoryCooldowns,
+        metrics: RouterMetrics,
+        cache: ResponseCache | None = None,
+    ) -> None:
+        self._credits = credits
+        self._meter = meter
+        self._seen = seen_heads
+        self._health = health
+        self._cooldowns = cooldowns
+        self._metrics = metrics
+        self._cache = cache
+        self._counting = threading.Lock()  # the counts below are read from a scrape's thread
+        # (chain, method) -> calls the native server served under decisions: sent to a node,
+        # answered from the cache, or joined to an identical call in flight.
+        self.forwarded: dict[tuple[int, str], int] = {}
+        self.answered: dict[tuple[int, str], int] = {}
+        self.coalesced: dict[tuple[int, str], int] = {}
+
+    # -- the pipeline's calls ------------------------------------------------------------------
+
+    def book(self, call: CallContext) -> None:
+        """A keyed call the pipeline served, or refused, has ended: release what it held and
+        charge what it cost, meter it under (customer, key, chain, method, scenario) and the
+        plan whose node answered (each range of a split `eth_getLogs` at its route's price),
+        and record the head an `eth_blockNumber` answer tells. Method names no plan prices are
+        metered as `(unsupported)`: clients choose them."""
+        request = call.request
+        access = request.access
+        if access is None:  # the free tier
+            return
+        self._credits.settle(access.customer_id, call.held_nano, call.cost_nano)
+        scenario = call.scenario
+        if scenario is None:  # cut short by a bug: released, and nothing to meter
+            return
+        method = (
+            UNSUPPORTED_METHOD_NAME if scenario is Scenario.UNSUPPORTED_METHOD else call.call.method
+        )
+        served_by = call.served_by
+        parts = (
+            [(route.price.cost_nano, route.plan.plan_id) for route in call.ranges_served_by]
+            if call.ranges_served_by
+            else [(call.cost_nano, 0 if served_by is None else served_by.plan.plan_id)]
+        )
+        for cost_nano, plan_id in parts:
+            self._meter.record(
+                access.customer_id,
+                access.key_id,
+                request.chain_id,
+                method,
+                scenario,
+                cost_nano,
+                plan_id,
+            )
+        if method == HEAD_METHOD and (
+            (scenario in _SERVED and served_by is not None) or scenario is _JOINED
+        ):
+            head = head_in(call.answer)
+            if head is not None:
+                node = None if served_by is None else served_by.node
+                self._saw(access.key_id, request.chain_id, head, node)
+
+    # -- what a node's answer tells ------------------------------------------------------------
+
+    def node_answered(self, node_id: int, work: Work, seconds: float) -> None:
+        """A node answered a call (that then was served) in `seconds`: it is well, and its
+        answer time joins its record (hedges, time-outs, the `performance` order)."""
+        self._cooldowns.succeeded(node_id)
+        self._health.observe_answer(node_id, work, seconds)
+
+    def _saw(self, key_id: int, chain_id: int, head: int, node: NodeInfo | None) -> None:
+        seen = self._seen.seen(key_id, chain_id)
+        if seen is None or head > seen:  # else nothing new: no write
+            self._seen.saw(key_id, chain_id, head, node)
+
+    # -- the native server's calls -------------------------------------------------------------
+
+    def book_served(self, booking: Booking, spent_nano: int, served: list[Served]) -> None:
+        """Calls one decision served, taken by the settling: release what they spent of the
+        grant (`spent_nano`, held for them) and charge their price; meter them; record their
+        node's answers and the heads they tell; count them."""
+        own = [call for call in served if not call.joined]
+        joined = len(served) - len(own)
+        customer, chain_id, method = booking.customer_id, booking.chain_id, booking.method
+        charged = booking.cost_nano * len(own) + booking.join_cost_nano * joined
+        self._credits.settle(customer, spent_nano, charged)
+        if own:
+            self._meter.record(
+                customer,
+                booking.key_id,
+                chain_id,
+                method,
+                booking.scenario,
+                booking.cost_nano,
+                booking.plan_id,
+                count=len(own),
+            )
+        if joined:
+            self._meter.record(
+                customer,
+                booking.key_id,
+                chain_id,
+                method,
+                Scenario.CACHE,
+                booking.join_cost_nano,
+                count=joined,
+            )
+        node = booking.node
+        stat = (chain_id, method)
+        if node is not None and own:
+            times = [call.elapsed_s for call in own]
+            self._metrics.answered(node.node_id, times)
+            self._cooldowns.succeeded(node.node_id)
+            self._health.observe_answers(node.node_id, booking.work, times)
+        heads = [call.head for call in served if call.head is not None]
+        if heads:
+            self._saw(booking.key_id, chain_id, max(heads), None if not own else node)
+        with self._counting:
+            if node is not None and own:
+                self.forwarded[stat] = self.forwarded.get(stat, 0) + len(own)
+            elif own:
+                self.answered[stat] = self.answered.get(stat, 0) + len(own)
+            if joined:
+                self.coalesced[stat] = self.coalesced.get(stat, 0) + joined
+        if node is None and own and self._cache is not None:
+            self._cache.memory.count(stat, hit=True, times=len(own))
+
+    def count_coalesced(self, chain_id: int, method: str) -> None:
+        """A pipeline call took the answer of an identical call in flight."""
+        stat = (chain_id, method)
+        with self._counting:
+            self.coalesced[stat] = self.coalesced.get(stat, 0) + 1
+
+    def counts(self) -> tuple[dict[tuple[int, str], int], ...]:
+        """(forwarded, answered, coalesced), copied for a scrape."""
+        with self._counting:
+            return dict(self.forwarded), dict(self.answered), dict(self.coalesced)
+
+
+def head_in(answer: bytes) -> int | None:
+    """The block number of an `eth_blockNumber` answer, read without a JSON parse: the answer
+    is small and its result the one hex string after `"result":`."""
+    start = answer.find(b'"result":"0x')
+    if start < 0:
+        return None
+    start += len(b'"result":"0x')
+    end = answer.find(b'"', start)
+    digits = answer[start:end]
+    if not 0 < len(digits) <= 16:
+        return None
+    try:
+        return int(digits, 16)
+    except ValueError:
+        return None
