@@ -95,16 +95,16 @@ class Setup:
     nodes: int
 
 
-def big_world(directory: Path, static_url: str) -> Setup:
+def big_world(directory: Path, static_url: str, prices: dict[str, str] | None = None) -> Setup:
+    """The whole registry, 3 nodes a chain at `static_url`, in two plans pricing `prices`
+    (method -> credits; the second plan dearer)."""
     database_url = f"sqlite:///{directory / 'router-bench.db'}"
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
     import_catalog(engine, str(CHAINS_JSON), max_bytes=64 << 20, timeout_s=60)
     chain_ids = sorted({c.chain_id for c in parse_catalog(CHAINS_JSON.read_bytes()).chains})
-    methods = [
-        {"method": "eth_blockNumber", "cost": "0.0000003"},
-        {"method": "eth_call", "cost": "0.0000005"},
-    ]
+    prices = prices or {"eth_blockNumber": "0.0000003", "eth_call": "0.0000005"}
+    methods = [{"method": method, "cost": cost} for method, cost in prices.items()]
     plans: list[dict[str, Any]] = [
         {"name": "economy", "methods": methods, "nodes": []},
         {"name": "fast", "methods": [{**m, "cost": "0.000001"} for m in methods], "nodes": []},

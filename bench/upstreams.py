@@ -1,8 +1,14 @@
-"""nginx as a static JSON-RPC upstream and as the `proxy_pass` baseline, for benchmarks.
+"""nginx as a JSON-RPC upstream and as the `proxy_pass` baseline, for benchmarks.
 
-The upstream answers every call with one fixed result. Under `/chain/{hex id}/` it plays a node of
-that chain: the result is the chain's ID, which is right for `eth_chainId`, so the router's health
-checks keep its nodes, and the same head for all nodes of a chain, so they stay in sync.
+The static upstream answers every call with one fixed result. Under `/chain/{hex id}/` it plays a
+node of that chain: the result is the chain's ID, which is right for `eth_chainId`, so the
+router's health checks keep its nodes, and the same head for all nodes of a chain, so they stay
+in sync.
+
+The echo upstream (`echo_nginx`, nginx's JavaScript module) reads each request and answers every
+call of it, single or batch, under the call's own id: the chain's ID to `eth_chainId`, one head
+to `eth_blockNumber`, and `0x1` to anything else. Ids are read as JavaScript reads JSON: integers
+beyond 2**53 lose digits, so the benchmarks use small ones.
 """
 
 from __future__ import annotations
@@ -63,6 +69,42 @@ _PROXY_SERVER = """
             proxy_pass http://static_upstream;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+        }}
+    }}
+"""
+
+
+_ECHO_SCRIPT = """
+function answer(call, chain) {
+    var result = call.method === "eth_chainId" ? chain
+        : call.method === "eth_blockNumber" ? "0x10d4f" : "0x1";
+    return {jsonrpc: "2.0", id: call.id, result: result};
+}
+function echo(r) {
+    var chain = "0x" + r.variables.chain;
+    var request;
+    try {
+        request = JSON.parse(r.requestText);
+    } catch (e) {
+        r.return(400, '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse"}}');
+        return;
+    }
+    var out = Array.isArray(request)
+        ? request.map(function (call) { return answer(call, chain); })
+        : answer(request, chain);
+    r.headersOut["Content-Type"] = "application/json";
+    r.return(200, JSON.stringify(out));
+}
+export default {echo};
+"""
+_ECHO_MODULE = "load_module /usr/lib/nginx/modules/ngx_http_js_module.so;\n"
+_ECHO_SERVER = """
+    js_import echo from {dir}/echo.js;
+    server {{
+        listen 127.0.0.1:{echo_port};
+        client_body_buffer_size 64k;
+        location ~ ^/chain/(?<chain>[0-9a-f]+)/ {{
+            js_content echo.echo;
         }}
     }}
 """
@@ -134,10 +176,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def _one_nginx(server: str, **values: object) -> Iterator[int]:
+def _one_nginx(server: str, module: str = "", **values: object) -> Iterator[int]:
     with tempfile.TemporaryDirectory() as directory:
         config = Path(directory) / "nginx.conf"
-        config.write_text(_COMMON.format(dir=directory, server=server.format(**values)))
+        (Path(directory) / "echo.js").write_text(_ECHO_SCRIPT)
+        server = server.format(dir=directory, **values)
+        config.write_text(module + _COMMON.format(dir=directory, server=server))
         process = subprocess.Popen(
             ["nginx", "-c", str(config), "-p", directory],
             stdout=subprocess.DEVNULL,
@@ -159,4 +203,16 @@ def nginx(static_port: int, proxy_port: int) -> Iterator[Nginx]:
     ):
         wait_until_serving(f"http://127.0.0.1:{static_port}/")
         wait_until_serving(f"http://127.0.0.1:{proxy_port}/")
+        yield Nginx(upstream, proxy)
+
+
+@contextmanager
+def echo_nginx(echo_port: int, proxy_port: int) -> Iterator[Nginx]:
+    """Run the echo upstream and, in a process of its own, the proxy in front of it."""
+    with (
+        _one_nginx(_ECHO_SERVER, _ECHO_MODULE, echo_port=echo_port) as upstream,
+        _one_nginx(_PROXY_SERVER, static_port=echo_port, proxy_port=proxy_port) as proxy,
+    ):
+        wait_until_serving(f"http://127.0.0.1:{echo_port}/chain/1/")
+        wait_until_serving(f"http://127.0.0.1:{proxy_port}/chain/1/")
         yield Nginx(upstream, proxy)

@@ -83,6 +83,7 @@ pub struct Types {
     pub attempted: Declared<{ attempted::FIELDS.len() }>,
     pub decision: Declared<{ decision::FIELDS.len() }>,
     pub receipt: Declared<{ receipt::FIELDS.len() }>,
+    pub tally: Declared<{ tally::FIELDS.len() }>,
     pub verdict: Declared<{ verdict::FIELDS.len() }>,
     pub forward: Declared<{ forward::FIELDS.len() }>,
     pub gather: Declared<{ gather::FIELDS.len() }>,
@@ -119,6 +120,7 @@ impl Types {
             attempted: Declared::load(module, attempted::NAME, attempted::FIELDS)?,
             decision: Declared::load(module, decision::NAME, decision::FIELDS)?,
             receipt: Declared::load(module, receipt::NAME, receipt::FIELDS)?,
+            tally: Declared::load(module, tally::NAME, tally::FIELDS)?,
             verdict: Declared::load(module, verdict::NAME, verdict::FIELDS)?,
             forward: Declared::load(module, forward::NAME, forward::FIELDS)?,
             gather: Declared::load(module, gather::NAME, gather::FIELDS)?,
@@ -168,6 +170,7 @@ pub fn contract(py: Python<'_>) -> PyResult<PyObject> {
     add(declared::attempted::NAME, &attempted::FIELDS)?;
     add(declared::decision::NAME, &decision::FIELDS)?;
     add(declared::receipt::NAME, &receipt::FIELDS)?;
+    add(declared::tally::NAME, &tally::FIELDS)?;
     add(declared::verdict::NAME, &verdict::FIELDS)?;
     add(declared::landed::NAME, &landed::FIELDS)?;
     add(declared::forward::NAME, &forward::FIELDS)?;

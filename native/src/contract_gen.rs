@@ -66,7 +66,7 @@ pub mod attempted {
 #[allow(dead_code)]
 pub mod decision {
     pub const NAME: &str = "Decision";
-    pub const FIELDS: [&str; 15] = ["call", "scope", "epoch_slots", "epoch_values", "customer_id", "spend_nano", "join_spend_nano", "url", "node_id", "timeout_s", "flight_chain", "flight_seen", "member", "headers", "booking"];
+    pub const FIELDS: [&str; 17] = ["call", "scope", "epoch_slots", "epoch_values", "customer_id", "spend_nano", "join_spend_nano", "url", "node_id", "timeout_s", "node_batch", "flight_chain", "flight_seen", "member", "headers", "booking", "judge_each"];
     pub const CALL: usize = 0;
     pub const SCOPE: usize = 1;
     pub const EPOCH_SLOTS: usize = 2;
@@ -77,11 +77,13 @@ pub mod decision {
     pub const URL: usize = 7;
     pub const NODE_ID: usize = 8;
     pub const TIMEOUT_S: usize = 9;
-    pub const FLIGHT_CHAIN: usize = 10;
-    pub const FLIGHT_SEEN: usize = 11;
-    pub const MEMBER: usize = 12;
-    pub const HEADERS: usize = 13;
-    pub const BOOKING: usize = 14;
+    pub const NODE_BATCH: usize = 10;
+    pub const FLIGHT_CHAIN: usize = 11;
+    pub const FLIGHT_SEEN: usize = 12;
+    pub const MEMBER: usize = 13;
+    pub const HEADERS: usize = 14;
+    pub const BOOKING: usize = 15;
+    pub const JUDGE_EACH: usize = 16;
 }
 
 /// `Receipt`.
@@ -95,6 +97,16 @@ pub mod receipt {
     pub const ANSWER: usize = 3;
     pub const ELAPSED_S: usize = 4;
     pub const JOINED: usize = 5;
+}
+
+/// `Tally`.
+#[allow(dead_code)]
+pub mod tally {
+    pub const NAME: &str = "Tally";
+    pub const FIELDS: [&str; 3] = ["decision", "requests", "elapsed_s"];
+    pub const DECISION: usize = 0;
+    pub const REQUESTS: usize = 1;
+    pub const ELAPSED_S: usize = 2;
 }
 
 /// `Verdict`.

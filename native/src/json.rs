@@ -63,6 +63,74 @@ pub fn read_calls(body: &[u8], max_params_depth: usize) -> Option<Calls> {
     (scanner.at == body.len()).then_some(Calls { batch, calls })
 }
 
+/// The answers of a batch answer: for each object of the array, the span of its `id` (a plain
+/// id) and of the object itself. None for anything else: not an array of objects each with one
+/// plain id, or not JSON (each answer is then the pipeline's to ask again on its own).
+pub fn read_answers(body: &[u8]) -> Option<Vec<(Span, Span)>> {
+    let mut scanner = Scanner { text: body, at: 0 };
+    scanner.space();
+    if scanner.peek()? != b'[' {
+        return None;
+    }
+    let mut answers = Vec::new();
+    scanner.array(|scanner| {
+        if scanner.peek()? != b'{' {
+            return None;
+        }
+        let text = scanner.text;
+        let start = scanner.at;
+        let mut id = None;
+        scanner.object(|scanner, (name_start, name_end)| {
+            let name = &text[name_start + 1..name_end - 1];
+            let value_start = scanner.at;
+            scanner.value(1)?;
+            if name.contains(&b'\\') {
+                return None;
+            }
+            if name == b"id" {
+                if id.is_some() || !plain_id(&text[value_start..scanner.at]) {
+                    return None;
+                }
+                id = Some((value_start, scanner.at));
+            }
+            Some(())
+        })?;
+        answers.push((id?, (start, scanner.at)));
+        Some(())
+    })?;
+    scanner.space();
+    (scanner.at == body.len()).then_some(answers)
+}
+
+/// The span of the `result` of `answer` when it is a node's plain answer to the call sent under
+/// the id `id` (its bytes as sent): one object whose members are exactly `"jsonrpc":"2.0"`, that
+/// id and a `result`, each once, valid JSON throughout. This recognizes the plainest of the
+/// answers the pipeline's judge serves as given (router/answers.py, `served_as_given`; a
+/// property test holds the two together), so that such an answer needs no judging in Python;
+/// anything else (an error, another id, another member) is the judge's to read.
+pub fn plain_result(answer: &[u8], id: &[u8]) -> Option<Span> {
+    let mut scanner = Scanner { text: answer, at: 0 };
+    scanner.space();
+    if scanner.peek()? != b'{' {
+        return None;
+    }
+    let (mut version, mut echoed, mut result) = (false, false, None);
+    scanner.object(|scanner, (name_start, name_end)| {
+        let start = scanner.at;
+        scanner.value(1)?;
+        let value = &answer[start..scanner.at];
+        match &answer[name_start..name_end] {
+            b"\"jsonrpc\"" if value == b"\"2.0\"" && !version => version = true,
+            b"\"id\"" if value == id && !echoed => echoed = true,
+            b"\"result\"" if result.is_none() => result = Some((start, scanner.at)),
+            _ => return None, // another member, another value, or a member twice
+        }
+        Some(())
+    })?;
+    scanner.space();
+    (scanner.at == answer.len() && version && echoed).then_some(result?)
+}
+
 pub(crate) struct Scanner<'a> {
     text: &'a [u8],
     at: usize,
@@ -402,6 +470,60 @@ mod tests {
         assert!(read_calls(nested(64).as_bytes(), 64).is_some());
         assert_eq!(read_calls(nested(65).as_bytes(), 64), None);
         assert_eq!(read_calls(nested(500).as_bytes(), 1000), None, "past the reader's own bound");
+    }
+
+    #[test]
+    fn the_answers_of_a_batch_are_found_by_their_ids() {
+        let body = br#"[{"jsonrpc":"2.0","id":"b","result":"0x1"}, {"id":1,"error":{"code":3}}]"#;
+        let answers = read_answers(body).unwrap();
+        let found: Vec<(&[u8], &[u8])> =
+            answers.iter().map(|&(id, object)| (text(body, id), text(body, object))).collect();
+        assert_eq!(
+            found,
+            vec![
+                (&b"\"b\""[..], &br#"{"jsonrpc":"2.0","id":"b","result":"0x1"}"#[..]),
+                (&b"1"[..], &br#"{"id":1,"error":{"code":3}}"#[..]),
+            ]
+        );
+        for refused in [
+            &br#"{"id":1,"result":"0x1"}"#[..],
+            br#"[{"result":"0x1"}]"#,
+            br#"[{"id":1.5,"result":"0x1"}]"#,
+            br#"[{"id":1,"id":2}]"#,
+            br#"[1]"#,
+            br#"[{"id":1}"#,
+        ] {
+            assert_eq!(read_answers(refused), None, "{}", String::from_utf8_lossy(refused));
+        }
+    }
+
+    #[test]
+    fn a_plain_answer_is_the_sent_id_and_a_result_and_nothing_else() {
+        let plain = br#"{"jsonrpc":"2.0","id":7,"result":{"a":[1,"x"]}}"#;
+        assert_eq!(
+            plain_result(plain, b"7").map(|s| text(plain, s)),
+            Some(&br#"{"a":[1,"x"]}"#[..])
+        );
+        let reordered = br#" {"result":"0x1", "id":"q", "jsonrpc":"2.0"} "#;
+        assert_eq!(
+            plain_result(reordered, br#""q""#).map(|s| text(reordered, s)),
+            Some(&b"\"0x1\""[..])
+        );
+        for (answer, id) in [
+            (&br#"{"jsonrpc":"2.0","id":8,"result":"0x1"}"#[..], &b"7"[..]), // another id
+            (br#"{"jsonrpc":"2.0","id":"7","result":"0x1"}"#, b"7"),
+            (br#"{"jsonrpc":"2.0","id":7,"error":{"code":3}}"#, b"7"),
+            (br#"{"jsonrpc":"2.0","id":7,"result":"0x1","error":null}"#, b"7"),
+            (br#"{"jsonrpc":"2.0","id":7,"result":1,"result":2}"#, b"7"),
+            (br#"{"jsonrpc":"1.0","id":7,"result":"0x1"}"#, b"7"),
+            (br#"{"id":7,"result":"0x1"}"#, b"7"),
+            (br#"{"jsonrpc":"2.0","id":7}"#, b"7"),
+            (br#"{"jsonrpc":"2.0","id":7,"result":1e3}"#, b"7"),
+            (br#"{"jsonrpc":"2.0","id":7,"result":"0x1"} x"#, b"7"),
+            (br#"[{"jsonrpc":"2.0","id":7,"result":"0x1"}]"#, b"7"),
+        ] {
+            assert_eq!(plain_result(answer, id), None, "{}", String::from_utf8_lossy(answer));
+        }
     }
 
     #[test]

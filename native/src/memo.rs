@@ -59,9 +59,16 @@ impl Asked<'_> {
 
 /// What a decision does with a call in its scope.
 pub enum Action {
-    /// Send the call, as the client wrote it, to the node at `url`, waiting at most `timeout`;
-    /// `flight`: identical calls in flight share one attempt, keyed by (chain, seen head).
-    Forward { url: String, node_id: i64, timeout: Duration, flight: Option<(u64, i64)> },
+    /// Send the call, as the client wrote it, to the node at `url`, waiting at most `timeout`,
+    /// with at most `batch` calls of the request in one upstream batch; `flight`: identical
+    /// calls in flight share one attempt, keyed by (chain, seen head).
+    Forward {
+        url: String,
+        node_id: i64,
+        timeout: Duration,
+        batch: usize,
+        flight: Option<(u64, i64)>,
+    },
     /// Answer `"result":...` (the member) under the caller's id.
     Answer { member: Bytes },
 }
@@ -75,6 +82,8 @@ pub struct Entry {
     /// Spent from the grant per call, and per call that joins an identical one in flight.
     pub spend: i64,
     pub join_spend: i64,
+    /// Every answer goes to the ledger to be read, however plain (settle.rs).
+    pub judge_each: bool,
     pub action: Action,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     made: Instant,
@@ -346,13 +355,15 @@ impl Memo {
             let chain: u64 = get(decision::FLIGHT_CHAIN)?.extract()?;
             let seen: i64 = get(decision::FLIGHT_SEEN)?.extract()?;
             let node_id: i64 = get(decision::NODE_ID)?.extract()?;
+            let batch: usize = get(decision::NODE_BATCH)?.extract()?;
             let flight = (chain != 0).then_some((chain, seen));
-            Action::Forward { url, node_id, timeout, flight }
+            Action::Forward { url, node_id, timeout, batch: batch.max(1), flight }
         } else if let Some(member) = member {
             Action::Answer { member: Bytes::copy_from_slice(member.as_bytes()) }
         } else {
             return Ok(None);
         };
+        let judge_each: bool = get(decision::JUDGE_EACH)?.extract()?;
         let pairs: Vec<(String, String)> = get(decision::HEADERS)?.extract()?;
         let headers = header_pairs(pairs)?;
         let grant = (spend > 0 || join_spend > 0).then(|| self.grant_of(customer));
@@ -368,6 +379,7 @@ impl Memo {
             grant,
             spend,
             join_spend,
+            judge_each,
             action,
             headers,
             made: Instant::now(),
@@ -653,6 +665,7 @@ mod tests {
             url: "http://n/".into(),
             node_id: 1,
             timeout: Duration::from_secs(1),
+            batch: 1,
             flight: None,
         };
         Entry {
@@ -661,6 +674,7 @@ mod tests {
             grant,
             spend,
             join_spend: 0,
+            judge_each: false,
             action,
             headers: vec![],
             made: Instant::now(),

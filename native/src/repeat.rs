@@ -5,7 +5,13 @@
 //! what its nodes did, each call's attempt standing for the pipeline's first (`Attempted`): a
 //! node is never asked the same call twice for one request, and its failure is judged by the
 //! pipeline alone.
+//!
+//! Calls of one request going to the same node are sent to it in upstream batches of at most
+//! the decision's `batch` calls (distinct ids only), and each call takes the answer under its
+//! own id. A batch the node answers otherwise (not an array of answers, an id missing) leaves
+//! those calls without an attempt: the pipeline asks each on its own.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,9 +20,10 @@ use hyper::body::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Body, Response};
 
-use crate::flights::{landing, Boarding, Flights, Landing};
+use crate::flights::{landing, Boarding, Flights, Landing, Leader};
+use crate::json::{plain_result, read_answers, Call};
 use crate::memo::{call_template, Action, Memo, Plan, Planned};
-use crate::settle::{ReceiptParts, Settler, Verdict};
+use crate::settle::{ReceiptParts, Settler, Settling, Tallied, Verdict};
 use crate::upstream::{Failure, Upstream};
 
 /// How a request under decisions ended.
@@ -37,10 +44,12 @@ pub struct Made {
 }
 
 enum Outcome {
-    /// Sent to the decision's node: its answer or failure, and the id it was sent under.
+    /// Sent to the decision's node: its answer or failure.
     Own { outcome: Result<Bytes, Failure>, elapsed: f64 },
-    /// Took the answer of an identical call in flight (None: that call got none), sent under
-    /// the leader's id.
+    /// Sent in a batch the node did not answer call by call: no attempt to speak of.
+    Unanswered,
+    /// Took the answer of an identical call in flight (None: that call got none), with the id
+    /// that call was sent under.
     Joined { answer: Option<(Bytes, Bytes)>, elapsed: f64 },
     /// The decision's own answer.
     Answer,
@@ -54,11 +63,18 @@ pub struct Applying<'a> {
     pub settler: &'a Settler,
 }
 
+/// A call to send to its node: its place in the request, its bytes and id.
+struct ToSend {
+    call: usize,
+    sent: Bytes,
+    id: Bytes,
+    leader: Option<Leader>,
+}
+
 /// Serve `plan`, the calls of the request whose body is `body`.
 pub async fn serve(applying: Applying<'_>, mut plan: Plan, body: &Bytes) -> Served {
     let started = Instant::now();
-    let sending = plan.calls.iter().map(|planned| send(&applying, planned, body, plan.batch));
-    let outcomes = join_all(sending).await;
+    let outcomes = outcomes(&applying, &plan, body).await;
     for (planned, outcome) in plan.calls.iter_mut().zip(&outcomes) {
         if matches!(outcome, Outcome::Joined { .. }) {
             planned.joined();
@@ -84,89 +100,235 @@ pub async fn serve(applying: Applying<'_>, mut plan: Plan, body: &Bytes) -> Serv
     Served::Pipeline { attempts, waited: started.elapsed().as_secs_f64() }
 }
 
-/// Send one call under its decision.
-async fn send(applying: &Applying<'_>, planned: &Planned, body: &Bytes, batch: bool) -> Outcome {
-    let Action::Forward { url, timeout, flight, .. } = &planned.entry.action else {
-        return Outcome::Answer;
-    };
-    let sent = if batch { body.slice(planned.object.0..planned.object.1) } else { body.clone() };
-    let Some((chain, seen)) = flight else {
-        return own(applying.upstream, url, sent, *timeout).await;
-    };
-    let mut key = Vec::with_capacity(planned.object.1 - planned.object.0 + 24);
-    key.push(b's');
-    key.extend_from_slice(&chain.to_le_bytes());
-    key.extend_from_slice(&seen.to_le_bytes());
-    call_template(&mut key, body, &call_of(planned), None);
-    match applying.flights.board(&key) {
-        Boarding::Lead(leader) => {
-            let outcome = own(applying.upstream, url, sent, *timeout).await;
-            let id = body.slice(planned.id.0..planned.id.1);
-            let landed = match &outcome {
-                Outcome::Own { outcome: Ok(answer), .. } => Some((answer.clone(), id)),
-                _ => None,
-            };
-            leader.land(Landing::Answer(landed));
-            outcome
+/// What became of each call: answers taken, flights joined, the rest sent to their nodes.
+async fn outcomes(applying: &Applying<'_>, plan: &Plan, body: &Bytes) -> Vec<Outcome> {
+    let mut outcomes: Vec<Option<Outcome>> = (0..plan.calls.len()).map(|_| None).collect();
+    let mut joining = Vec::new();
+    // By node: the calls to send it, in the request's order.
+    let mut sending: Vec<(&Planned, Vec<ToSend>)> = Vec::new();
+    for (call, planned) in plan.calls.iter().enumerate() {
+        let Action::Forward { flight, .. } = &planned.entry.action else {
+            outcomes[call] = Some(Outcome::Answer);
+            continue;
+        };
+        let sent = if plan.batch { slice(body, planned.object) } else { body.clone() };
+        let id = slice(body, planned.id);
+        let leader = match flight {
+            None => None,
+            Some(flight) => match applying.flights.board(&flight_key(body, planned, *flight)) {
+                Boarding::Lead(leader) => Some(leader),
+                Boarding::Join(awaiting) => {
+                    joining.push((call, planned.entry.clone(), awaiting));
+                    continue;
+                }
+            },
+        };
+        let to_send = ToSend { call, sent, id, leader };
+        match sending.iter_mut().find(|(first, _)| same_node(first, planned)) {
+            Some((_, calls)) => calls.push(to_send),
+            None => sending.push((planned, vec![to_send])),
         }
-        Boarding::Join(awaiting) => {
-            let started = Instant::now();
-            let landed = tokio::time::timeout(*timeout, landing(awaiting)).await.ok().flatten();
-            let answer = match landed {
-                Some(Landing::Answer(answer)) => answer,
-                _ => None,
-            };
-            Outcome::Joined { answer, elapsed: started.elapsed().as_secs_f64() }
-        }
+    }
+    let sends = sending.into_iter().flat_map(|(first, calls)| {
+        let Action::Forward { url, timeout, batch, .. } = &first.entry.action else {
+            unreachable!("only forwards are sent");
+        };
+        batches(calls, *batch)
+            .into_iter()
+            .map(move |group| send(applying.upstream, url.clone(), *timeout, group))
+    });
+    let joins = joining.into_iter().map(|(call, entry, awaiting)| async move {
+        let Action::Forward { timeout, .. } = &entry.action else {
+            unreachable!("only forwards join flights");
+        };
+        let started = Instant::now();
+        let landed = tokio::time::timeout(*timeout, landing(awaiting)).await.ok().flatten();
+        let answer = match landed {
+            Some(Landing::Answer(answer)) => answer,
+            _ => None,
+        };
+        vec![(call, Outcome::Joined { answer, elapsed: started.elapsed().as_secs_f64() })]
+    });
+    let sent = join_all(sends);
+    let joined = join_all(joins);
+    let (sent, joined) = futures_util::future::join(sent, joined).await;
+    for (call, outcome) in sent.into_iter().chain(joined).flatten() {
+        outcomes[call] = Some(outcome);
+    }
+    outcomes.into_iter().map(|outcome| outcome.unwrap_or(Outcome::Unanswered)).collect()
+}
+
+fn slice(body: &Bytes, (start, end): (usize, usize)) -> Bytes {
+    body.slice(start..end)
+}
+
+fn same_node(first: &Planned, other: &Planned) -> bool {
+    match (&first.entry.action, &other.entry.action) {
+        (Action::Forward { url: a, .. }, Action::Forward { url: b, .. }) => a == b,
+        _ => false,
     }
 }
 
-fn call_of(planned: &Planned) -> crate::json::Call {
-    crate::json::Call { object: planned.object, id: planned.id, method: None, elements: None }
+/// The key of a call's flight: chain and seen head, then the call with its id marked.
+fn flight_key(body: &[u8], planned: &Planned, (chain, seen): (u64, i64)) -> Vec<u8> {
+    let mut key = Vec::with_capacity(planned.object.1 - planned.object.0 + 24);
+    key.push(b's'); // the server's keys: apart from the pipeline's (driver.rs)
+    key.extend_from_slice(&chain.to_le_bytes());
+    key.extend_from_slice(&seen.to_le_bytes());
+    let call = Call { object: planned.object, id: planned.id, method: None, elements: None };
+    call_template(&mut key, body, &call, None);
+    key
 }
 
-async fn own(upstream: &Upstream, url: &str, sent: Bytes, timeout: Duration) -> Outcome {
+/// The calls to one node in groups of at most `batch`, each group's ids distinct (a call whose
+/// id is already in every open group goes alone).
+fn batches(calls: Vec<ToSend>, batch: usize) -> Vec<Vec<ToSend>> {
+    let mut groups: Vec<(Vec<ToSend>, HashSet<Bytes>)> = Vec::new();
+    for call in calls {
+        let open =
+            groups.iter_mut().find(|(group, ids)| group.len() < batch && !ids.contains(&call.id));
+        match open {
+            Some((group, ids)) => {
+                ids.insert(call.id.clone());
+                group.push(call);
+            }
+            None => {
+                let ids = HashSet::from([call.id.clone()]);
+                groups.push((vec![call], ids));
+            }
+        }
+    }
+    groups.into_iter().map(|(group, _)| group).collect()
+}
+
+/// Send one group of calls to the node at `url`: one call as it is, several as a batch. Each
+/// flight the group's calls lead lands with its call's answer.
+async fn send(
+    upstream: &Upstream,
+    url: String,
+    timeout: Duration,
+    group: Vec<ToSend>,
+) -> Vec<(usize, Outcome)> {
     let started = Instant::now();
-    let outcome = upstream.post(url, sent, timeout).await;
-    Outcome::Own { outcome, elapsed: started.elapsed().as_secs_f64() }
+    let body = if group.len() == 1 {
+        group[0].sent.clone()
+    } else {
+        let size = group.iter().map(|call| call.sent.len() + 1).sum::<usize>() + 1;
+        let mut batch = Vec::with_capacity(size);
+        batch.push(b'[');
+        for (index, call) in group.iter().enumerate() {
+            if index > 0 {
+                batch.push(b',');
+            }
+            batch.extend_from_slice(&call.sent);
+        }
+        batch.push(b']');
+        Bytes::from(batch)
+    };
+    let single = group.len() == 1;
+    let answered = upstream.post(&url, body, timeout).await;
+    let elapsed = started.elapsed().as_secs_f64();
+    let mut answers: HashMap<Bytes, Bytes> = HashMap::new();
+    if let (Ok(answer), false) = (&answered, single) {
+        for (id, object) in read_answers(answer).unwrap_or_default() {
+            answers.insert(slice(answer, id), slice(answer, object));
+        }
+    }
+    group
+        .into_iter()
+        .map(|ToSend { call, id, leader, .. }| {
+            let outcome = match &answered {
+                Err(failure) => Some(Err(failure.clone())),
+                Ok(answer) if single => Some(Ok(answer.clone())),
+                Ok(_) => answers.get(&id).cloned().map(Ok),
+            };
+            if let Some(leader) = leader {
+                let landed = match &outcome {
+                    Some(Ok(answer)) => Some((answer.clone(), id.clone())),
+                    _ => None,
+                };
+                leader.land(Landing::Answer(landed));
+            }
+            let outcome = match outcome {
+                Some(outcome) => Outcome::Own { outcome, elapsed },
+                None => Outcome::Unanswered,
+            };
+            (call, outcome)
+        })
+        .collect()
 }
 
-/// The ledger's verdicts on the request's calls; None when it cannot take them all (a node's
-/// failure, a joined call whose leader got no answer) or failed.
+/// The ledger's verdicts on the request's calls (each served call's, in order); None when it
+/// cannot take them all (a node's failure, a call its node did not answer, one that joined a
+/// call that got no answer) or it failed.
 async fn settle(
     applying: &Applying<'_>,
     plan: &Plan,
     outcomes: &[Outcome],
     body: &Bytes,
 ) -> Option<Vec<Verdict>> {
-    let mut receipts = Vec::with_capacity(outcomes.len());
+    let mut settling = Settling { receipts: Vec::new(), tallied: Vec::new() };
+    // Per call: None for a tallied one, else its receipt's index.
+    let mut judged = Vec::with_capacity(outcomes.len());
     let mut waits = false;
     for (planned, outcome) in plan.calls.iter().zip(outcomes) {
-        let own_id = body.slice(planned.id.0..planned.id.1);
-        let (call_id, answer, elapsed, joined) = match outcome {
-            Outcome::Own { outcome: Ok(answer), elapsed } => {
-                (own_id, Some(answer.clone()), *elapsed, false)
-            }
-            Outcome::Own { outcome: Err(_), .. } => return None,
-            Outcome::Joined { answer: Some((answer, leader_id)), elapsed } => {
-                (leader_id.clone(), Some(answer.clone()), *elapsed, true)
-            }
-            Outcome::Joined { answer: None, .. } => return None,
-            Outcome::Answer => (own_id, None, 0.0, false),
-        };
-        waits |= answer.is_some() || planned.entry.spend > 0;
         let entry = planned.entry.clone();
-        receipts.push(ReceiptParts { entry, call_id, answer, elapsed, joined });
+        let own_id = slice(body, planned.id);
+        let parts = match outcome {
+            Outcome::Own { outcome: Ok(answer), elapsed } => {
+                waits = true;
+                if !entry.judge_each && plain_result(answer, &own_id).is_some() {
+                    settling.tallied.push(Tallied { entry, elapsed: *elapsed });
+                    judged.push(None);
+                    continue;
+                }
+                ReceiptParts {
+                    entry,
+                    call_id: own_id,
+                    answer: Some(answer.clone()),
+                    elapsed: *elapsed,
+                    joined: false,
+                }
+            }
+            Outcome::Joined { answer: Some((answer, leader_id)), elapsed } => {
+                waits = true;
+                ReceiptParts {
+                    entry,
+                    call_id: leader_id.clone(),
+                    answer: Some(answer.clone()),
+                    elapsed: *elapsed,
+                    joined: true,
+                }
+            }
+            Outcome::Answer => {
+                waits |= entry.spend > 0;
+                settling.tallied.push(Tallied { entry, elapsed: 0.0 });
+                judged.push(None);
+                continue;
+            }
+            _ => return None,
+        };
+        judged.push(Some(settling.receipts.len()));
+        settling.receipts.push(parts);
     }
+    let served = |verdicts: Vec<Verdict>| -> Vec<Verdict> {
+        let mut verdicts: Vec<Option<Verdict>> = verdicts.into_iter().map(Some).collect();
+        judged
+            .iter()
+            .map(|at| match at {
+                None => Verdict { served: true, member: None },
+                Some(at) => verdicts[*at].take().unwrap_or(Verdict { served: false, member: None }),
+            })
+            .collect()
+    };
     if !waits {
         // Free answers only: nothing is charged, so nothing needs to be in the journal before
         // the answer leaves; the ledger books them as they come (a `kill -9` in between loses
         // them from usage, and they cost nothing).
-        let count = receipts.len();
-        applying.settler.hand(receipts);
-        return Some((0..count).map(|_| Verdict { served: true, member: None }).collect());
+        applying.settler.hand(settling);
+        return Some(served(Vec::new()));
     }
-    applying.settler.settle(receipts).await
+    applying.settler.settle(settling).await.map(served)
 }
 
 /// The request's answer: each call's, in order, under the caller's ids.

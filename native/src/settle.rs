@@ -1,12 +1,15 @@
 //! Settling: the calls the server served under decisions go to the one ledger (Python's
-//! `settle`, router/fast/settle.py) as `Receipt`s, in groups, and each request's answer leaves
-//! only once the ledger has taken its calls (their usage in the journal: group commit). One GIL
-//! acquisition and one call settle every request waiting, so a loaded server pays for Python
-//! once per group rather than once per request.
+//! `settle`, router/fast/settle.py) in groups, and each request's answer leaves only once the
+//! ledger has taken its calls (their usage in the journal: group commit). One GIL acquisition
+//! and one call settle every request waiting, so a loaded server pays for Python once per group
+//! rather than once per request.
 //!
-//! The ledger judges each node's answer as the pipeline judges its own, and takes a request's
-//! receipts all or none (`Verdict.served`); a request it does not take goes to the pipeline.
+//! A call whose node answered plainly (json.rs, `plain_result`), or that took its decision's own
+//! answer, needs no judging: it goes in its decision's `Tally`. Any other goes as a `Receipt`,
+//! which the ledger judges as the pipeline judges a node's answer; a request is served only if
+//! each of its receipts is (`Verdict.served`), and the ledger books none of a request refused.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use hyper::body::Bytes;
@@ -16,20 +19,25 @@ use pyo3::types::{PyBytes, PyList};
 use tokio::sync::{oneshot, Notify};
 
 use crate::contract::{fields, Types};
-use crate::contract_gen::{receipt, verdict};
+use crate::contract_gen::{receipt, tally, verdict};
 use crate::driver::log_error;
 use crate::memo::Entry;
 
 const LOGGER: &str = "chainrouter.router.executors.native";
 
-/// One call served under a decision: the fields of `contract.Receipt` but its request's number
-/// (the decision is the entry's).
+/// A call for the ledger to judge: the fields of `contract.Receipt` but its request's number.
 pub struct ReceiptParts {
     pub entry: Arc<Entry>,
     pub call_id: Bytes,
     pub answer: Option<Bytes>,
     pub elapsed: f64,
     pub joined: bool,
+}
+
+/// A call with nothing to judge, for its decision's `Tally`.
+pub struct Tallied {
+    pub entry: Arc<Entry>,
+    pub elapsed: f64,
 }
 
 /// The ledger's word on one receipt.
@@ -39,8 +47,14 @@ pub struct Verdict {
     pub member: Option<Bytes>,
 }
 
+/// One request's calls.
+pub struct Settling {
+    pub receipts: Vec<ReceiptParts>,
+    pub tallied: Vec<Tallied>,
+}
+
 struct Pending {
-    receipts: Vec<ReceiptParts>,
+    settling: Settling,
     /// None: nobody waits for the verdicts (free answers, taken whatever they are).
     reply: Option<oneshot::Sender<Option<Vec<Verdict>>>>,
 }
@@ -61,16 +75,17 @@ impl Settler {
         self.wake.notify_one();
     }
 
-    /// The ledger's verdicts on one request's receipts, in order; None if it failed.
-    pub async fn settle(&self, receipts: Vec<ReceiptParts>) -> Option<Vec<Verdict>> {
+    /// The ledger's verdicts on one request's receipts, in order (none when it has only
+    /// tallied calls); None if the ledger failed.
+    pub async fn settle(&self, settling: Settling) -> Option<Vec<Verdict>> {
         let (reply, verdicts) = oneshot::channel();
-        self.push(Pending { receipts, reply: Some(reply) });
+        self.push(Pending { settling, reply: Some(reply) });
         verdicts.await.ok().flatten()
     }
 
-    /// Hand receipts over without waiting for their verdicts.
-    pub fn hand(&self, receipts: Vec<ReceiptParts>) {
-        self.push(Pending { receipts, reply: None });
+    /// Hand a request's calls over without waiting for the ledger.
+    pub fn hand(&self, settling: Settling) {
+        self.push(Pending { settling, reply: None });
     }
 
     /// Settle what is waiting, group by group, for as long as the server runs.
@@ -85,9 +100,10 @@ impl Settler {
             Python::with_gil(|py| {
                 let mut verdicts = self.call(py, &types, &group).map(Vec::into_iter);
                 for pending in group {
-                    let taken = verdicts.as_mut().map(|all| {
-                        all.by_ref().take(pending.receipts.len()).collect::<Vec<Verdict>>()
-                    });
+                    let count = pending.settling.receipts.len();
+                    let taken = verdicts
+                        .as_mut()
+                        .map(|all| all.by_ref().take(count).collect::<Vec<Verdict>>());
                     if let Some(reply) = pending.reply {
                         let _ = reply.send(taken); // a client gone meanwhile: nothing to tell
                     }
@@ -101,13 +117,32 @@ impl Settler {
         let outcome = (|| -> PyResult<Vec<Verdict>> {
             let receipts = PyList::empty(py);
             let mut count = 0;
+            // By decision (its entry), in the order first met: each call's request and time.
+            let mut tallies: Vec<(&Arc<Entry>, Vec<usize>, Vec<f64>)> = Vec::new();
+            let mut tally_of: HashMap<*const Entry, usize> = HashMap::new();
             for (request, pending) in group.iter().enumerate() {
-                for parts in &pending.receipts {
+                for parts in &pending.settling.receipts {
                     receipts.append(build(py, types, request, parts)?)?;
                     count += 1;
                 }
+                for call in &pending.settling.tallied {
+                    let at = *tally_of.entry(Arc::as_ptr(&call.entry)).or_insert_with(|| {
+                        tallies.push((&call.entry, Vec::new(), Vec::new()));
+                        tallies.len() - 1
+                    });
+                    tallies[at].1.push(request);
+                    tallies[at].2.push(call.elapsed);
+                }
             }
-            let returned = self.settle.call1(py, (receipts,))?;
+            let built = PyList::empty(py);
+            for (entry, requests, elapsed) in tallies {
+                let mut values = fields();
+                values[tally::DECISION] = Some(entry.decision.clone_ref(py));
+                values[tally::REQUESTS] = Some(requests.into_py(py));
+                values[tally::ELAPSED_S] = Some(elapsed.into_py(py));
+                built.append(types.tally.build(py, values)?)?;
+            }
+            let returned = self.settle.call1(py, (receipts, built))?;
             let returned: &PyList = returned.as_ref(py).downcast()?;
             if returned.len() != count {
                 return Err(PyValueError::new_err("settle gave another number of verdicts"));

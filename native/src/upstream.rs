@@ -29,7 +29,7 @@ const MAX_TARGETS: usize = 65_536;
 const MAX_IDLE_PER_ORIGIN: usize = 256;
 
 /// Why a node gave no usable answer.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Failure {
     pub kind: Kind,
     pub detail: String,

@@ -4,7 +4,15 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any
 
-from chainrouter.router.contract import Acquire, HttpRequest, Landed, Program, Receipt, Verdict
+from chainrouter.router.contract import (
+    Acquire,
+    HttpRequest,
+    Landed,
+    Program,
+    Receipt,
+    Tally,
+    Verdict,
+)
 
 class Driver:
     def __init__(
@@ -69,7 +77,7 @@ class NativeServer:
     def apply_decisions(
         self,
         memo: Memo,
-        settle: Callable[[list[Receipt]], list[Verdict]],
+        settle: Callable[[list[Receipt], list[Tally]], list[Verdict]],
     ) -> None: ...
     def stop(self) -> None: ...
 

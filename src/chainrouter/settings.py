@@ -359,6 +359,15 @@ class Settings(BaseSettings):
         'age (CHAINROUTER_CACHE_REPLAY_MAX_BYTES, _MAX_AGE_S; docs/router.md, "Repeated '
         'forwards").',
     )
+    upstream_batch_max: int = Field(
+        default=10,
+        ge=1,
+        le=1000,
+        description="The most calls of one client batch the native server sends a node in one "
+        "upstream batch when it serves them under decisions, unless the node's own batch limit "
+        "(its declared or probed capabilities) is lower; 1: each call on its own "
+        '(docs/router.md, "Scoped decisions").',
+    )
     cache_replay_max_age_s: float = Field(
         default=1.0,
         ge=0.05,

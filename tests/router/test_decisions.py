@@ -19,6 +19,7 @@ from chainrouter.router.contract import (
     FailureKind,
 )
 from chainrouter.router.latency import TailPolicy
+from chainrouter.router.fast.grants import GRANT_CALLS
 from chainrouter.router.ledger import Booking
 from chainrouter.testing.scripted import answering, erroring, failing, slow
 from tests.router.scripted_world import CUSTOMER, ScriptedWorld, rpc, scripted_world
@@ -207,8 +208,8 @@ def test_a_decision_tops_up_its_customers_grant_and_a_bypassing_key_spends_nothi
     grants = world.deps.grants
     assert grants is not None
     _decided(world, rpc("eth_getBalance", [ADDRESS, "latest"]))
-    assert grants.memo.granted(CUSTOMER) == 100 * 256
-    held = 100 * 256
+    held = 100 * GRANT_CALLS
+    assert grants.memo.granted(CUSTOMER) == held
     assert world.balance() == 10**9 - 100 - held  # the call's price, and the grant held aside
     bypassing = _world(bypass_credit_check=True)
     [decision] = _decided(bypassing, rpc("eth_getBalance", [ADDRESS, "latest"]))

@@ -230,6 +230,8 @@ def test_a_decision_is_applied_to_no_call_outside_its_scope(router_of: Any) -> N
 def test_a_batch_of_distinct_calls_is_served_by_the_server_in_order_under_each_callers_id(
     router_of: Any,
 ) -> None:
+    """Sent to the node as one upstream batch (at most CHAINROUTER_UPSTREAM_BATCH_MAX calls),
+    each call taking the answer under its own id."""
     router = router_of()
 
     def batch(size: int) -> list[dict[str, Any]]:
@@ -242,12 +244,14 @@ def test_a_batch_of_distinct_calls_is_served_by_the_server_in_order_under_each_c
     first = batch(6)
     assert router.post(first).status_code == 200  # the pipeline decides each kind
     later = batch(6)
+    asked = router.asked()
     reply = router.post(later)
     assert reply.status_code == 200
     assert [item["id"] for item in reply.json()] == [call["id"] for call in later]
     expected = [router.node_answer(call, call["id"]) for call in later]
     assert reply.content == b"[" + b",".join(expected) + b"]"
     assert router.decided() == 6
+    assert router.asked() == (asked[0] + 1, asked[1])  # one upstream batch, at the cheap node
 
 
 def test_a_node_that_fails_a_call_under_a_decision_is_failed_over_at_once_and_never_billed(

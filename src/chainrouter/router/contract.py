@@ -12,8 +12,8 @@ declared here, and only here:
 - the commands (`Forward`, `Gather`, `Race`, `Acquire`, `Join`, `Wait`, `Spawn`, `Coalesce`) and
   what each is resumed with; the ways a node can fail (`FailureKind`, inside a `Failure`); how a
   coalesced call ends for the calls that joined it (`Landed`, handed to `Leading.land`);
-- what the native server hands the ledger for the calls it served itself (`Receipt`, in groups)
-  and what it is told back (`Verdict`);
+- what the native server hands the ledger for the calls it served itself (`Receipt`s to judge,
+  `Tally`s of plain answers, in groups) and what it is told back (`Verdict`);
 - the native module's classes and functions (`router/native_api.py`).
 
 The Rust side is generated from these declarations (`native/src/contract_gen.rs`: every type's
@@ -133,6 +133,8 @@ class Decision:
     url: str  # the node a forward sends the call to; "" for an answer
     node_id: int
     timeout_s: float  # how long a forward waits on its node before the pipeline takes over
+    # The most calls of one request the server sends the node in one batch (1: each alone).
+    node_batch: int
     # Identical calls in flight at once share one attempt (coalescing) under a key of this chain
     # and, for a read of the head, this seen head; `flight_chain` 0: never coalesced.
     flight_chain: int
@@ -140,6 +142,8 @@ class Decision:
     member: bytes | None  # an answer's `"result":...`: the JSON after its id
     headers: list[tuple[str, str]]  # the answer's headers, but X-Batch-Id
     booking: object  # what the ledger books a call of this scope as (router/ledger.py)
+    # Every answer goes to the ledger to be read (an `eth_blockNumber`'s head), plain or not.
+    judge_each: bool = False
 
 
 @dataclass(slots=True)
@@ -154,8 +158,9 @@ class HttpAnswer:
 
 @dataclass(slots=True)
 class Receipt:
-    """A call the native server served under a decision, for the ledger (router/fast/settle.py):
-    the receipts of one request share `request`, and are taken all or none."""
+    """A call the native server served under a decision, for the ledger to judge and book
+    (router/fast/settle.py): the receipts of one request share `request`, and the request is
+    served only if every one of them is (with its `Tally`s' calls)."""
 
     decision: Decision
     request: int
@@ -165,6 +170,18 @@ class Receipt:
     answer: bytes | None  # the node's answer (a failure never comes here); None for an answer
     elapsed_s: float
     joined: bool  # it took the answer of an identical call in flight (coalescing)
+
+
+@dataclass(slots=True)
+class Tally:
+    """The calls one decision served in a group whose nodes answered plainly (the sent id and a
+    `result`, recognized by the server: native/src/json.rs, `plain_result`), or that took the
+    decision's own answer: nothing to judge, each booked unless its request is refused for
+    another call's receipt. One entry per call, in the lists."""
+
+    decision: Decision
+    requests: list[int]  # each call's request, numbered as the receipts' are
+    elapsed_s: list[float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +328,7 @@ CROSSING: tuple[type, ...] = (
     Attempted,
     Decision,
     Receipt,
+    Tally,
     Verdict,
     Landed,
     *COMMANDS,

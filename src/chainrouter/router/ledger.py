@@ -55,16 +55,6 @@ class Booking:
     min_head: int | None = None
 
 
-@dataclass(slots=True)
-class Served:
-    """One call a decision served: its node's answer and time, or how it was answered."""
-
-    answer: bytes | None
-    elapsed_s: float
-    joined: bool
-    head: int | None = None  # the block an `eth_blockNumber` answer names
-
-
 class Ledger:
     def __init__(
         self,
@@ -148,14 +138,22 @@ class Ledger:
 
     # -- the native server's calls -------------------------------------------------------------
 
-    def book_served(self, booking: Booking, spent_nano: int, served: list[Served]) -> None:
-        """Calls one decision served, taken by the settling: release what they spent of the
-        grant (`spent_nano`, held for them) and charge their price; meter them; record their
-        node's answers and the heads they tell; count them."""
-        own = [call for call in served if not call.joined]
-        joined = len(served) - len(own)
+    def book_served(
+        self,
+        booking: Booking,
+        spent_nano: int,
+        times: list[float],
+        joined: int = 0,
+        heads: tuple[int, ...] = (),
+    ) -> None:
+        """Calls one decision served, taken by the settling: each of `times` a call its node
+        answered (or its decision's own answer, for an answer from the cache) in that time, and
+        `joined` calls that took an identical call's answer in flight. Release what they spent
+        of the grant (`spent_nano`, held for them) and charge their price; meter them; record
+        their node's answers and the highest of the `heads` they tell; count them."""
+        own = len(times)
         customer, chain_id, method = booking.customer_id, booking.chain_id, booking.method
-        charged = booking.cost_nano * len(own) + booking.join_cost_nano * joined
+        charged = booking.cost_nano * own + booking.join_cost_nano * joined
         self._credits.settle(customer, spent_nano, charged)
         if own:
             self._meter.record(
@@ -166,7 +164,7 @@ class Ledger:
                 booking.scenario,
                 booking.cost_nano,
                 booking.plan_id,
-                count=len(own),
+                count=own,
             )
         if joined:
             self._meter.record(
@@ -181,22 +179,20 @@ class Ledger:
         node = booking.node
         stat = (chain_id, method)
         if node is not None and own:
-            times = [call.elapsed_s for call in own]
             self._metrics.answered(node.node_id, times)
             self._cooldowns.succeeded(node.node_id)
             self._health.observe_answers(node.node_id, booking.work, times)
-        heads = [call.head for call in served if call.head is not None]
         if heads:
-            self._saw(booking.key_id, chain_id, max(heads), None if not own else node)
+            self._saw(booking.key_id, chain_id, max(heads), node if own else None)
         with self._counting:
             if node is not None and own:
-                self.forwarded[stat] = self.forwarded.get(stat, 0) + len(own)
+                self.forwarded[stat] = self.forwarded.get(stat, 0) + own
             elif own:
-                self.answered[stat] = self.answered.get(stat, 0) + len(own)
+                self.answered[stat] = self.answered.get(stat, 0) + own
             if joined:
                 self.coalesced[stat] = self.coalesced.get(stat, 0) + joined
         if node is None and own and self._cache is not None:
-            self._cache.memory.count(stat, hit=True, times=len(own))
+            self._cache.memory.count(stat, hit=True, times=own)
 
     def count_coalesced(self, chain_id: int, method: str) -> None:
         """A pipeline call took the answer of an identical call in flight."""

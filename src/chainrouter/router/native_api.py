@@ -18,6 +18,7 @@ from chainrouter.router.contract import (
     Landed,
     Program,
     Receipt,
+    Tally,
     Verdict,
 )
 
@@ -128,9 +129,12 @@ class NativeServer(Protocol):
 
     def accept_websockets(self, handler: Callable[[HttpRequest, int], object]) -> None: ...
 
-    def apply_decisions(self, memo: Memo, settle: Callable[[list[Receipt]], list[Verdict]]) -> None:
+    def apply_decisions(
+        self, memo: Memo, settle: Callable[[list[Receipt], list[Tally]], list[Verdict]]
+    ) -> None:
         """Apply the decisions the pipeline's answers carry to later calls in their scope; the
-        calls served so go to `settle` (the ledger) in groups. Before `serve`."""
+        calls served so go to `settle` (the ledger) in groups: a verdict for each receipt.
+        Before `serve`."""
         ...
 
     def stop(self) -> None: ...

@@ -318,11 +318,18 @@ def build_runtime(
     )
     decider = settle = None
     if grants is not None:
+        batch_max = settings.upstream_batch_max
+
+        def batch_of(node: NodeInfo) -> int:
+            own = capabilities.of(node).max_batch
+            return batch_max if own is None else max(1, min(own, batch_max))
+
         decider = Decider(
             deps.cache_prices,
             grants,
             coalesce=settings.coalesce,
             forwards=settings.repeat_forwards,
+            batch_of=batch_of,
         )
         settle = Settle(ledger, grants, metrics)
     connect = _ws_connector(settings)

@@ -20,11 +20,12 @@ epochs are the snapshot's and every slot a stage read (`CallContext.epochs_read`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from chainrouter.domain.cacheable import CachePrices
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.requirements import Work, block_param_only, work_of
+from chainrouter.domain.routing import NodeInfo
 from chainrouter.router import epochs
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.contract import Decision, DecisionScope
@@ -37,12 +38,20 @@ _NEVER_FORWARDED = frozenset({"eth_chainId"})
 
 class Decider:
     def __init__(
-        self, prices: CachePrices, grants: Grants, *, coalesce: bool, forwards: bool = True
+        self,
+        prices: CachePrices,
+        grants: Grants,
+        *,
+        coalesce: bool,
+        forwards: bool = True,
+        batch_of: Callable[[NodeInfo], int] = lambda node: 1,
     ) -> None:
         self._prices = prices
         self._grants = grants
         self._coalesce = coalesce
         self._forwards = forwards  # forwards are decided too, not only answers from the cache
+        # The most calls of a request sent to the node in one batch (router/capabilities.py).
+        self._batch_of = batch_of
 
     @staticmethod
     def masks() -> dict[str, int]:
@@ -119,6 +128,7 @@ class Decider:
             join_spend=join_spend,
             url=route.node.url,
             node_id=route.node.node_id,
+            node_batch=self._batch_of(route.node),
             timeout_s=within_s,
             flight_chain=request.chain_id if self._coalesce and call.cache_key else 0,
             flight_seen=-1 if seen is None else seen,
@@ -163,6 +173,7 @@ class Decider:
         join_spend: int,
         url: str = "",
         node_id: int = 0,
+        node_batch: int = 1,
         timeout_s: float = 0.0,
         flight_chain: int = 0,
         flight_seen: int = -1,
@@ -183,9 +194,12 @@ class Decider:
             url=url,
             node_id=node_id,
             timeout_s=timeout_s,
+            node_batch=node_batch,
             flight_chain=flight_chain,
             flight_seen=flight_seen,
             member=member,
             headers=headers,
             booking=booking,
+            # The ledger reads every answer of a call that tells the key's head.
+            judge_each=rpc.method == HEAD_METHOD,
         )

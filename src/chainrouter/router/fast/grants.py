@@ -15,7 +15,7 @@ from __future__ import annotations
 from chainrouter.router.metering import CreditView
 from chainrouter.router.native_api import Memo
 
-GRANT_CALLS = 256  # a grant holds this many calls' worth, at the price of the decision made
+GRANT_CALLS = 16_384  # a grant holds this many calls' worth, at the price of the decision made
 
 
 class Grants:
