@@ -18,8 +18,8 @@ from chainrouter.router.contract import (
     Failure,
     FailureKind,
 )
-from chainrouter.router.latency import TailPolicy
 from chainrouter.router.fast.grants import GRANT_CALLS
+from chainrouter.router.latency import TailPolicy
 from chainrouter.router.ledger import Booking
 from chainrouter.testing.scripted import answering, erroring, failing, slow
 from tests.router.scripted_world import CUSTOMER, ScriptedWorld, rpc, scripted_world
