@@ -56,7 +56,7 @@ class DepositAsset:
     decimals: int | None = None
     minimum: Decimal = Decimal(0)  # in whole units of the asset
     symbol: str = ""
-    enabled: bool = True
+    start_block: int | None = None  # None: the block after the final one when first watched
 
     @property
     def is_native(self) -> bool:

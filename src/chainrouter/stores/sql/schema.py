@@ -555,12 +555,14 @@ deposits = Table(
     Index("ix_deposits_chain_id_state", "chain_id", "state"),
 )
 
-# Each watched chain's progress: the first block not yet read for crediting, and the head and
-# final block the last round saw. Watchers take the row's lock to credit, one at a time.
+# Each watched asset's progress on its chain: the first block not yet read for crediting, and
+# the head and final block the last round saw. Watchers take the row's lock to credit, one at a
+# time.
 deposit_cursors = Table(
     "deposit_cursors",
     metadata,
     Column("chain_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("asset", String(42), primary_key=True),
     Column("next_block", BigInteger, nullable=False),
     Column("head_block", BigInteger),
     Column("final_block", BigInteger),

@@ -25,11 +25,12 @@ def upgrade() -> None:
     op.create_table(
         "deposit_cursors",
         sa.Column("chain_id", sa.BigInteger(), autoincrement=False, nullable=False),
+        sa.Column("asset", sa.String(length=42), nullable=False),
         sa.Column("next_block", sa.BigInteger(), nullable=False),
         sa.Column("head_block", sa.BigInteger(), nullable=True),
         sa.Column("final_block", sa.BigInteger(), nullable=True),
         sa.Column("checked_at", sa.DateTime(), nullable=False),
-        sa.PrimaryKeyConstraint("chain_id", name=op.f("pk_deposit_cursors")),
+        sa.PrimaryKeyConstraint("chain_id", "asset", name=op.f("pk_deposit_cursors")),
     )
     op.create_table(
         "payment_settings",
