@@ -374,6 +374,7 @@ class DepositWatcher:
                         connection,
                         transfer,
                         customer_id=customer_id,
+                        decimals=decimals,
                         worth_nano=worth,
                         state=DepositState.BELOW_MINIMUM,
                     )
@@ -395,6 +396,7 @@ class DepositWatcher:
                     connection,
                     transfer,
                     customer_id=customer_id,
+                    decimals=decimals,
                     worth_nano=worth,
                     state=DepositState.CREDITED,
                     ledger_id=entry.id,
@@ -445,6 +447,7 @@ class DepositWatcher:
                     connection,
                     transfer,
                     customer_id=customer_id,
+                    decimals=decimals,
                     worth_nano=credits_nano(transfer.amount, decimals, asset.credits_per_unit),
                     state=DepositState.PENDING,
                 )

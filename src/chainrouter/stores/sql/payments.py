@@ -210,6 +210,7 @@ class Deposit:
     recipient: str
     customer_id: int
     amount: int
+    decimals: int
     credits_nano: int
     state: DepositState
     ledger_id: int | None
@@ -230,6 +231,7 @@ def _deposit(row: Row[Any]) -> Deposit:
         recipient=row.recipient,
         customer_id=row.customer_id,
         amount=int(row.amount),
+        decimals=row.decimals,
         credits_nano=row.credits_nano,
         state=DepositState(row.state),
         ledger_id=row.ledger_id,
@@ -254,6 +256,7 @@ def save_deposit(
     transfer: Transfer,
     *,
     customer_id: int,
+    decimals: int,
     worth_nano: int,
     state: DepositState,
     ledger_id: int | None = None,
@@ -282,6 +285,7 @@ def save_deposit(
                 recipient=transfer.recipient,
                 customer_id=customer_id,
                 amount=str(transfer.amount),
+                decimals=decimals,
                 seen_at=now,
                 **values,
             )
@@ -337,6 +341,7 @@ class DepositTotals:
     count: int
     amount: int  # base units
     credits_nano: int
+    decimals: int  # of the asset, as its deposits recorded them
 
 
 def deposit_totals(connection: Connection) -> list[DepositTotals]:
@@ -350,16 +355,17 @@ def deposit_totals(connection: Connection) -> list[DepositTotals]:
             t.deposits.c.state,
             t.deposits.c.amount,
             t.deposits.c.credits_nano,
+            t.deposits.c.decimals,
         )
     )
-    for chain_id, asset, state, amount, worth in rows:
-        entry = totals.setdefault((chain_id, asset, state), [0, 0, 0])
+    for chain_id, asset, state, amount, worth, decimals in rows:
+        entry = totals.setdefault((chain_id, asset, state), [0, 0, 0, decimals])
         entry[0] += 1
         entry[1] += int(amount)
         entry[2] += worth
     return [
-        DepositTotals(chain, asset, DepositState(state), count, amount, worth)
-        for (chain, asset, state), (count, amount, worth) in sorted(totals.items())
+        DepositTotals(chain, asset, DepositState(state), count, amount, worth, decimals)
+        for (chain, asset, state), (count, amount, worth, decimals) in sorted(totals.items())
     ]
 
 

@@ -544,6 +544,7 @@ deposits = Table(
         "customer_id", ForeignKey("customers.id", ondelete="CASCADE"), nullable=False, index=True
     ),
     Column("amount", String(80), nullable=False),  # base units, decimal text (up to 2**256)
+    Column("decimals", Integer, nullable=False),  # of the asset, as its worth was computed with
     Column("credits_nano", BigInteger, nullable=False),  # its worth at the asset's rate
     Column("state", String(20), nullable=False),
     Column("ledger_id", BigInteger),  # the purchase, once credited

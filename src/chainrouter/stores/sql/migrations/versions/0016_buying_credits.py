@@ -143,6 +143,7 @@ def upgrade() -> None:
             "customer_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False
         ),
         sa.Column("amount", sa.String(length=80), nullable=False),
+        sa.Column("decimals", sa.Integer(), nullable=False),
         sa.Column("credits_nano", sa.BigInteger(), nullable=False),
         sa.Column("state", sa.String(length=20), nullable=False),
         sa.Column("ledger_id", sa.BigInteger(), nullable=True),
