@@ -17,6 +17,7 @@ from chainrouter.api.body_guard import BodyGuard
 from chainrouter.api.deps import ApiContext
 from chainrouter.api.errors import install_error_handlers
 from chainrouter.api.metrics import ApiMetrics
+from chainrouter.api.money_metrics import MoneyInCollector
 from chainrouter.management.catalog import CatalogLists
 from chainrouter.management.submissions import SubmissionGate
 from chainrouter.net.client_ip import parse_networks
@@ -92,7 +93,11 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
     )
     app.add_middleware(BatchIdMiddleware)
     if settings.metrics_networks:
-        app.add_middleware(ApiMetrics, networks=parse_networks(settings.metrics_networks))
+        app.add_middleware(
+            ApiMetrics,
+            networks=parse_networks(settings.metrics_networks),
+            collectors=(MoneyInCollector(engine),),
+        )
     return app
 
 
