@@ -3,6 +3,7 @@ checkout, Stripe's webhook, and the operator's view of money in (`/admin/billing
 
 from __future__ import annotations
 
+import io
 from datetime import datetime
 from decimal import Decimal
 from typing import Annotated, Any
@@ -243,10 +244,13 @@ async def deposit_qr(
             f"asset: {asset[:42]!r} is not accepted on chain {chain_id}",
             details=[{"field": "asset", "message": "not accepted on this chain"}],
         )
-    svg = segno.make(payment_uri(wanted, chain_id, found.address), error="m").svg_inline(
-        scale=4, border=2
+    svg = io.BytesIO()
+    segno.make(payment_uri(wanted, chain_id, found.address), error="m").save(
+        svg, kind="svg", scale=4, border=2, xmldecl=False
     )
-    return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
+    return Response(
+        svg.getvalue(), media_type="image/svg+xml", headers={"Cache-Control": "no-store"}
+    )
 
 
 @router.get(
