@@ -69,6 +69,20 @@ class RoundReport:
     failures: list[str] = field(default_factory=list)
 
 
+class _Watched:
+    """The deposit addresses, read again after each read of the chain: an address is recorded
+    before its customer sees it, so a transfer to it is in no block read before that, and every
+    block read after includes it in the set."""
+
+    def __init__(self, load: Callable[[], dict[str, int]]) -> None:
+        self._load = load
+        self.customers: dict[str, int] = {}  # address (lower case) -> customer
+
+    async def refresh(self) -> frozenset[str]:
+        self.customers = await asyncio.to_thread(self._load)
+        return frozenset(self.customers)
+
+
 @dataclass(frozen=True, slots=True)
 class _Heads:
     head: int
@@ -93,7 +107,8 @@ class DepositWatcher:
 
     async def run_round(self) -> RoundReport:
         report = RoundReport()
-        config, addresses = await asyncio.to_thread(self._load)
+        config = await asyncio.to_thread(self._config)
+        addresses = _Watched(self._addresses)
         heads: dict[int, _Heads] = {}
         for asset in config.assets:
             try:
@@ -105,9 +120,13 @@ class DepositWatcher:
                 self._warn(f"{asset.chain_id}/{asset.asset}", f"deposits not read: {exc}")
         return report
 
-    def _load(self) -> tuple[payments.PaymentConfig, dict[str, int]]:
+    def _config(self) -> payments.PaymentConfig:
         with self._engine.connect() as connection:
-            return payments.payment_config(connection), payments.watched_addresses(connection)
+            return payments.payment_config(connection)
+
+    def _addresses(self) -> dict[str, int]:
+        with self._engine.connect() as connection:
+            return payments.watched_addresses(connection)
 
     def _warn(self, topic: str, message: str) -> None:
         now = time.monotonic()
@@ -164,21 +183,28 @@ class DepositWatcher:
         self,
         asset: DepositAsset,
         heads: _Heads,
-        addresses: dict[str, int],
+        addresses: _Watched,
         report: RoundReport,
     ) -> None:
         final = self._final(asset, heads)
         decimals = await self._asset_decimals(asset)
-        watched = frozenset(addresses)
         cursor = await asyncio.to_thread(self._cursor, asset, final)
         first = cursor.next_block
         for _ in range(BATCHES_PER_ROUND):
             last = min(final, first + BLOCKS_PER_BATCH - 1)
             if first > last:
                 break
-            transfers = await self._final_transfers(asset, first, last, watched)
+            transfers = await self._final_transfers(asset, first, last, addresses)
             moved = await asyncio.to_thread(
-                self._credit, asset, decimals, first, last, transfers, addresses, heads.head, final
+                self._credit,
+                asset,
+                decimals,
+                first,
+                last,
+                transfers,
+                addresses.customers,
+                heads.head,
+                final,
             )
             if moved is None:
                 return  # another watcher credited these blocks; the next round goes on from there
@@ -188,10 +214,10 @@ class DepositWatcher:
             return  # still behind: no pending blocks yet
         if first > final and cursor.head_block != heads.head:
             await asyncio.to_thread(self._note_heads, asset, heads.head, final)
-        found = await self._unfinal_transfers(asset, max(first, final + 1), heads.head, watched)
+        found = await self._unfinal_transfers(asset, max(first, final + 1), heads.head, addresses)
         if found:
             report.pending += await asyncio.to_thread(
-                self._record_pending, asset, decimals, found, addresses
+                self._record_pending, asset, decimals, found, addresses.customers
             )
 
     def _cursor(self, asset: DepositAsset, final: int) -> payments.Cursor:
@@ -230,16 +256,17 @@ class DepositWatcher:
         return checked
 
     async def _final_transfers(
-        self, asset: DepositAsset, first: int, last: int, watched: frozenset[str]
+        self, asset: DepositAsset, first: int, last: int, addresses: _Watched
     ) -> list[Transfer]:
         if asset.asset == NATIVE:
             blocks = await self._blocks(asset.chain_id, first, last, True)
             for parent, child in itertools.pairwise(blocks):
                 if child.get("parentHash") != parent.get("hash"):
                     raise ChainDataError(f"blocks {first} to {last} are not one chain")
+            watched = await addresses.refresh()
             found = [t for b in blocks for t in native_transfers(asset.chain_id, b, watched)]
             return await self._succeeded(asset.chain_id, found)
-        found = await self._token_transfers(asset, first, last, watched)
+        found = await self._token_transfers(asset, first, last, addresses)
         # Each log's block must be the block at its height that the router answers now.
         heights = sorted({t.block_number for t in found})
         headers = await self._reader.batch(
@@ -272,7 +299,7 @@ class DepositWatcher:
         return kept
 
     async def _token_transfers(
-        self, asset: DepositAsset, first: int, last: int, watched: frozenset[str]
+        self, asset: DepositAsset, first: int, last: int, addresses: _Watched
     ) -> list[Transfer]:
         logs = await self._reader.call(
             asset.chain_id,
@@ -288,6 +315,7 @@ class DepositWatcher:
         )
         if not isinstance(logs, list):
             raise ChainDataError("eth_getLogs did not answer a list")
+        watched = await addresses.refresh()
         found = []
         for entry in logs:
             transfer = token_transfer(asset.chain_id, expect_dict(entry, "log"))
@@ -299,14 +327,14 @@ class DepositWatcher:
         return found
 
     async def _unfinal_transfers(
-        self, asset: DepositAsset, first: int, head: int, watched: frozenset[str]
+        self, asset: DepositAsset, first: int, head: int, addresses: _Watched
     ) -> list[Transfer]:
         """Transfers in the blocks after the final one: what customers see as pending."""
         if first > head:
             return []
         if asset.asset != NATIVE:
             return await self._token_transfers(
-                asset, max(first, head - BLOCKS_PER_BATCH * BATCHES_PER_ROUND + 1), head, watched
+                asset, max(first, head - BLOCKS_PER_BATCH * BATCHES_PER_ROUND + 1), head, addresses
             )
         # Native: read each unfinal block once, unless the chain changed under the blocks read.
         seen = self._unfinal.setdefault(asset.chain_id, {})
@@ -326,6 +354,7 @@ class DepositWatcher:
         if start > last:
             return []
         blocks = await self._blocks(asset.chain_id, start, last, True)
+        watched = await addresses.refresh()
         found = []
         for block in blocks:
             number = quantity(block.get("number"), "block number")
@@ -474,7 +503,9 @@ async def watch_forever(watcher: DepositWatcher, interval_s: float, stop: asynci
             await asyncio.wait_for(stop.wait(), interval_s)
 
 
-async def _serve(engine: Engine, url: str, api_key: str, interval_s: float, depth: Any) -> None:
+async def _serve(
+    engine: Engine, url: str, api_key: str, interval_s: float, depth: Callable[[int], int]
+) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
