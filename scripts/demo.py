@@ -135,6 +135,9 @@ def main() -> None:
         # Anyone may make an account in the demo's dashboard, with a credit to try it out.
         "CHAINROUTER_SIGNUP_ENABLED": "true",
         "CHAINROUTER_SIGNUP_FREE_CREDITS": "1",
+        # The deposit watcher (serve --role all starts it with a key): a quick round, so that a
+        # deposit is credited within a second of its second confirmation.
+        "CHAINROUTER_DEPOSIT_WATCH_INTERVAL_S": "0.25",
     }
     secrets = {
         "demo-economy": generate_secret(SecretKind.API_KEY),
@@ -142,7 +145,9 @@ def main() -> None:
         "demo-console": generate_secret(SecretKind.MANAGEMENT_TOKEN),
         "demo-admin": generate_secret(SecretKind.MANAGEMENT_TOKEN),
         "demo-provider": generate_secret(SecretKind.MANAGEMENT_TOKEN),
+        "demo-watcher": generate_secret(SecretKind.API_KEY),
     }
+    env["CHAINROUTER_DEPOSIT_WATCH_API_KEY"] = secrets["demo-watcher"]
     _run(["migrate"], env)
     _run(["apply", str(_write_config(secrets))], env)
 
@@ -205,8 +210,21 @@ def _mcp_config(secrets: dict[str, str]) -> str:
     return json.dumps(config, indent=2).replace("\n", "\n  ")
 
 
+def _deposit_address(token: str) -> str:
+    """The demo customer's deposit address on chain 31337, as the dashboard shows it."""
+    answer = httpx.get(
+        f"http://127.0.0.1:{API_PORT}/billing/deposit-address",
+        params={"chain_id": 31337},
+        headers={"X-Api-Key": token},
+        timeout=10,
+    )
+    address: str = answer.json()["address"]
+    return address
+
+
 def _print_guide(secrets: dict[str, str]) -> None:
     key = secrets["demo-economy"]
+    deposit = _deposit_address(secrets["demo-console"])
     url_a = f"http://127.0.0.1:{RPC_PORT}/rpc/31337/{key}"
     url_b = f"http://127.0.0.1:{RPC_PORT}/rpc/31338/{key}"
     cast = ROOT / "node_modules" / ".bin" / "cast"
@@ -260,6 +278,18 @@ Management tokens (header X-Api-Key; "Authorize" on the /docs page):
     -H 'content-type: application/json' \\
     -d '{{"allowed_domains":["*"],"routing_strategy":"performance","name":"mine"}}'
   curl -s http://127.0.0.1:{API_PORT}/prices
+
+Buy credits with chain 31337's coin (1 ETH = 2000 credits; docs/billing.md). The customer's
+deposit address, also on the dashboard's "Buy credits" page with a QR code:
+  {deposit}
+
+  {cast} send {deposit} --value 0.01ether \
+    --from 0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266 --unlocked --rpc-url http://127.0.0.1:18545
+  # pending until 2 blocks (about 4 s), then 20 credits more:
+  curl -s http://127.0.0.1:{API_PORT}/billing/deposits -H 'X-Api-Key: {secrets["demo-console"]}'
+  curl -s http://127.0.0.1:{API_PORT}/account -H 'X-Api-Key: {secrets["demo-console"]}'
+  # the operator's view of money in:
+  curl -s http://127.0.0.1:{API_PORT}/admin/billing/summary -H 'X-Api-Key: {secrets["demo-admin"]}'
 
 Provider token (thrifty; the /provider routes):
   {secrets["demo-provider"]}

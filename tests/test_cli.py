@@ -34,7 +34,7 @@ def run(
 def test_a_bad_setting_stops_every_command_with_exit_code_2(sqlite_database_url: str) -> None:
     result = run("migrate", database_url=sqlite_database_url, extra_env={"CHAINROUTER_ROLE": "x"})
     assert result.returncode == 2
-    assert "CHAINROUTER_ROLE: must be one of: 'rpc', 'api' or 'all'" in result.stderr
+    assert "CHAINROUTER_ROLE: must be one of: 'rpc', 'api', 'watcher' or 'all'" in result.stderr
 
 
 def test_commands_refuse_an_unmigrated_database_and_say_what_to_run(

@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -29,11 +30,15 @@ PORTS = (18545, 18546, 18547, 18548, 8545, 8546, 8080)
 CHAIN_ID_CALL = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId"}
 
 
+API = "http://127.0.0.1:8080"
+
+
 @dataclass
 class RunningDemo:
     process: subprocess.Popen[str]
     key: str
     started: set[int]  # every process below the demo's once it is serving
+    guide: str = ""  # what it printed
 
 
 def _port_taken(port: int) -> bool:
@@ -119,7 +124,7 @@ def demo() -> Iterator[RunningDemo]:
         key = re.search(r"economy\s+(crk_\S+)", printed)
         assert key is not None, printed
         started = _descendants(process.pid)
-        yield RunningDemo(process, key.group(1), started)
+        yield RunningDemo(process, key.group(1), started, printed)
     finally:
         # Whatever a test left behind goes, and so does anything the demo failed to stop.
         left = {process.pid} | started
@@ -159,6 +164,44 @@ def test_the_demo_key_works_on_both_routers_and_ctrl_c_stops_everything_it_start
     with sqlite3.connect(ROOT / "var" / "demo" / "demo.db") as database:
         (calls,) = database.execute("SELECT sum(request_count) FROM usage_aggregates").fetchone()
     assert calls >= 2  # written on the way out
+
+
+def test_the_printed_cast_send_to_the_deposit_address_tops_up_the_balance(
+    demo: RunningDemo,
+) -> None:
+    command = re.search(r"(\S+/cast) send (0x[0-9a-fA-F]{40}) --value", demo.guide)
+    token = re.search(r"customer\s+(crm_\S+)", demo.guide)
+    assert command is not None, demo.guide
+    assert token is not None, demo.guide
+    account = {"X-Api-Key": token.group(1)}
+    answer = httpx.get(f"{API}/account", headers=account, timeout=10)
+    before = Decimal(str(answer.json()["balance"]))
+    sent = subprocess.run(
+        [
+            command.group(1),
+            "send",
+            command.group(2),
+            "--value",
+            "0.01ether",
+            "--from",
+            "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266",
+            "--unlocked",
+            "--rpc-url",
+            "http://127.0.0.1:18545",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert sent.returncode == 0, sent.stderr
+    deadline = time.monotonic() + 30  # two blocks of 2 s, and the watcher's round
+    while True:
+        balance = httpx.get(f"{API}/account", headers=account, timeout=10).json()["balance"]
+        if Decimal(str(balance)) == before + 20:  # 0.01 ETH at 2000 credits
+            break
+        assert time.monotonic() < deadline, balance
+        time.sleep(0.25)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])

@@ -32,7 +32,7 @@ def test_environment_variables_set_values(monkeypatch: pytest.MonkeyPatch) -> No
     ("variable", "value", "message"),
     [
         ("CHAINROUTER_LOG_LEVEL", "loud", "must be one of: 'debug', 'info', 'warning' or 'error'"),
-        ("CHAINROUTER_ROLE", "proxy", "must be one of: 'rpc', 'api' or 'all'"),
+        ("CHAINROUTER_ROLE", "proxy", "must be one of: 'rpc', 'api', 'watcher' or 'all'"),
         ("CHAINROUTER_API_PORT", "70000", "must be <= 65535"),
         ("CHAINROUTER_API_PORT", "eighty", "must be an integer"),
         ("CHAINROUTER_DATABASE_URL", "mysql://x/y", "must start with sqlite:// or postgresql://"),

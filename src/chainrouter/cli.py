@@ -143,17 +143,46 @@ def _cmd_serve(settings: Settings, args: argparse.Namespace) -> int:
         return _serve_api(settings)
     if role is ServeRole.RPC:
         return _serve_rpc(settings)
-    # Both: the management API in a child process, the router in this one; each has its own
-    # server and event loop, as they would when run as separate roles.
-    api = subprocess.Popen([sys.executable, "-m", "chainrouter.cli", "serve", "--role", "api"])
+    if role is ServeRole.WATCHER:
+        return _serve_watcher(settings)
+    # All: the management API in a child process, the router in this one; each has its own
+    # server and event loop, as they would when run as separate roles. The deposit watcher too,
+    # in a child of its own, when it has a key to read with.
+    roles = [ServeRole.API] + ([ServeRole.WATCHER] if settings.deposit_watch_api_key else [])
+    children = [
+        subprocess.Popen(  # noqa: S603 (this same program, a role of the enum)
+            [sys.executable, "-m", "chainrouter.cli", "serve", "--role", r.value]
+        )
+        for r in roles
+    ]
     try:
         return _serve_rpc(settings)
     finally:
-        api.terminate()
-        try:
-            api.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            api.kill()
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                child.kill()
+
+
+def _serve_watcher(settings: Settings) -> int:
+    from chainrouter.payments.watcher import run_watcher, watcher_url
+
+    if not settings.deposit_watch_api_key:
+        raise CommandError(
+            "the deposit watcher needs CHAINROUTER_DEPOSIT_WATCH_API_KEY, an API key of the "
+            "operator's to read chains through the router with (docs/billing.md)"
+        )
+    depths = settings.chain_cache_finality_depth
+    return run_watcher(
+        _engine(settings),
+        url=watcher_url(settings.deposit_watch_rpc_url, settings.rpc_host, settings.rpc_port),
+        api_key=settings.deposit_watch_api_key,
+        interval_s=settings.deposit_watch_interval_s,
+        finality_depth=lambda chain_id: depths.get(chain_id, settings.cache_finality_depth),
+    )
 
 
 def _serve_api(settings: Settings) -> int:

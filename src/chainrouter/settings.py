@@ -55,6 +55,7 @@ class RpcServer(StrEnum):
 class ServeRole(StrEnum):
     RPC = "rpc"  # the RPC router (data plane) only
     API = "api"  # the management API only
+    WATCHER = "watcher"  # the deposit watcher only (docs/billing.md)
     ALL = "all"
 
 
@@ -580,6 +581,44 @@ class Settings(BaseSettings):
         description="Extra CA certificates (PEM) trusted when dialling https:// and wss:// URLs "
         "(screening, and the router's calls to nodes), in addition to the system's; for private "
         "CAs and tests.",
+    )
+    # Buying credits (docs/billing.md).
+    deposit_watch_api_key: str | None = Field(
+        default=None,
+        pattern=r"^crk_[A-Za-z0-9_-]{32,256}$",
+        description="An API key (crk_...) of the operator's, with bypass_credit_check and "
+        "allowed domain *, that the deposit watcher reads chains with through the router. "
+        "Unset: no watcher (`serve --role all` starts one only when it is set).",
+    )
+    deposit_watch_rpc_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+        max_length=300,
+        description="The router the deposit watcher reads through, e.g. http://10.0.0.5:8545. "
+        "Unset: this host's router (http://RPC_HOST:RPC_PORT).",
+    )
+    deposit_watch_interval_s: float = Field(
+        default=1.0,
+        ge=0.05,
+        le=3600,
+        description="Time between two rounds of the deposit watcher, seconds: a deposit is "
+        "credited within about this long of its block becoming final.",
+    )
+    stripe_secret_key: str | None = Field(
+        default=None,
+        description="Stripe's secret API key (sk_live_... or sk_test_...). With "
+        "stripe_webhook_secret: card payments through Stripe Checkout; either unset: none.",
+    )
+    stripe_webhook_secret: str | None = Field(
+        default=None,
+        description="The signing secret (whsec_...) of the Stripe webhook endpoint "
+        "POST /billing/stripe/webhook.",
+    )
+    stripe_api_base: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/?#]+/?$",
+        description="FOR TESTS: where the Stripe library sends API calls instead of Stripe's "
+        "(a local stand-in; Stripe cannot be reached from the test machines).",
     )
 
     @field_validator("trusted_proxies", "outbound_trusted_networks", "metrics_networks")

@@ -319,5 +319,20 @@ def test_every_route_answers_what_it_documents(
         "/admin/tokens/{token_id}/revoke",
     )
     check(c.get("/chains"), "/chains")
+    # Buying credits, none offered here (tests/payments has them offered).
+    check(c.get("/billing/options", headers=admin), "/billing/options")
+    address = "/billing/deposit-address"
+    check(c.get(address, params={"chain_id": 31337}, headers=admin), address)
+    check(c.get(address, params={"chain_id": "x"}, headers=admin), address)
+    qr = "/billing/deposit-qr"
+    check(c.get(qr, params={"chain_id": 31337, "asset": "native"}, headers=admin), qr)
+    check(c.get("/billing/deposits", headers=admin), "/billing/deposits")
+    check(c.get("/billing/purchases", headers=admin), "/billing/purchases")
+    check(c.post("/billing/checkout", json={"credits": 5}, headers=admin), "/billing/checkout")
+    check(c.post("/billing/checkout", json={"credits": 5}), "/billing/checkout")
+    check(c.post("/webhooks/stripe", content=b"{}"), "/webhooks/stripe")
+    check(c.get("/admin/billing/summary", headers=admin), "/admin/billing/summary")
+    check(c.get("/admin/billing/summary", headers=me), "/admin/billing/summary")
+    check(c.get("/admin/billing/deposits", headers=admin), "/admin/billing/deposits")
     operations = {(m, p) for p, item in docs.spec["paths"].items() for m in item}
     assert operations - docs.seen == set()

@@ -45,6 +45,11 @@ SPARE_CHAIN = 31340  # anvil's first unlocked account
 # what they do never moves the blocks the other tests read on chains A and B.
 WATCH_CHAIN = 31341
 HEAD_PRICE, LOG_PRICE = "0.000002", "0.000003"
+# The BIP-39 test mnemonic's account m/44'/60'/0' (tests/domain/test_deposit_address.py).
+DEPOSIT_XPUB = (
+    "xpub6DCoCpSuQZB2jawqnGMEPS63ePKWkwWPH4TU45Q7LPXWuNd8TMtVxRrgjtEshuqpK3mdhaWHPFsBngh5GFZaM6si3"
+    "yZdUsT8ddYM3PwnATt"
+)
 LOG_TOPIC = "0x" + "c0ffee" * 10 + "beef"
 # Init code (55 bytes): store 42, emit LOG1(LOG_TOPIC) over it, copy the 10-byte runtime that
 # follows (at offset 0x37) and return it. The runtime answers every call with 42.
@@ -214,6 +219,11 @@ def _world(secrets: dict[str, str], nodes: dict[int, str]) -> dict[str, Any]:
                 ],
             },
         ],
+        # Deposits of chain A's coin buy credits (get_deposit_address; docs/billing.md).
+        "payments": {
+            "deposit_xpub": DEPOSIT_XPUB,
+            "deposits": [{"chain_id": CHAIN_A, "asset": "native", "credits_per_unit": 2000}],
+        },
     }
 
 

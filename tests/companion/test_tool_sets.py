@@ -32,7 +32,13 @@ RPC_TOOLS = [
     "rpc_watch_heads",
     "rpc_watch_logs",
 ]
-CUSTOMER_TOOLS = ["get_usage", "list_api_keys", "create_api_key", "update_api_key"]
+CUSTOMER_TOOLS = [
+    "get_usage",
+    "list_api_keys",
+    "create_api_key",
+    "update_api_key",
+    "get_deposit_address",  # beside the spec's four: buying credits (docs/billing.md)
+]
 PROVIDER_TOOLS = [
     "provider_list_plans",
     "provider_get_plan_methods",

@@ -32,6 +32,13 @@ EXPECTED_TABLES = {
     "plan_hourly_usage",
     "ws_nodes",
     "ws_node_health",
+    # Buying credits (migration 0016).
+    "card_payments",
+    "deposit_addresses",
+    "deposit_assets",
+    "deposit_cursors",
+    "deposits",
+    "payment_settings",
 }
 
 

@@ -12,15 +12,17 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi_offline import FastAPIOffline
 from sqlalchemy import Engine
 
-from chainrouter.api import account, admin, customer, dashboard, provider, public
+from chainrouter.api import account, admin, billing, customer, dashboard, provider, public
 from chainrouter.api.body_guard import BodyGuard
 from chainrouter.api.deps import ApiContext
 from chainrouter.api.errors import install_error_handlers
 from chainrouter.api.metrics import ApiMetrics
+from chainrouter.api.money_metrics import MoneyInCollector
 from chainrouter.management.catalog import CatalogLists
 from chainrouter.management.submissions import SubmissionGate
 from chainrouter.net.client_ip import parse_networks
 from chainrouter.net.correlation import BatchIdMiddleware
+from chainrouter.payments.card import card_payments
 from chainrouter.ratelimit import create_limiter
 from chainrouter.screening.guard import OutboundGuard, OutboundPolicy
 from chainrouter.settings import Settings
@@ -67,12 +69,16 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
         catalog=CatalogLists(engine),
         trusted_proxies=parse_networks(settings.trusted_proxies),
     )
+    app.state.card = card_payments(
+        settings.stripe_secret_key, settings.stripe_webhook_secret, settings.stripe_api_base
+    )
     install_error_handlers(app)
     app.include_router(public.router)
     app.include_router(account.router)
     app.include_router(customer.router)
     app.include_router(provider.router)
     app.include_router(admin.router)
+    app.include_router(billing.router)
     app.include_router(dashboard.router)
     app.add_middleware(BodyGuard, engine=engine, max_body_bytes=settings.api_max_body_bytes)
     # A browser page of another origin may call the API only when the operator named that
@@ -87,7 +93,11 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
     )
     app.add_middleware(BatchIdMiddleware)
     if settings.metrics_networks:
-        app.add_middleware(ApiMetrics, networks=parse_networks(settings.metrics_networks))
+        app.add_middleware(
+            ApiMetrics,
+            networks=parse_networks(settings.metrics_networks),
+            collectors=(MoneyInCollector(engine),),
+        )
     return app
 
 

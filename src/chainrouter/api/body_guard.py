@@ -24,7 +24,15 @@ from chainrouter.management.errors import UnauthenticatedError
 
 PRINCIPAL_STATE = "principal"
 # Routes that need a management token: nothing of their bodies is read without one.
-_PRIVATE_PREFIXES = ("/api-keys", "/usage", "/provider", "/admin", "/account", "/tokens")
+_PRIVATE_PREFIXES = (
+    "/api-keys",
+    "/usage",
+    "/provider",
+    "/admin",
+    "/account",
+    "/tokens",
+    "/billing",
+)
 _HEADER = HEADER.lower().encode()
 # The unread rest of a refused body may still be on its way: that connection is not reused.
 _CLOSE = {"connection": "close"}

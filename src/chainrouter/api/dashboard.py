@@ -27,6 +27,7 @@ _ASSETS = Path(__file__).parent / "dashboard"
 _TYPES = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
+    "billing.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
 }
 # Read once: the files are part of the package and never change while it runs.
@@ -56,6 +57,11 @@ async def page() -> Response:
 @router.get("/dashboard/app.js")
 async def script() -> Response:
     return _file("app.js")
+
+
+@router.get("/dashboard/billing.js")
+async def billing_script() -> Response:
+    return _file("billing.js")
 
 
 @router.get("/dashboard/app.css")

@@ -89,6 +89,9 @@ def error_response(
 
 
 def _status_of(exc: ManagementError) -> int:
+    status = getattr(exc, "status", None)  # an error of its own kind may say its status
+    if isinstance(status, int):
+        return status
     for kind in type(exc).__mro__:
         if kind in _STATUS:
             return _STATUS[kind]

@@ -9,6 +9,7 @@ import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chainrouter.api.errors import error_response
@@ -21,11 +22,15 @@ _DURATION_BOUNDS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 1
 class ApiMetrics:
     """ASGI middleware: counts every request, and answers `/metrics` itself."""
 
-    def __init__(self, app: ASGIApp, *, networks: list[IpNetwork]) -> None:
+    def __init__(
+        self, app: ASGIApp, *, networks: list[IpNetwork], collectors: tuple[Collector, ...] = ()
+    ) -> None:
         self._app = app
         self._networks = networks
         self._registry = CollectorRegistry()
         ProcessCollector(registry=self._registry)
+        for collector in collectors:  # read at each scrape: money in (api/money_metrics.py)
+            self._registry.register(collector)
         self._requests = Counter(
             "chainrouter_api_requests",
             "Management API requests, by route template, method and status.",

@@ -18,6 +18,8 @@ MONEY_KEYS = frozenset(
         "credits",
         "credits_consumed",
         "credits_per_request",
+        "credits_per_unit",  # a deposit asset's rate, and its minimum (get_deposit_address)
+        "minimum",
         "overage_price",
         "price",
         "rate_limit_cr",

@@ -21,6 +21,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
 from chainrouter.companion.account_tools import account_tools
+from chainrouter.companion.billing_tools import billing_tools
 from chainrouter.companion.config import CompanionConfig, ConfigError, load_config
 from chainrouter.companion.provider_tools import provider_tools
 from chainrouter.companion.remote import (
@@ -103,7 +104,7 @@ async def _serve(config: CompanionConfig) -> None:
         management = ManagementClient(config, http)
         tools = rpc_tools(router, management) + watch_tools(config)
         if config.management_token is not None:
-            tools += account_tools(management)
+            tools += account_tools(management) + billing_tools(management)
             if await provider_linked(management):
                 tools += provider_tools(management)
         backup = config.backup_router_url or "none (retries go to the primary)"

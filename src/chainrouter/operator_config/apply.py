@@ -25,6 +25,7 @@ from chainrouter.operator_config.model import (
     CustomerSpec,
     ManagementTokenSpec,
     OperatorConfig,
+    PaymentsSpec,
     PlanSpec,
 )
 from chainrouter.stores.sql import schema as t
@@ -105,6 +106,44 @@ class _Writer:
                 self._write_plan(provider_id, plan)
         for i, customer in enumerate(config.customers):
             self._write_customer(f"customers[{i}]", customer)
+        if config.payments is not None:
+            self._write_payments(config.payments)
+
+    def _write_payments(self, payments: PaymentsSpec) -> None:
+        """The `payments` section: its settings row as the file says it (a field left out is
+        unset), and the deposit assets created or updated (never deleted: `enabled: false`)."""
+        card = payments.card
+        self._upsert(
+            "payment settings",
+            t.payment_settings,
+            {"id": 1},
+            {
+                "deposit_xpub": payments.deposit_xpub,
+                "card_min_credits_nano": None if card is None else card.min_credits,
+                "card_max_credits_nano": None if card is None else card.max_credits,
+                "card_success_url": None if card is None else card.success_url,
+                "card_cancel_url": None if card is None else card.cancel_url,
+            },
+        )
+        self._sync_rows(
+            "deposit assets",
+            t.deposit_assets,
+            ("chain_id", "asset"),
+            [
+                {
+                    "chain_id": deposit.chain_id,
+                    "asset": deposit.asset,
+                    "symbol": deposit.symbol,
+                    "credits_per_unit": format(deposit.credits_per_unit, "f"),
+                    "decimals": deposit.decimals,
+                    "confirmations": deposit.confirmations,
+                    "minimum": format(deposit.minimum, "f"),
+                    "start_block": deposit.start_block,
+                    "enabled": deposit.enabled,
+                }
+                for deposit in payments.deposits
+            ],
+        )
 
     def _upsert(
         self,

@@ -45,6 +45,10 @@ def check_references(connection: Connection, config: OperatorConfig) -> None:
             for k, ws_node in enumerate(plan.ws_nodes):
                 need_chain(f"{base}.ws_nodes[{k}].chain_id", ws_node.chain_id)
 
+    if config.payments is not None:
+        for i, deposit in enumerate(config.payments.deposits):
+            need_chain(f"payments.deposits[{i}].chain_id", deposit.chain_id)
+
     for i, customer in enumerate(config.customers):
         base = f"customers[{i}]"
         if customer.provider is not None and customer.provider not in known_providers:

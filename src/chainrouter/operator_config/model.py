@@ -31,6 +31,8 @@ from pydantic import (
 from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.chains import MAX_CHAIN_ID, Chain, Explorer
 from chainrouter.domain.credentials import MAX_BODY_LENGTH, SecretKind, secret_format_problem
+from chainrouter.domain.deposit_address import DepositKeyError, check_xpub
+from chainrouter.domain.deposits import MAX_TOKEN_DECIMALS, normalise_asset
 from chainrouter.domain.domains import normalise_allowed_domain
 from chainrouter.domain.enums import (
     ChainStatus,
@@ -508,6 +510,113 @@ class CustomerSpec(_Strict):
     )
 
 
+MAX_DEPOSIT_ASSETS = 1_000
+MAX_CONFIRMATIONS = 100_000
+RATE_DECIMALS = 18  # places of a rate or a minimum: a token's whole unit may be worth very little
+
+
+def _rate(value: Any) -> Decimal:
+    return parse_exact_decimal(value, places=RATE_DECIMALS)
+
+
+def _xpub(value: str) -> str:
+    try:
+        return check_xpub(value)
+    except DepositKeyError as exc:
+        raise ValueError(str(exc)) from None
+
+
+Rate = Annotated[
+    Decimal,
+    BeforeValidator(_rate),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "pattern": r"^\d+(\.\d{1,18})?$"},
+                {"type": "integer"},
+                {"type": "number"},
+            ],
+            "description": "An exact decimal, at most 18 decimal places.",
+        }
+    ),
+]
+
+
+class DepositAssetSpec(_Strict):
+    """An asset customers may deposit on a chain to buy credits (docs/billing.md)."""
+
+    chain_id: ChainId
+    asset: Annotated[
+        StrictStr,
+        AfterValidator(normalise_asset),
+        Field(description="`native` (the chain's own coin) or an ERC-20 contract address."),
+    ]
+    credits_per_unit: Annotated[Rate, Field(gt=0)] = Field(
+        description="Credits one whole unit buys (1 USDC: 1; 1 ETH: the rate the operator sets), "
+        "exact; a deposit's worth is rounded down to the nano-credit."
+    )
+    confirmations: Annotated[StrictInt, Field(ge=1, le=MAX_CONFIRMATIONS)] | None = Field(
+        default=None,
+        description="Credited once its block has this many confirmations (1: the block itself). "
+        "Left out: once the chain's finalized block reaches it.",
+    )
+    decimals: Annotated[StrictInt, Field(ge=0, le=MAX_TOKEN_DECIMALS)] | None = Field(
+        default=None,
+        description="Decimals of the asset. Left out: the chain's native currency decimals, or "
+        "the token's decimals() read through the router.",
+    )
+    minimum: Annotated[Rate, Field(ge=0)] = Field(
+        default=Decimal(0),
+        description="Smallest deposit credited, in whole units; a smaller one is recorded as "
+        "below_minimum and not credited.",
+    )
+    symbol: Annotated[StrictStr, Field(max_length=40), NoControls] = Field(
+        default="",
+        description="What customers see, e.g. USDC. Left out: the chain's currency "
+        "symbol for `native`, else the address.",
+    )
+    start_block: BlockNumber | None = Field(
+        default=None,
+        description="First block read for deposits of this chain. Left out: the chain's head "
+        "when it is first watched.",
+    )
+    enabled: StrictBool = Field(
+        default=True, description="false: no longer offered, watched or credited."
+    )
+
+
+class CardSpec(_Strict):
+    """Card payments through Stripe Checkout; on only when the Stripe keys are set too
+    (CHAINROUTER_STRIPE_SECRET_KEY, CHAINROUTER_STRIPE_WEBHOOK_SECRET)."""
+
+    min_credits: Annotated[Credits, Field(ge=1_000_000_000 // 100)] = Field(
+        default=5_000_000_000, description="Fewest credits one checkout buys (default 5)."
+    )
+    max_credits: Annotated[Credits, Field(ge=1_000_000_000 // 100)] = Field(
+        default=10_000_000_000_000, description="Most credits one checkout buys (default 10000)."
+    )
+    success_url: HttpUrl | None = Field(
+        default=None,
+        description="Where Stripe sends the customer after paying. Left out: the dashboard's "
+        "Buy credits page on the API's address.",
+    )
+    cancel_url: HttpUrl | None = Field(
+        default=None, description="Where Stripe sends a customer who cancels. Left out: the same."
+    )
+
+
+class PaymentsSpec(_Strict):
+    """How customers buy credits: on-chain deposits and card payments (docs/billing.md)."""
+
+    deposit_xpub: Annotated[StrictStr, AfterValidator(_xpub)] | None = Field(
+        default=None,
+        description="The BIP-32 extended public key (xpub...) of the account deposits go to; "
+        "each customer's address is its child m/0/{customer_id}. Never a private key.",
+    )
+    deposits: list[DepositAssetSpec] = Field(default_factory=list, max_length=MAX_DEPOSIT_ASSETS)
+    card: CardSpec | None = None
+
+
 class OperatorConfig(_Strict):
     """The whole operator file."""
 
@@ -522,6 +631,7 @@ class OperatorConfig(_Strict):
     chains: list[ChainSpec] = Field(default_factory=list, max_length=MAX_CHAINS)
     providers: list[ProviderSpec] = Field(default_factory=list, max_length=MAX_PROVIDERS)
     customers: list[CustomerSpec] = Field(default_factory=list, max_length=MAX_CUSTOMERS)
+    payments: PaymentsSpec | None = None
 
 
 def _first_seen(items: list[tuple[str, object]]) -> list[str]:
@@ -593,6 +703,20 @@ def find_duplicates(config: OperatorConfig) -> list[str]:
         ]
     # Never echo a secret in an error message: the duplicate's path is enough.
     problems += _first_seen(secrets)
+    if config.payments is not None:
+        problems += _first_seen(
+            [
+                (f"payments.deposits[{i}]", (d.chain_id, d.asset))
+                for i, d in enumerate(config.payments.deposits)
+            ]
+        )
+        if config.payments.deposits and config.payments.deposit_xpub is None:
+            problems.append(
+                "payments.deposit_xpub: deposits need the key their addresses come from"
+            )
+        card = config.payments.card
+        if card is not None and card.min_credits > card.max_credits:
+            problems.append("payments.card.min_credits: must not exceed max_credits")
     return problems
 
 

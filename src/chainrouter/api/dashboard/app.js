@@ -4,6 +4,8 @@
 // header of requests to this origin: never in a URL, a cookie or a submitted form. Everything
 // shown is written with textContent, never as HTML.
 
+import { loadBilling, startCheckoutForm } from "/dashboard/billing.js";
+
 const TOKEN_KEY = "chainrouter.token";
 const $ = (selector) => document.querySelector(selector);
 const state = { token: sessionStorage.getItem(TOKEN_KEY), settings: null, account: null };
@@ -128,6 +130,14 @@ async function signIn(token) {
   $("#nav").hidden = false;
   $('#nav [data-view="provider"]').hidden = !account.provider;
   say(`Signed in as ${account.name}.`);
+  const checkout = new URLSearchParams(window.location.search).get("checkout");
+  if (checkout) {
+    history.replaceState(null, "", "/dashboard");
+    showView("billing");
+    say(checkout === "success" ? "Payment received: your credits arrive as soon as the card "
+      + "payment is confirmed." : "The card payment was cancelled: nothing was charged.");
+    return;
+  }
   showView("overview");
 }
 
@@ -507,7 +517,11 @@ const LOADERS = {
   usage: loadUsage,
   tokens: loadTokens,
   provider: loadProvider,
+  billing: () => loadBilling(PAGE),
 };
+// What the Buy credits page (billing.js) uses of this one.
+const PAGE = { api, element, row, button, fill, when, copy, say, guarded, $, token: () => state.token };
+startCheckoutForm(PAGE);
 
 async function start() {
   state.settings = await api("GET", "/dashboard/settings.json");

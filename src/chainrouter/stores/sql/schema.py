@@ -474,3 +474,115 @@ config_version = Table(
     Column("changed_at", UtcDateTime(), nullable=False),
     CheckConstraint("id = 1", name="single_row"),
 )
+
+# -- Buying credits (docs/billing.md) ---------------------------------------------------------
+
+# What the operator file's `payments` section says beyond its assets. One row (id 1), absent
+# until a file with `payments` is applied.
+payment_settings = Table(
+    "payment_settings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    # The account's BIP-32 extended public key; customers' addresses are its children m/0/{id}.
+    Column("deposit_xpub", String(200)),
+    Column("card_min_credits_nano", BigInteger),
+    Column("card_max_credits_nano", BigInteger),
+    Column("card_success_url", String(2048)),
+    Column("card_cancel_url", String(2048)),
+    Column("updated_at", UtcDateTime(), nullable=False, default=utcnow),
+    CheckConstraint("id = 1", name="single_row"),
+)
+
+# The assets accepted on each chain. Decimals are kept as exact decimal text: SQLite would hold a
+# NUMERIC as a double.
+deposit_assets = Table(
+    "deposit_assets",
+    metadata,
+    _id(),
+    Column("chain_id", ForeignKey("chains.chain_id"), nullable=False),
+    Column("asset", String(42), nullable=False),  # `native`, or a contract address (lower case)
+    Column("symbol", String(40), nullable=False, server_default=""),
+    Column("credits_per_unit", String(80), nullable=False),
+    Column("decimals", Integer),  # null: the chain's native decimals, or the token's decimals()
+    Column("confirmations", Integer),  # null: credited once the chain's finalized block is there
+    Column("minimum", String(80), nullable=False, server_default="0"),  # whole units
+    Column("start_block", BigInteger),  # null: the chain's head when it is first watched
+    Column("enabled", Boolean, nullable=False, server_default=text("true")),
+    *_timestamps(),
+    UniqueConstraint("chain_id", "asset"),
+)
+
+# Every deposit address shown to a customer, so that any watcher knows whose an address is, and
+# an address once shown is watched for good (even after the operator changes the key).
+deposit_addresses = Table(
+    "deposit_addresses",
+    metadata,
+    Column("address", String(42), primary_key=True, autoincrement=False),  # lower case
+    Column(
+        "customer_id", ForeignKey("customers.id", ondelete="CASCADE"), nullable=False, index=True
+    ),
+    Column("xpub", String(200), nullable=False),
+    Column("created_at", UtcDateTime(), nullable=False, default=utcnow),
+    UniqueConstraint("xpub", "customer_id"),
+)
+
+# Deposits found on chain, in whatever state (domain/deposits.py). One row per transfer: the
+# same (chain, transaction, log) found again by any watcher is the same row.
+deposits = Table(
+    "deposits",
+    metadata,
+    _id(),
+    Column("chain_id", BigInteger, nullable=False),
+    Column("asset", String(42), nullable=False),
+    Column("tx_hash", String(66), nullable=False),
+    Column("log_index", Integer, nullable=False),  # -1: a native transfer
+    Column("block_number", BigInteger, nullable=False),
+    Column("block_hash", String(66), nullable=False),
+    Column("sender", String(42), nullable=False),
+    Column("recipient", String(42), nullable=False),
+    Column(
+        "customer_id", ForeignKey("customers.id", ondelete="CASCADE"), nullable=False, index=True
+    ),
+    Column("amount", String(80), nullable=False),  # base units, decimal text (up to 2**256)
+    Column("decimals", Integer, nullable=False),  # of the asset, as its worth was computed with
+    Column("credits_nano", BigInteger, nullable=False),  # its worth at the asset's rate
+    Column("state", String(20), nullable=False),
+    Column("ledger_id", BigInteger),  # the purchase, once credited
+    Column("seen_at", UtcDateTime(), nullable=False, default=utcnow),
+    Column("final_at", UtcDateTime()),
+    Column("updated_at", UtcDateTime(), nullable=False, default=utcnow),
+    UniqueConstraint("chain_id", "tx_hash", "log_index"),
+    Index("ix_deposits_customer_id_id", "customer_id", "id"),
+    Index("ix_deposits_chain_id_state", "chain_id", "state"),
+)
+
+# Each watched asset's progress on its chain: the first block not yet read for crediting, and
+# the head and final block the last round saw. Watchers take the row's lock to credit, one at a
+# time.
+deposit_cursors = Table(
+    "deposit_cursors",
+    metadata,
+    Column("chain_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("asset", String(42), primary_key=True),
+    Column("next_block", BigInteger, nullable=False),
+    Column("head_block", BigInteger),
+    Column("final_block", BigInteger),
+    Column("checked_at", UtcDateTime(), nullable=False, default=utcnow),
+)
+
+# Card payments: each Stripe Checkout session made for a customer, and what became of it.
+card_payments = Table(
+    "card_payments",
+    metadata,
+    Column("session_id", String(255), primary_key=True, autoincrement=False),
+    Column(
+        "customer_id", ForeignKey("customers.id", ondelete="CASCADE"), nullable=False, index=True
+    ),
+    Column("credits_nano", BigInteger, nullable=False),
+    Column("amount_cents", BigInteger, nullable=False),
+    Column("currency", String(3), nullable=False),
+    Column("payment_intent", String(255), index=True),
+    Column("state", String(20), nullable=False),  # open, paid, mismatch
+    Column("ledger_id", BigInteger),
+    *_timestamps(),
+)
