@@ -44,6 +44,39 @@ fn parse_node_url(
     Ok(((origin.host, origin.port, origin.tls), PyBytes::new(py, &target.head).into()))
 }
 
+/// The span of `answer`'s result when it is a plain answer under the id `id` (json.rs), for the
+/// tests that hold it to the pipeline's judge.
+#[pyfunction]
+fn plain_result(answer: &[u8], id: &[u8]) -> Option<(usize, usize)> {
+    json::plain_result(answer, id)
+}
+
+/// For each call of `body`, its key in the MASKED scope (None: none for its method) and in the
+/// EXACT scope, without the request's fields (memo.rs); None when the reader refuses the body.
+/// For the tests that hold the reader to the pipeline's parser.
+#[pyfunction]
+fn call_keys(
+    py: Python<'_>,
+    body: &[u8],
+    masks: std::collections::HashMap<String, usize>,
+    max_params_depth: usize,
+) -> Option<Vec<(Option<PyObject>, PyObject)>> {
+    let calls = json::read_calls(body, max_params_depth)?;
+    let keys = calls.calls.iter().map(|call| {
+        let keep = call.method.and_then(|(start, end)| {
+            let method = std::str::from_utf8(&body[start..end]).ok()?;
+            call.elements.as_ref().and(masks.get(method).copied())
+        });
+        let key = |keep| {
+            let mut key = Vec::new();
+            memo::call_template(&mut key, body, call, keep);
+            PyObject::from(PyBytes::new(py, &key))
+        };
+        (keep.map(|keep| key(Some(keep))), key(None))
+    });
+    Some(keys.collect())
+}
+
 #[pymodule]
 fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
     module.add_class::<driver::Driver>()?;
@@ -53,5 +86,7 @@ fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
     module.add_class::<flights::Leading>()?;
     module.add_function(wrap_pyfunction!(parse_node_url, module)?)?;
     module.add_function(wrap_pyfunction!(contract::contract, module)?)?;
+    module.add_function(wrap_pyfunction!(plain_result, module)?)?;
+    module.add_function(wrap_pyfunction!(call_keys, module)?)?;
     Ok(())
 }

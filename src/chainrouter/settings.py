@@ -347,18 +347,18 @@ class Settings(BaseSettings):
         default=4 * 1024 * 1024,
         ge=0,
         le=4 * 1024**3,
-        description="Bytes each native router worker may keep of requests answered wholly from "
-        "the response cache free of charge, to answer them again without the pipeline (oldest "
-        "out first; request bodies up to 16 KiB). 0, or no response cache: nothing is replayed "
-        '(docs/cache.md, "Replays").',
+        description="Bytes each native router worker may keep of the pipeline's decisions it "
+        "applies itself to later calls in their scope: forwards, and answers from the response "
+        "cache (oldest out first; request bodies up to 16 KiB). 0: none, every request through "
+        'the pipeline (docs/router.md, "Scoped decisions").',
     )
     repeat_forwards: bool = Field(
         default=True,
-        description="Whether the native server sends a call the pipeline forwarded to its first "
-        "choice of node, and that node answered at once, to the same node itself when the same "
-        "request comes again, billed as the pipeline would; within the replay memo's bound and "
-        'age (CHAINROUTER_CACHE_REPLAY_MAX_BYTES, _MAX_AGE_S; docs/router.md, "Repeated '
-        'forwards").',
+        description="Whether the pipeline hands the native server its forwards too, not only its "
+        "answers from the cache: a later call in the decision's scope is sent by the server "
+        "itself to the node the pipeline chose, billed by the ledger as the pipeline bills; "
+        "within the memo's bound and age (CHAINROUTER_CACHE_REPLAY_MAX_BYTES, _MAX_AGE_S; "
+        'docs/router.md, "Scoped decisions").',
     )
     upstream_batch_max: int = Field(
         default=10,
@@ -373,8 +373,9 @@ class Settings(BaseSettings):
         default=1.0,
         ge=0.05,
         le=60,
-        description="How long the native server replays an answer the pipeline handed it, "
-        'seconds; then the pipeline answers the request once more (docs/cache.md, "Replays").',
+        description="How long the native server applies a decision the pipeline handed it, "
+        "seconds (a forward 1 s at most), besides the epochs that end it at once; then the "
+        'pipeline decides that call once more (docs/router.md, "Scoped decisions").',
     )
     coalesce: bool = Field(
         default=True,

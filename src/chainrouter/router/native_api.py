@@ -156,5 +156,20 @@ def contract() -> dict[str, Any]:
     raise NotImplementedError("declared only: chainrouter._native has it")
 
 
+def plain_result(answer: bytes, id: bytes) -> tuple[int, int] | None:  # noqa: A002
+    """The span of `answer`'s result when it is a plain answer under the id `id` (the JSON
+    bytes sent): for the tests that hold the server's recognizer to router/answers.py."""
+    raise NotImplementedError("declared only: chainrouter._native has it")
+
+
+def call_keys(
+    body: bytes, masks: dict[str, int], max_params_depth: int
+) -> list[tuple[bytes | None, bytes]] | None:
+    """Each call's key in the masked scope (None: none for its method) and in the exact one,
+    without the request's fields; None when the server's reader refuses the body. For the tests
+    that hold the reader to the pipeline's parser."""
+    raise NotImplementedError("declared only: chainrouter._native has it")
+
+
 CLASSES: tuple[type, ...] = (Driver, Epochs, Memo, NativeServer, Leading)
-FUNCTIONS = (parse_node_url, contract)
+FUNCTIONS = (parse_node_url, contract, plain_result, call_keys)

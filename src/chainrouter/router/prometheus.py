@@ -137,7 +137,7 @@ _CACHE_SERIES = (
     ("misses", "Calls the response cache was asked for and did not hold, by chain and method."),
     ("evictions", "Answers the response cache dropped for room, by chain and method."),
     ("coalesced", "Calls that joined an identical call in flight instead of reaching a node."),
-    ("replayed", "Cache hits the native server answered again itself (replays; hits too)."),
+    ("replayed", "Cache hits the native server answered again itself (hits too)."),
 )
 
 
@@ -198,8 +198,9 @@ def _epochs(counts: RouterMetrics) -> Iterator[Metric]:
 def _repeated(counts: RouterMetrics) -> Metric:
     repeated = CounterMetricFamily(
         "chainrouter_forwards_repeated",
-        "Calls the native server sent again itself to the node the pipeline chose for the same "
-        "request, by chain and method (billed and counted as calls too).",
+        "Calls the native server sent itself, under the pipeline's decisions, to the node the "
+        "pipeline chose for calls in that scope, by chain and method (billed and counted as "
+        "calls too).",
         labels=["chain", "method"],
     )
     for (chain, method), n in sorted(counts.repeated.items()):
