@@ -92,15 +92,6 @@ def names_other_chain(body: bytes, chain_id: int) -> bool:
         return True
 
 
-def result_member(answer: bytes) -> bytes | None:
-    """The `"result":...` member of a plain answer, as the calls that join it take it; None when
-    the answer is not one read exactly, or not a result."""
-    exact = exact_member(answer)
-    if exact is None or "result" not in exact[0]:
-        return None
-    return exact[1]
-
-
 def exact_member(answer: bytes) -> tuple[dict[str, Any], bytes] | None:
     """The answer parsed exactly, and its `"result":...` or `"error":...` member as compact
     JSON; None when the answer is not one JSON-RPC object that can be.

@@ -80,7 +80,6 @@ class CallContext:
     ranges_served_by: tuple[Route, ...] = ()  # a split call's: the route of each range
     retry_after_s: float | None = None  # refused for limits: when the first route frees up
     attempts: int = 0  # nodes the call was sent to (hedges and failovers included)
-    answer_s: float = 0.0  # how long the node that served it took to answer
     # The response cache's and coalescing's (router/stages/cache.py); None: neither applies.
     cache_key: str | None = None
     cache_pin: Pinned | None = None  # None: never kept (coalesced at most)
@@ -90,7 +89,6 @@ class CallContext:
     # Served by its first route at the first try, with no rate limit in the way: how long the
     # attempt would have waited before another node was tried. None: not (router/fast/).
     decided_within_s: float | None = None
-    decided_at_hedge: bool = False  # that time is the hedge delay of a raced read
     # What the call's decision depends on (router/epochs.py): whether a stage read its params
     # beyond the block parameter, and the epoch slots read, with their values then.
     params_read: bool = False

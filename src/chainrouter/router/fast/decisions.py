@@ -21,6 +21,7 @@ epochs are the snapshot's and every slot a stage read (`CallContext.epochs_read`
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from chainrouter.domain.cacheable import CachePrices
 from chainrouter.domain.enums import Scenario
@@ -104,11 +105,8 @@ class Decider:
         cost = route.price.cost_nano
         join_cost = self._prices.price_nano(request.chain_id, method)
         seen = call.flight_seen
-        booking = Booking(
-            customer_id=access.customer_id,
-            key_id=access.key_id,
-            chain_id=request.chain_id,
-            method=method,
+        booking = _booking(
+            call,
             scenario=Scenario.FIRST_CHOICE,
             cost_nano=cost,
             join_cost_nano=join_cost,
@@ -135,22 +133,18 @@ class Decider:
         )
 
     def _answer(self, call: CallContext, headers: list[tuple[str, str]]) -> Decision | None:
-        request, access, member = call.request, call.request.access, call.cached
+        access, member = call.request.access, call.cached
         if access is None or member is None or call.scenario is not Scenario.CACHE:
             return None
-        method = call.call.method
         price = call.cost_nano
-        booking = Booking(
-            customer_id=access.customer_id,
-            key_id=access.key_id,
-            chain_id=request.chain_id,
-            method=method,
+        booking = _booking(
+            call,
             scenario=Scenario.CACHE,
             cost_nano=price,
             join_cost_nano=price,
             plan_id=0,
             node=None,
-            work=work_of(method),
+            work=work_of(call.call.method),
         )
         spend = 0 if access.bypass_credit_check else price
         self._grants.top_up(access.customer_id, spend)
@@ -203,3 +197,16 @@ class Decider:
             # The ledger reads every answer of a call that tells the key's head.
             judge_each=rpc.method == HEAD_METHOD,
         )
+
+
+def _booking(call: CallContext, **served: Any) -> Booking:
+    """The call's booking: its customer, key, chain and method, and how it is `served`."""
+    access = call.request.access
+    assert access is not None, "keyed calls only"
+    return Booking(
+        customer_id=access.customer_id,
+        key_id=access.key_id,
+        chain_id=call.request.chain_id,
+        method=call.call.method,
+        **served,
+    )

@@ -338,8 +338,8 @@ class Attempt:
                     # this one's, which the server may have cut short before).
                     within_s = min(node_timeout_s, self._limits.deadline_s)
                     hedge_at = attempts.hedge_at
-                    call.decided_at_hedge = hedge_at is not None and hedge_at < within_s
-                    call.decided_within_s = hedge_at if call.decided_at_hedge else within_s
+                    at_hedge = hedge_at is not None and hedge_at < within_s
+                    call.decided_within_s = hedge_at if at_hedge else within_s
                 if not attempts.racing:
                     self._settle(attempts, served)
                 return served
