@@ -85,6 +85,7 @@ pub struct Types {
     pub receipt: Declared<{ receipt::FIELDS.len() }>,
     pub tally: Declared<{ tally::FIELDS.len() }>,
     pub verdict: Declared<{ verdict::FIELDS.len() }>,
+    pub settled: Declared<{ settled::FIELDS.len() }>,
     pub forward: Declared<{ forward::FIELDS.len() }>,
     pub gather: Declared<{ gather::FIELDS.len() }>,
     pub race: Declared<{ race::FIELDS.len() }>,
@@ -122,6 +123,7 @@ impl Types {
             receipt: Declared::load(module, receipt::NAME, receipt::FIELDS)?,
             tally: Declared::load(module, tally::NAME, tally::FIELDS)?,
             verdict: Declared::load(module, verdict::NAME, verdict::FIELDS)?,
+            settled: Declared::load(module, settled::NAME, settled::FIELDS)?,
             forward: Declared::load(module, forward::NAME, forward::FIELDS)?,
             gather: Declared::load(module, gather::NAME, gather::FIELDS)?,
             race: Declared::load(module, race::NAME, race::FIELDS)?,
@@ -172,6 +174,7 @@ pub fn contract(py: Python<'_>) -> PyResult<PyObject> {
     add(declared::receipt::NAME, &receipt::FIELDS)?;
     add(declared::tally::NAME, &tally::FIELDS)?;
     add(declared::verdict::NAME, &verdict::FIELDS)?;
+    add(declared::settled::NAME, &settled::FIELDS)?;
     add(declared::landed::NAME, &landed::FIELDS)?;
     add(declared::forward::NAME, &forward::FIELDS)?;
     add(declared::gather::NAME, &gather::FIELDS)?;

@@ -103,10 +103,11 @@ pub mod receipt {
 #[allow(dead_code)]
 pub mod tally {
     pub const NAME: &str = "Tally";
-    pub const FIELDS: [&str; 3] = ["decision", "requests", "elapsed_s"];
+    pub const FIELDS: [&str; 4] = ["decision", "requests", "elapsed_s", "answers"];
     pub const DECISION: usize = 0;
     pub const REQUESTS: usize = 1;
     pub const ELAPSED_S: usize = 2;
+    pub const ANSWERS: usize = 3;
 }
 
 /// `Verdict`.
@@ -116,6 +117,15 @@ pub mod verdict {
     pub const FIELDS: [&str; 2] = ["served", "member"];
     pub const SERVED: usize = 0;
     pub const MEMBER: usize = 1;
+}
+
+/// `Settled`.
+#[allow(dead_code)]
+pub mod settled {
+    pub const NAME: &str = "Settled";
+    pub const FIELDS: [&str; 2] = ["verdicts", "refused"];
+    pub const VERDICTS: usize = 0;
+    pub const REFUSED: usize = 1;
 }
 
 /// `Landed`.

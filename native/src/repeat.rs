@@ -23,7 +23,7 @@ use hyper::{Body, Response};
 use crate::flights::{landing, Boarding, Flights, Landing, Leader};
 use crate::json::{plain_result, read_answers, Call};
 use crate::memo::{call_template, Action, Memo, Plan, Planned};
-use crate::settle::{ReceiptParts, Settler, Settling, Tallied, Verdict};
+use crate::settle::{ReceiptParts, Settler, Settling, Taken, Tallied, Verdict};
 use crate::upstream::{Failure, Upstream};
 
 /// How a request under decisions ended.
@@ -277,8 +277,9 @@ async fn settle(
         let parts = match outcome {
             Outcome::Own { outcome: Ok(answer), elapsed } => {
                 waits = true;
-                if !entry.judge_each && plain_result(answer, &own_id).is_some() {
-                    settling.tallied.push(Tallied { entry, elapsed: *elapsed });
+                if plain_result(answer, &own_id).is_some() {
+                    let answer = entry.judge_each.then(|| answer.clone());
+                    settling.tallied.push(Tallied { entry, elapsed: *elapsed, answer });
                     judged.push(None);
                     continue;
                 }
@@ -302,7 +303,7 @@ async fn settle(
             }
             Outcome::Answer => {
                 waits |= entry.spend > 0;
-                settling.tallied.push(Tallied { entry, elapsed: 0.0 });
+                settling.tallied.push(Tallied { entry, elapsed: 0.0, answer: None });
                 judged.push(None);
                 continue;
             }
@@ -311,12 +312,13 @@ async fn settle(
         judged.push(Some(settling.receipts.len()));
         settling.receipts.push(parts);
     }
-    let served = |verdicts: Vec<Verdict>| -> Vec<Verdict> {
-        let mut verdicts: Vec<Option<Verdict>> = verdicts.into_iter().map(Some).collect();
+    let served = |taken: Taken| -> Vec<Verdict> {
+        let mut verdicts: Vec<Option<Verdict>> = taken.verdicts.into_iter().map(Some).collect();
+        let refused = taken.refused;
         judged
             .iter()
             .map(|at| match at {
-                None => Verdict { served: true, member: None },
+                None => Verdict { served: !refused, member: None },
                 Some(at) => verdicts[*at].take().unwrap_or(Verdict { served: false, member: None }),
             })
             .collect()
@@ -326,7 +328,7 @@ async fn settle(
         // the answer leaves; the ledger books them as they come (a `kill -9` in between loses
         // them from usage, and they cost nothing).
         applying.settler.hand(settling);
-        return Some(served(Vec::new()));
+        return Some(served(Taken { verdicts: Vec::new(), refused: false }));
     }
     applying.settler.settle(settling).await.map(served)
 }

@@ -19,7 +19,7 @@ use pyo3::types::{PyBytes, PyList};
 use tokio::sync::{oneshot, Notify};
 
 use crate::contract::{fields, Types};
-use crate::contract_gen::{receipt, tally, verdict};
+use crate::contract_gen::{receipt, settled, tally, verdict};
 use crate::driver::log_error;
 use crate::memo::Entry;
 
@@ -34,10 +34,12 @@ pub struct ReceiptParts {
     pub joined: bool,
 }
 
-/// A call with nothing to judge, for its decision's `Tally`.
+/// A call with nothing to judge, for its decision's `Tally` (with its answer, for a decision
+/// whose every answer the ledger reads).
 pub struct Tallied {
     pub entry: Arc<Entry>,
     pub elapsed: f64,
+    pub answer: Option<Bytes>,
 }
 
 /// The ledger's word on one receipt.
@@ -53,10 +55,17 @@ pub struct Settling {
     pub tallied: Vec<Tallied>,
 }
 
+/// The ledger's word on one request: its receipts' verdicts, in order, and whether it refused
+/// the request whole.
+pub struct Taken {
+    pub verdicts: Vec<Verdict>,
+    pub refused: bool,
+}
+
 struct Pending {
     settling: Settling,
     /// None: nobody waits for the verdicts (free answers, taken whatever they are).
-    reply: Option<oneshot::Sender<Option<Vec<Verdict>>>>,
+    reply: Option<oneshot::Sender<Option<Taken>>>,
 }
 
 pub struct Settler {
@@ -75,9 +84,8 @@ impl Settler {
         self.wake.notify_one();
     }
 
-    /// The ledger's verdicts on one request's receipts, in order (none when it has only
-    /// tallied calls); None if the ledger failed.
-    pub async fn settle(&self, settling: Settling) -> Option<Vec<Verdict>> {
+    /// The ledger's word on one request; None if the ledger failed.
+    pub async fn settle(&self, settling: Settling) -> Option<Taken> {
         let (reply, verdicts) = oneshot::channel();
         self.push(Pending { settling, reply: Some(reply) });
         verdicts.await.ok().flatten()
@@ -98,12 +106,17 @@ impl Settler {
                 continue;
             }
             Python::with_gil(|py| {
-                let mut verdicts = self.call(py, &types, &group).map(Vec::into_iter);
-                for pending in group {
+                let settled = self.call(py, &types, &group);
+                let (mut verdicts, refused) = match settled {
+                    Some((verdicts, refused)) => (Some(verdicts.into_iter()), refused),
+                    None => (None, Vec::new()),
+                };
+                for (request, pending) in group.into_iter().enumerate() {
                     let count = pending.settling.receipts.len();
-                    let taken = verdicts
-                        .as_mut()
-                        .map(|all| all.by_ref().take(count).collect::<Vec<Verdict>>());
+                    let taken = verdicts.as_mut().map(|all| Taken {
+                        verdicts: all.by_ref().take(count).collect(),
+                        refused: refused.contains(&request),
+                    });
                     if let Some(reply) = pending.reply {
                         let _ = reply.send(taken); // a client gone meanwhile: nothing to tell
                     }
@@ -112,13 +125,20 @@ impl Settler {
         }
     }
 
-    /// The ledger's verdicts on every receipt of `group`, in order; None if it failed.
-    fn call(&self, py: Python<'_>, types: &Types, group: &[Pending]) -> Option<Vec<Verdict>> {
-        let outcome = (|| -> PyResult<Vec<Verdict>> {
+    /// The ledger's verdicts on every receipt of `group`, in order, and the requests it refused
+    /// whole; None if it failed.
+    fn call(
+        &self,
+        py: Python<'_>,
+        types: &Types,
+        group: &[Pending],
+    ) -> Option<(Vec<Verdict>, Vec<usize>)> {
+        let outcome = (|| -> PyResult<(Vec<Verdict>, Vec<usize>)> {
             let receipts = PyList::empty(py);
             let mut count = 0;
-            // By decision (its entry), in the order first met: each call's request and time.
-            let mut tallies: Vec<(&Arc<Entry>, Vec<usize>, Vec<f64>)> = Vec::new();
+            // By decision (its entry), in the order first met: each call's request, time and,
+            // for a decision whose answers the ledger reads, answer.
+            let mut tallies: Vec<Gathered<'_>> = Vec::new();
             let mut tally_of: HashMap<*const Entry, usize> = HashMap::new();
             for (request, pending) in group.iter().enumerate() {
                 for parts in &pending.settling.receipts {
@@ -127,33 +147,57 @@ impl Settler {
                 }
                 for call in &pending.settling.tallied {
                     let at = *tally_of.entry(Arc::as_ptr(&call.entry)).or_insert_with(|| {
-                        tallies.push((&call.entry, Vec::new(), Vec::new()));
+                        tallies.push(Gathered::of(&call.entry));
                         tallies.len() - 1
                     });
-                    tallies[at].1.push(request);
-                    tallies[at].2.push(call.elapsed);
+                    let tally = &mut tallies[at];
+                    tally.requests.push(request);
+                    tally.elapsed.push(call.elapsed);
+                    if let Some(answer) = &call.answer {
+                        tally.answers.push(PyBytes::new(py, answer).into());
+                    }
                 }
             }
             let built = PyList::empty(py);
-            for (entry, requests, elapsed) in tallies {
+            for Gathered { entry, requests, elapsed, answers } in tallies {
                 let mut values = fields();
                 values[tally::DECISION] = Some(entry.decision.clone_ref(py));
                 values[tally::REQUESTS] = Some(requests.into_py(py));
                 values[tally::ELAPSED_S] = Some(elapsed.into_py(py));
+                let answers = entry.judge_each.then(|| PyList::new(py, answers));
+                values[tally::ANSWERS] = Some(answers.into_py(py));
                 built.append(types.tally.build(py, values)?)?;
             }
             let returned = self.settle.call1(py, (receipts, built))?;
-            let returned: &PyList = returned.as_ref(py).downcast()?;
-            if returned.len() != count {
+            let returned = returned.as_ref(py);
+            let verdicts: &PyList = types.settled.get(returned, settled::VERDICTS)?.downcast()?;
+            let refused: Vec<usize> = types.settled.get(returned, settled::REFUSED)?.extract()?;
+            if verdicts.len() != count {
                 return Err(PyValueError::new_err("settle gave another number of verdicts"));
             }
-            returned.iter().map(|given| read(types, given)).collect()
+            let verdicts =
+                verdicts.iter().map(|given| read(types, given)).collect::<PyResult<_>>()?;
+            Ok((verdicts, refused))
         })();
         outcome
             .map_err(|error| {
                 log_error(py, LOGGER, "settling calls served under decisions failed", error)
             })
             .ok()
+    }
+}
+
+/// One decision's plain calls in a group, gathered into the lists its Tally carries.
+struct Gathered<'a> {
+    entry: &'a Arc<Entry>,
+    requests: Vec<usize>,
+    elapsed: Vec<f64>,
+    answers: Vec<PyObject>,
+}
+
+impl<'a> Gathered<'a> {
+    fn of(entry: &'a Arc<Entry>) -> Self {
+        Gathered { entry, requests: Vec::new(), elapsed: Vec::new(), answers: Vec::new() }
     }
 }
 

@@ -10,8 +10,8 @@ from chainrouter.router.contract import (
     Landed,
     Program,
     Receipt,
+    Settled,
     Tally,
-    Verdict,
 )
 
 class Driver:
@@ -77,7 +77,7 @@ class NativeServer:
     def apply_decisions(
         self,
         memo: Memo,
-        settle: Callable[[list[Receipt], list[Tally]], list[Verdict]],
+        settle: Callable[[list[Receipt], list[Tally]], Settled],
     ) -> None: ...
     def stop(self) -> None: ...
 

@@ -31,7 +31,7 @@ from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.anvil import CHAIN_A, AnvilNodes
+from tests.anvil import CHAIN_A, AnvilNodes, node_result, start_anvil_nodes
 from tests.router.conftest import api_key, provider, world_config
 from tests.router.test_server import Served, launch_router
 
@@ -174,6 +174,21 @@ def router_of(
         if served is not None and served.process.poll() is None:
             router.stop()
         router.engine.dispose()
+
+
+@pytest.fixture
+def rewinding_router(upstream: FaultyUpstream, tmp_path: Path) -> Iterator[tuple[Any, str]]:
+    """A `_Router` in front of an anvil node of its own, which the test may rewind; and that
+    node's URL."""
+    started = start_anvil_nodes((("node", CHAIN_A),))
+    nodes = next(started)
+    node = nodes.urls["node"]
+    router = _Router(tmp_path, node, upstream, "10")
+    router.start()
+    yield router, node
+    router.stop()
+    router.engine.dispose()
+    started.close()
 
 
 def _nano(price: Decimal) -> int:
@@ -360,3 +375,27 @@ def test_identical_calls_at_once_under_a_decision_share_one_attempt_at_the_cache
     usage = router.usage()
     assert usage == {"first_choice": (2, 2 * _nano(CHEAP[CALL])), "cache": (7, 0)}
     assert balance - router.served.balance() == 2 * _nano(CHEAP[CALL])
+
+
+def test_an_older_head_than_the_key_had_seen_is_never_served_under_a_decision(
+    rewinding_router: tuple[Any, str],
+) -> None:
+    """The node's `eth_blockNumber` goes back (a reorg, another backend behind one address):
+    the server does not serve it under the decision made when the key had seen the newer
+    block; the request goes to the pipeline with the node's answer as its first attempt (the
+    pipeline then decides what the key gets: the consistent heads rule)."""
+    router, node = rewinding_router
+    call = {"jsonrpc": "2.0", "method": HEAD, "params": []}
+    node_result(node, "anvil_mine", ["0xa"])
+    rewind_to = node_result(node, "evm_snapshot", [])
+    node_result(node, "anvil_mine", ["0x5"])
+    heads = [router.post(call, n).json()["result"] for n in range(4)]
+    assert heads == ["0xf"] * 4
+    decided = router.decided(HEAD)
+    assert decided >= 1  # the key's seen head reached, the last were the server's
+    node_result(node, "evm_revert", [rewind_to])
+    asked = router.asked()
+    reply = router.post(call, "after")
+    assert reply.status_code == 200
+    assert router.decided(HEAD) == decided  # not the server's to serve
+    assert router.asked() == (asked[0] + 1, asked[1])  # and the node was asked once

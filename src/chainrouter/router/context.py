@@ -85,6 +85,7 @@ class CallContext:
     cache_pin: Pinned | None = None  # None: never kept (coalesced at most)
     cached: bytes | None = None  # answered from the cache: its `"result":...`
     leading: Leading | None = None  # the flight this call leads
+    seen_head: int | None = None  # a read of the head: the newest block its key had seen
     flight_seen: int | None = None  # the seen head its flight's key holds (a read of the head)
     # Served by its first route at the first try, with no rate limit in the way: how long the
     # attempt would have waited before another node was tried. None: not (router/fast/).

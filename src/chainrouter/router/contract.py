@@ -182,6 +182,9 @@ class Tally:
     decision: Decision
     requests: list[int]  # each call's request, numbered as the receipts' are
     elapsed_s: list[float]
+    # Each call's answer, for a decision whose every answer the ledger reads (`judge_each`: an
+    # `eth_blockNumber`'s head); None for the others.
+    answers: list[bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +195,16 @@ class Verdict:
 
     served: bool
     member: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What the ledger tells the server of a group: a verdict for each receipt, in order, and
+    the requests it refused whole for a tallied call (an `eth_blockNumber` older than the key
+    had seen): a request is served when each of its receipts is and it is not refused."""
+
+    verdicts: list[Verdict]
+    refused: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +343,7 @@ CROSSING: tuple[type, ...] = (
     Receipt,
     Tally,
     Verdict,
+    Settled,
     Landed,
     *COMMANDS,
 )

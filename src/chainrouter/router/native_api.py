@@ -18,8 +18,8 @@ from chainrouter.router.contract import (
     Landed,
     Program,
     Receipt,
+    Settled,
     Tally,
-    Verdict,
 )
 
 
@@ -130,11 +130,10 @@ class NativeServer(Protocol):
     def accept_websockets(self, handler: Callable[[HttpRequest, int], object]) -> None: ...
 
     def apply_decisions(
-        self, memo: Memo, settle: Callable[[list[Receipt], list[Tally]], list[Verdict]]
+        self, memo: Memo, settle: Callable[[list[Receipt], list[Tally]], Settled]
     ) -> None:
         """Apply the decisions the pipeline's answers carry to later calls in their scope; the
-        calls served so go to `settle` (the ledger) in groups: a verdict for each receipt.
-        Before `serve`."""
+        calls served so go to `settle` (the ledger) in groups. Before `serve`."""
         ...
 
     def stop(self) -> None: ...

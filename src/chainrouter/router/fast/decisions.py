@@ -104,7 +104,6 @@ class Decider:
             return None
         cost = route.price.cost_nano
         join_cost = self._prices.price_nano(request.chain_id, method)
-        seen = call.flight_seen
         booking = _booking(
             call,
             scenario=Scenario.FIRST_CHOICE,
@@ -113,7 +112,7 @@ class Decider:
             plan_id=route.plan.plan_id,
             node=route.node,
             work=work,
-            min_head=seen if method == HEAD_METHOD else None,
+            min_head=call.seen_head if method == HEAD_METHOD else None,
         )
         bypass = access.bypass_credit_check
         spend, join_spend = (0, 0) if bypass else (cost, join_cost)
@@ -129,7 +128,7 @@ class Decider:
             node_batch=self._batch_of(route.node),
             timeout_s=within_s,
             flight_chain=request.chain_id if self._coalesce and call.cache_key else 0,
-            flight_seen=-1 if seen is None else seen,
+            flight_seen=-1 if call.flight_seen is None else call.flight_seen,
         )
 
     def _answer(self, call: CallContext, headers: list[tuple[str, str]]) -> Decision | None:

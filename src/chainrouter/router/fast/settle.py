@@ -18,7 +18,7 @@ from itertools import groupby
 import orjson
 
 from chainrouter.router.answers import exact_member, served_as_given
-from chainrouter.router.contract import Decision, Receipt, Tally, Verdict
+from chainrouter.router.contract import Decision, Receipt, Settled, Tally, Verdict
 from chainrouter.router.fast.grants import Grants
 from chainrouter.router.ledger import HEAD_METHOD, Booking, Ledger, head_in
 from chainrouter.router.metrics import RouterMetrics
@@ -60,11 +60,11 @@ class Settle:
         self._grants = grants
         self._metrics = metrics
 
-    def __call__(self, receipts: list[Receipt], tallies: list[Tally]) -> list[Verdict]:
+    def __call__(self, receipts: list[Receipt], tallies: list[Tally]) -> Settled:
         verdicts: list[Verdict] = []
-        served: dict[int, _Served] = {}  # by the decision's identity
         refused: set[int] = set()
         requests: set[int] = set()
+        taken: list[tuple[int, Receipt, _Judged]] = []  # (request, receipt, what it comes to)
         for request, grouped in groupby(receipts, key=lambda receipt: receipt.request):
             judged_request = list(grouped)
             requests.add(request)
@@ -77,32 +77,55 @@ class Settle:
                 refused.add(request)
                 verdicts += [_NOT_SERVED] * len(judged_request)
                 continue
-            for receipt, call in zip(judged_request, judged, strict=True):
-                assert call is not None
-                into = _of(served, receipt.decision)
-                if call.joined:
-                    into.joined += 1
-                else:
-                    into.times.append(call.elapsed_s)
-                if call.head is not None:
-                    into.heads.append(call.head)
+            pairs = zip(judged_request, judged, strict=True)
+            taken += [(request, receipt, call) for receipt, call in pairs if call is not None]
             verdicts += [self._verdict(receipt) for receipt in judged_request]
-        for tally in tallies:
+        told = [(tally, self._heads(tally, refused)) for tally in tallies]
+        served: dict[int, _Served] = {}  # by the decision's identity
+        for request, receipt, call in taken:
+            if request in refused:  # for a tallied call of its own
+                continue
+            into = _of(served, receipt.decision)
+            if call.joined:
+                into.joined += 1
+            else:
+                into.times.append(call.elapsed_s)
+            if call.head is not None:
+                into.heads.append(call.head)
+        for tally, heads in told:
             requests.update(tally.requests)
             times = tally.elapsed_s
             if refused:
-                pairs = zip(tally.requests, times, strict=True)
-                times = [elapsed_s for request, elapsed_s in pairs if request not in refused]
-            _of(served, tally.decision).times += times
+                pairs_of = zip(tally.requests, times, strict=True)
+                times = [elapsed_s for request, elapsed_s in pairs_of if request not in refused]
+            into = _of(served, tally.decision)
+            into.times += times
+            into.heads += [h for r, h in heads if r not in refused and h is not None]
         if not served:
-            return verdicts
+            return Settled(verdicts, sorted(refused))
         try:
             self._book(served.values())
         except Exception:  # nothing of the group may go out unbooked
             log.exception("calls served under decisions could not be booked; the pipeline serves")
-            return [_NOT_SERVED] * len(receipts)
+            return Settled([_NOT_SERVED] * len(receipts), sorted(requests))
         self._metrics.request("keyed", 200, len(requests - refused))
-        return verdicts
+        return Settled(verdicts, sorted(refused))
+
+    @staticmethod
+    def _heads(tally: Tally, refused: set[int]) -> list[tuple[int, int | None]]:
+        """The heads a tally's answers tell, by request; a request with one older than the key
+        had seen when the decision was made is refused whole (the pipeline's to route past)."""
+        answers = tally.answers
+        if answers is None:
+            return []
+        min_head = _booking(tally.decision).min_head
+        told = []
+        for request, answer in zip(tally.requests, answers, strict=True):
+            head = head_in(answer)
+            if min_head is not None and (head is None or head < min_head):
+                refused.add(request)
+            told.append((request, head))
+        return told
 
     @staticmethod
     def _judge(receipt: Receipt) -> _Judged | None:

@@ -147,7 +147,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
         )
     coalesced: list[CallStage] = []
     if deps.coalesce:
-        coalesced.append(Coalesce(deps.seen_heads, deps.cache_prices, deps.credits, deps.ledger))
+        coalesced.append(Coalesce(deps.cache_prices, deps.credits, deps.ledger))
     return [
         MethodPriced(),
         CallNeeds(deps.health),

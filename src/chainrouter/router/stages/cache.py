@@ -32,7 +32,6 @@ from chainrouter.router.finality import Finality
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
 from chainrouter.router.response_cache import ResponseCache
-from chainrouter.router.seen_heads import SeenHeads
 
 SERVED = frozenset({Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED, Scenario.SPLIT})
 
@@ -147,10 +146,7 @@ class Coalesce:
     joins only calls whose key has seen the same newest block (router/seen_heads.py): the one
     it joins was routed as it would be, and its answer is no older than this key has seen."""
 
-    def __init__(
-        self, seen: SeenHeads, prices: CachePrices, credits: CreditView, ledger: Ledger
-    ) -> None:
-        self._seen = seen.seen
+    def __init__(self, prices: CachePrices, credits: CreditView, ledger: Ledger) -> None:
         self._prices = prices
         self._credits = credits
         self._ledger = ledger
@@ -159,13 +155,10 @@ class Coalesce:
         key = call.cache_key
         if key is None:
             return None
-        request = call.request
-        access = request.access
-        if call.needs.at_head and access is not None:
-            seen = self._seen(access.key_id, request.chain_id)
-            if seen is not None:
-                call.flight_seen = seen
-                key = f"{key}@{seen}"
+        seen = call.seen_head  # read by NotBehindSeen, before
+        if seen is not None:
+            call.flight_seen = seen
+            key = f"{key}@{seen}"
         return self._board(call, key)
 
     async def _board(self, call: CallContext, key: str) -> None:

@@ -29,7 +29,7 @@ class NotBehindSeen:
         # Read before what they count: a change in between drops the decision at first use.
         call.read_epoch(self._epochs, epochs.seen(access.key_id))
         call.read_epoch(self._epochs, epochs.chain_heads(chain_id))
-        seen = self._seen.seen(access.key_id, chain_id)
+        seen = call.seen_head = self._seen.seen(access.key_id, chain_id)
         if seen is None:
             return
         chain_head = self._chain_head(chain_id)
