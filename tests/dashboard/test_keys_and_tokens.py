@@ -51,6 +51,7 @@ def test_a_customer_makes_a_key_uses_it_changes_it_and_revokes_it_after_confirmi
     page.get_by_role("button", name="I have copied it").click()
     expect(page.locator("#new-secret")).to_be_hidden()
     assert key not in page.content()  # shown once, then gone from the page
+    screenshot(page, "api-keys-list")
 
     for _ in range(60):  # a new key reaches the router at its next poll (about a second)
         if stack.rpc(key).status_code == 200:
@@ -74,7 +75,7 @@ def test_a_customer_makes_a_key_uses_it_changes_it_and_revokes_it_after_confirmi
     dialog = page.get_by_role("dialog")
     expect(dialog).to_contain_text("Revoke key browser app?")
     expect(page.get_by_role("button", name="Cancel")).to_be_focused()
-    screenshot(page, "confirm-revoke")
+    screenshot(page, "confirm-revoke", full_page=False)
     page.get_by_role("button", name="Cancel").click()
     expect(dialog).to_be_hidden()
     expect(table.locator("tr", has_text="browser app")).to_contain_text("active")
