@@ -6,7 +6,8 @@ The world: chains 31337 (anvil a1) and 31338 (anvil b1), served by provider `das
 a management token and a key `backend` with 30 days of usage history (written to storage as a
 router's flush writes it, so the charts have days to show); customer `Ops` linked to the
 provider, whose plan earned from that history. Anvil a2 is left for the provider to add in the
-page. Each test module gets its own world and servers.
+page, and so is the mining anvil of chain 31339 behind wss:// (a WebSocket node must deliver a
+head). Each test module gets its own world and servers.
 
 Screenshots are test artefacts: `var/screenshots/` (the main pages' pictures in docs/ were taken
 from there).
@@ -35,6 +36,7 @@ from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.usage import write_usage
 from tests.anvil import REPO_ROOT, AnvilNodes, free_port
 from tests.served import serve, stop, wait_healthy
+from tests.tls_nodes import MINING_CHAIN, MiningNode, Tls
 
 CHAIN = 31337
 CHAIN_B = 31338
@@ -51,6 +53,7 @@ class Stack:
     backend_key: str  # Dana's key with history
     logs: list[Path]
     anvil: AnvilNodes
+    mining: MiningNode  # a node that mines every second, behind wss:// (WebSocket nodes)
     database_url: str
 
     def rpc(self, key: str, method: str = "eth_blockNumber", chain: int = CHAIN) -> httpx.Response:
@@ -72,7 +75,11 @@ def _world(
 ) -> dict[str, object]:
     return {
         "version": 1,
-        "chains": [_chain(CHAIN, "Anvil"), _chain(CHAIN_B, "Anvil B")],
+        "chains": [
+            _chain(CHAIN, "Anvil"),
+            _chain(CHAIN_B, "Anvil B"),
+            _chain(MINING_CHAIN, "Anvil Mining"),
+        ],
         "providers": [
             {
                 "slug": "dash",
@@ -156,7 +163,9 @@ def _history(engine: Engine) -> None:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes, mining_anvil: MiningNode, tls: Tls
+) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("dashboard")
     customer_token = generate_secret(SecretKind.MANAGEMENT_TOKEN)
     provider_token = generate_secret(SecretKind.MANAGEMENT_TOKEN)
@@ -175,6 +184,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes) -> Iterat
         "CHAINROUTER_RPC_PORT": str(rpc_port),
         "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "1",
         "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its nodes are on loopback
+        "CHAINROUTER_OUTBOUND_CA_FILE": tls.ca_file,  # the wss:// front's test CA
         "CHAINROUTER_USAGE_JOURNAL_DIR": str(work / "journal"),
         "CHAINROUTER_SIGNUP_ENABLED": "true",
         "CHAINROUTER_SIGNUP_FREE_CREDITS": "1",
@@ -188,7 +198,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory, anvil: AnvilNodes) -> Iterat
         api, router = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{rpc_port}"
         wait_healthy(api, processes[0], logs[0])
         wait_healthy(router, processes[1], logs[1])
-        yield Stack(api, router, customer_token, provider_token, key, logs, anvil, database_url)
+        yield Stack(
+            api,
+            router,
+            customer_token,
+            provider_token,
+            key,
+            logs,
+            anvil,
+            mining_anvil,
+            database_url,
+        )
     finally:
         stop(processes)
 

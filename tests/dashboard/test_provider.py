@@ -12,6 +12,7 @@ import httpx
 from playwright.sync_api import Page, expect
 
 from tests.dashboard.conftest import CHAIN, Stack, screenshot, sign_in, status
+from tests.tls_nodes import MINING_CHAIN
 
 
 def _provider(page: Page, stack: Stack) -> None:
@@ -100,21 +101,37 @@ def test_a_provider_adds_a_node_screened_and_disables_enables_and_deletes_it(
     expect(row).to_have_count(0)
 
 
-def test_a_websocket_node_that_fails_screening_is_told_at_its_field(
+def test_a_provider_adds_a_websocket_node_and_one_that_fails_is_told_at_its_field(
     page: Page, stack: Stack
 ) -> None:
     _provider(page, stack)
     form = page.locator("#ws-node-form")
-    form.get_by_label("Chain ID").fill(str(CHAIN))
+    form.get_by_label("Chain ID").fill(str(MINING_CHAIN))
     url = form.get_by_label("URL")
     url.fill("https://not.a.websocket.example/")  # the browser's check: ws:// or wss:// only
     page.get_by_role("button", name="Add WebSocket node").click()
     expect(url).to_have_attribute("aria-invalid", "true")
     expect(page.locator("#ws-node-url-error")).not_to_be_empty()
-    url.fill("ws://127.0.0.1:9/")  # the API's: screening, which nothing answers here
+    url.fill("wss://127.0.0.1:9/")  # the API's: screening, which nothing answers here
     page.get_by_role("button", name="Add WebSocket node").click()
     expect(page.locator("#ws-node-url-error")).to_contain_text(re.compile(r"\w"))
     expect(url).to_have_attribute("aria-invalid", "true")
+    url.fill(stack.mining.wss)
+    page.get_by_role("button", name="Add WebSocket node").click()
+    expect(page.locator("#view-provider .status")).to_contain_text(
+        f"passed screening and serves Anvil Mining ({MINING_CHAIN})"
+    )
+    row = page.locator("#ws-nodes tr", has_text=stack.mining.wss)
+    expect(row).to_contain_text(re.compile(r"WebSocket node \d+"))
+    name = re.search(r"WebSocket node \d+", row.inner_text())
+    assert name is not None
+    page.get_by_role("button", name=f"Disable {name.group(0)}").click()
+    page.get_by_role("button", name="Disable node").click()
+    expect(row).to_contain_text("disabled by you")
+    page.get_by_role("button", name=f"Delete {name.group(0)}").click()
+    page.get_by_role("button", name="Delete node").click()
+    expect(row).to_have_count(0)
+    expect(page.locator("#ws-nodes")).to_contain_text("No WebSocket node")
 
 
 def test_a_provider_prices_a_method_in_the_page(page: Page, stack: Stack) -> None:

@@ -258,11 +258,13 @@ var state = {
   // GET /account
   chains: [],
   // GET /chains
+  wsChains: [],
+  // GET /chains/ws
   keys: []
   // GET /api-keys
 };
 function chainName(id) {
-  const found = state.chains.find((chain) => String(chain.chain_id) === String(id));
+  const found = [...state.chains, ...state.wsChains].find((chain) => String(chain.chain_id) === String(id));
   return found ? `${found.name} (${id})` : `chain ${id}`;
 }
 function keyName(key) {
@@ -5206,6 +5208,7 @@ async function setStatus(listed, status) {
   await loadNodes();
 }
 async function loadNodes() {
+  state.wsChains = await api("GET", "/chains/ws");
   const listed = await api("GET", "/provider/nodes");
   const planName = (id) => (plans.find((plan) => plan.id === id) || { name: `plan ${id}` }).name;
   const label2 = (l) => {
@@ -5256,9 +5259,9 @@ onSubmit($("#node-form"), async (form) => {
     rate_limit: Number(form.elements.rate_limit.value),
     rate_limit_interval_sec: Number(form.elements.rate_limit_interval_sec.value)
   });
-  say(`HTTP node ${made.node.id} passed screening and serves ${chainName(made.node.chain_id)}.`);
   form.elements.url.value = "";
   await loadNodes();
+  say(`HTTP node ${made.node.id} passed screening and serves ${chainName(made.node.chain_id)}.`);
 });
 onSubmit($("#ws-node-form"), async (form) => {
   const made = await api("PUT", "/provider/nodes/ws", {
@@ -5266,9 +5269,9 @@ onSubmit($("#ws-node-form"), async (form) => {
     chain_id: form.elements.chain.value.trim(),
     url: form.elements.url.value.trim()
   });
-  say(`WebSocket node ${made.node_ws.id} passed screening and serves ${chainName(made.node_ws.chain_id)}.`);
   form.elements.url.value = "";
   await loadNodes();
+  say(`WebSocket node ${made.node_ws.id} passed screening and serves ${chainName(made.node_ws.chain_id)}.`);
 });
 async function loadEarnings() {
   const days2 = Number($("#earnings-period").value);

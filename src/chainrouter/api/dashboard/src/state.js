@@ -3,11 +3,12 @@ export const state = {
   settings: null, // GET /dashboard/settings.json
   account: null, // GET /account
   chains: [], // GET /chains
+  wsChains: [], // GET /chains/ws
   keys: [], // GET /api-keys
 };
 
 export function chainName(id) {
-  const found = state.chains.find((chain) => String(chain.chain_id) === String(id));
+  const found = [...state.chains, ...state.wsChains].find((chain) => String(chain.chain_id) === String(id));
   return found ? `${found.name} (${id})` : `chain ${id}`;
 }
 

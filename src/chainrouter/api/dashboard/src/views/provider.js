@@ -148,6 +148,7 @@ async function setStatus(listed, status) {
 }
 
 async function loadNodes() {
+  state.wsChains = await api("GET", "/chains/ws");
   const listed = await api("GET", "/provider/nodes");
   const planName = (id) => (plans.find((plan) => plan.id === id) || { name: `plan ${id}` }).name;
   const label = (l) => {
@@ -199,9 +200,9 @@ onSubmit($("#node-form"), async (form) => {
     rate_limit: Number(form.elements.rate_limit.value),
     rate_limit_interval_sec: Number(form.elements.rate_limit_interval_sec.value),
   });
-  say(`HTTP node ${made.node.id} passed screening and serves ${chainName(made.node.chain_id)}.`);
   form.elements.url.value = "";
   await loadNodes();
+  say(`HTTP node ${made.node.id} passed screening and serves ${chainName(made.node.chain_id)}.`);
 });
 
 onSubmit($("#ws-node-form"), async (form) => {
@@ -210,9 +211,9 @@ onSubmit($("#ws-node-form"), async (form) => {
     chain_id: form.elements.chain.value.trim(),
     url: form.elements.url.value.trim(),
   });
-  say(`WebSocket node ${made.node_ws.id} passed screening and serves ${chainName(made.node_ws.chain_id)}.`);
   form.elements.url.value = "";
   await loadNodes();
+  say(`WebSocket node ${made.node_ws.id} passed screening and serves ${chainName(made.node_ws.chain_id)}.`);
 });
 
 async function loadEarnings() {
