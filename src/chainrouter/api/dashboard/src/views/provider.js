@@ -3,7 +3,7 @@
 import { api } from "../api.js";
 import { CREDITS, timeChart } from "../charts.js";
 import { $, button, confirmAction, element, fill, onSubmit, row, say, withTitle } from "../dom.js";
-import { count, credits, creditsFull, exact, ms, utcDay, when } from "../format.js";
+import { count, credits, creditsFull, ms, utcDay, when } from "../format.js";
 import { chainName, state } from "../state.js";
 
 const STANDINGS = {

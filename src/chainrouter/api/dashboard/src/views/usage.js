@@ -3,7 +3,7 @@
 import { api } from "../api.js";
 import { CALLS, CREDITS, PERCENT, timeChart } from "../charts.js";
 import { $, element, fill, onSubmit, row, withTitle } from "../dom.js";
-import { count, credits, creditsFull, exact, hour, ms, percent, scenario, sumExact, when } from "../format.js";
+import { count, credits, creditsFull, hour, ms, percent, scenario, sumExact, when } from "../format.js";
 import { chainName, keyName, state } from "../state.js";
 
 const BREAKDOWN_VALUES = 8; // series of a broken-down chart; the rest are summed as "other"
