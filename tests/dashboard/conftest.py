@@ -184,7 +184,7 @@ def stack(
         "CHAINROUTER_RPC_PORT": str(rpc_port),
         "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "1",
         "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its nodes are on loopback
-        "CHAINROUTER_OUTBOUND_CA_FILE": tls.ca_file,  # the wss:// front's test CA
+        "CHAINROUTER_OUTBOUND_CA_FILE": str(tls.ca_file),  # the wss:// front's test CA
         "CHAINROUTER_USAGE_JOURNAL_DIR": str(work / "journal"),
         "CHAINROUTER_SIGNUP_ENABLED": "true",
         "CHAINROUTER_SIGNUP_FREE_CREDITS": "1",
