@@ -86,9 +86,7 @@ class _Billing:
         """(balance, calls, nano-credits) in storage, once everything served is flushed."""
         time.sleep(0.3)  # past a flush interval
         deadline = time.monotonic() + 20
-        while httpx.get(self.served.base + "/health", timeout=10).json()[
-            "unwritten_usage_batches"
-        ]:
+        while httpx.get(self.served.base + "/health", timeout=10).json()["unwritten_usage_batches"]:
             assert time.monotonic() < deadline, "usage never reached storage"
             time.sleep(0.1)
         time.sleep(0.3)  # a flush taken as the last calls were metered
@@ -120,7 +118,12 @@ def _call(kind: str, call_id: int) -> dict[str, Any]:
         params: list[Any] = ["0x" + secrets.token_hex(20), "latest"]
         return {"jsonrpc": "2.0", "id": call_id, "method": "eth_getBalance", "params": params}
     if kind == "final":  # a final block: kept, then answered from the cache
-        return {"jsonrpc": "2.0", "id": call_id, "method": "eth_getBalance", "params": [ACCOUNT, "0x5"]}
+        return {
+            "jsonrpc": "2.0",
+            "id": call_id,
+            "method": "eth_getBalance",
+            "params": [ACCOUNT, "0x5"],
+        }
     data = "0x" + secrets.token_hex(4)
     call = {"to": ACCOUNT, "data": data}
     return {"jsonrpc": "2.0", "id": call_id, "method": "eth_call", "params": [call, "latest"]}

@@ -156,7 +156,7 @@ def contract() -> dict[str, Any]:
     raise NotImplementedError("declared only: chainrouter._native has it")
 
 
-def plain_result(answer: bytes, id: bytes) -> tuple[int, int] | None:  # noqa: A002
+def plain_result(answer: bytes, id: bytes) -> tuple[int, int] | None:
     """The span of `answer`'s result when it is a plain answer under the id `id` (the JSON
     bytes sent): for the tests that hold the server's recognizer to router/answers.py."""
     raise NotImplementedError("declared only: chainrouter._native has it")
