@@ -26,7 +26,7 @@ def test_a_low_balance_alert_set_on_the_overview_shows_on_every_page(
     expect(alerts).to_contain_text("Alert: the balance, 4.9")
     expect(alerts).to_contain_text("credits, is below 10.")
     screenshot(page, "alert")
-    for section in ("API keys", "Usage", "Management tokens"):
+    for section in ("API keys", "Usage", "Buy credits", "Management tokens"):
         page.get_by_role("button", name=section, exact=True).click()
         expect(alerts).to_be_visible()
     page.get_by_role("button", name="Overview").click()

@@ -1,7 +1,8 @@
 """Arriving and signing in, in a real browser: the API's root leads to the dashboard, which has
 an icon; a token is entered by keyboard; a refused or malformed one is told at its field and
 nothing is kept; sign-up gives an account and its token once, and answers an address that
-already has an account exactly as a new one; every field has a label; signing out forgets."""
+already has an account exactly as a new one; every field has a label; signing out forgets; back
+from the card payment, the Buy credits page says how it went."""
 
 from __future__ import annotations
 
@@ -89,6 +90,30 @@ def test_every_field_has_a_label_and_signing_out_forgets_the_token(
     assert page.evaluate("sessionStorage.length") == 0
     expect(page.locator("#view-signin")).to_be_visible()
     expect(page.locator("#view-signin .status")).to_have_text("Signed out.")
+
+
+def test_back_from_the_card_payment_the_buy_credits_page_says_how_it_went(
+    page: Page, stack: Stack
+) -> None:
+    """Stripe's page sends the customer back to `/dashboard?checkout=...` (docs/billing.md): the
+    signed-in tab opens Buy credits (billing.js, loaded beside the bundle), says how the payment
+    went, and keeps only the section in the URL. This installation takes no payments itself."""
+    sign_in(page, stack, stack.customer_token)
+    for outcome, said in (
+        ("cancelled", "The card payment was cancelled: nothing was charged."),
+        ("success", "Payment received: your credits arrive as soon as the card payment"),
+    ):
+        page.goto(f"{stack.api}/dashboard?checkout={outcome}")
+        expect(page.locator("#view-billing")).to_be_visible()
+        expect(page.locator("#view-billing .status")).to_contain_text(said)
+        assert page.url == f"{stack.api}/dashboard#billing"
+        expect(page.locator("#billing-none")).to_contain_text("takes no payments itself")
+        expect(page.locator("#purchases tbody")).to_contain_text("welcome")
+        expect(page.locator("#nav [data-view=billing]")).to_have_attribute("aria-current", "page")
+    page.reload()  # the section is in the fragment: a reload stays there, with no message
+    expect(page.locator("#view-billing")).to_be_visible()
+    expect(page.locator("#billing-balance")).not_to_be_empty()
+    expect(page.locator("#view-billing .status")).to_have_text("Signed in as Dana.")
 
 
 def test_a_dialog_is_cancelled_by_escape_and_gives_focus_back(page: Page, stack: Stack) -> None:
