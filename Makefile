@@ -15,11 +15,13 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: setup
-setup: node_modules/.installed ## install Python dependencies (uv.lock), anvil and cast (package-lock.json); build the native executor
+setup: node_modules/.installed ## install Python dependencies (uv.lock), anvil, cast, esbuild and uPlot (package-lock.json); build the native executor and the dashboard's bundle
 	$(UV) sync --locked
 	scripts/native.sh .venv/bin/python
+	scripts/dashboard.sh
 
-# anvil and cast, real EVM node and client for the demo and the tests, from npm.
+# anvil and cast, real EVM node and client for the demo and the tests, and the dashboard's chart
+# library and bundler, from npm.
 node_modules/.installed: package.json package-lock.json
 	scripts/npm-tools.sh
 	touch $@

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 from fastapi.testclient import TestClient
 
-from chainrouter.management import account
+from chainrouter.management import account, admin
 from chainrouter.management.account import MAX_LIVE_TOKENS
 from chainrouter.management.errors import ConflictError
 from tests.api.conftest import ApiFactory, ApiHarness
@@ -123,9 +123,7 @@ def test_sign_up_is_off_unless_the_operator_enables_it(api: ApiHarness) -> None:
     assert "not enabled" in refused.json()["error"]["message"]
 
 
-def test_sign_up_grants_the_free_credits_and_a_first_token_once_per_email(
-    make_api: ApiFactory,
-) -> None:
+def test_sign_up_grants_the_free_credits_and_a_first_token(make_api: ApiFactory) -> None:
     api = make_api(signup_enabled=True, signup_free_credits="0.25", signups_per_ip_per_day=2)
     made = api.client.post("/signup", json={"name": "New", "email": "New@Example.com"})
     assert made.status_code == 201, made.text
@@ -135,14 +133,44 @@ def test_sign_up_grants_the_free_credits_and_a_first_token_once_per_email(
     headers = {"X-Api-Key": body["token"]}
     account = api.client.get("/account", headers=headers).json()
     assert (account["email"], account["role"]) == ("new@example.com", "customer")
+    assert account["token_label"] == "first token"
     assert api.client.get("/usage?include=balance", headers=headers).json()["balance"][
         "credits"
     ] == pytest.approx(0.25)
-    taken = api.client.post("/signup", json={"name": "Again", "email": "new@example.com"})
-    assert taken.status_code == 409
+    second = api.client.post("/signup", json={"name": "Second", "email": "second@example.com"})
+    assert second.status_code == 201
     limited = api.client.post("/signup", json={"name": "Third", "email": "third@example.com"})
-    assert limited.status_code == 429  # two sign-ups from this IP today (the 409 counted)
+    assert limited.status_code == 429  # two sign-ups from this IP today
     assert int(limited.headers["retry-after"]) > 0
+
+
+def test_sign_up_answers_alike_whether_or_not_the_address_has_an_account(
+    make_api: ApiFactory,
+) -> None:
+    """Nothing tells a stranger who has an account: an address already used, by a sign-up or
+    by a customer the operator made, signs up exactly as a new one does. The address is an
+    unverified contact then, never the account's identity: the operator's look-up by e-mail
+    still finds its own customer."""
+    api = make_api(signup_enabled=True, signup_free_credits="0.25", signups_per_ip_per_day=10)
+    administered = api.customer("Known")
+    answers = [
+        api.client.post("/signup", json={"name": "Fresh", "email": "fresh@example.com"}),
+        api.client.post("/signup", json={"name": "Again", "email": "fresh@example.com"}),
+        api.client.post("/signup", json={"name": "Known", "email": administered.email}),
+    ]
+    assert [a.status_code for a in answers] == [201, 201, 201]
+    assert [sorted(a.json()) for a in answers] == [["balance", "customer_id", "token"]] * 3
+    assert [a.json()["balance"] for a in answers] == [0.25] * 3
+    ids = {a.json()["customer_id"] for a in answers}
+    assert len(ids) == 3
+    assert administered.id not in ids
+    for answer, email in zip(
+        answers, ["fresh@example.com"] * 2 + [administered.email], strict=True
+    ):
+        mine = api.client.get("/account", headers={"X-Api-Key": answer.json()["token"]})
+        assert mine.json()["email"] == email
+    found = admin.find_customer(api.engine, administered.email)
+    assert found.id == administered.id
 
 
 def test_control_characters_in_sign_up_and_token_labels_are_422_naming_the_field(
@@ -212,9 +240,35 @@ def test_the_dashboard_is_served_with_a_strict_policy_and_no_third_party(api: Ap
     settings = api.client.get("/dashboard/settings.json").json()
     assert settings == {
         "rpc_url": "http://127.0.0.1:8545",
-        "ws_url": None,
+        "ws_url": "ws://127.0.0.1:8545",
         "signup_enabled": False,
     }
+
+
+def test_the_websocket_address_is_the_public_rpc_address_with_a_websocket_scheme(
+    make_api: ApiFactory,
+) -> None:
+    api = make_api(public_rpc_url="https://rpc.example.com/")
+    settings = api.client.get("/dashboard/settings.json").json()
+    assert (settings["rpc_url"], settings["ws_url"]) == (
+        "https://rpc.example.com",
+        "wss://rpc.example.com",
+    )
+
+
+def test_the_root_leads_to_the_dashboard_and_the_icon_is_served(api: ApiHarness) -> None:
+    root = api.client.get("/", follow_redirects=False)
+    assert (root.status_code, root.headers["location"]) == (307, "/dashboard")
+    for path in ("/favicon.ico", "/dashboard/favicon.ico"):
+        icon = api.client.get(path)
+        assert (icon.status_code, icon.headers["content-type"]) == (200, "image/x-icon")
+        assert icon.content[:4] == b"\x00\x00\x01\x00"  # an ICO file's header
+
+
+def test_the_account_names_the_token_in_use_by_its_label(api: ApiHarness) -> None:
+    provider = api.provider("labelled")
+    body = api.client.get("/account", headers=provider.headers).json()
+    assert (body["token_label"], body["role"]) == ("main", "customer")
 
 
 def test_a_browser_of_another_origin_gets_no_grant_unless_the_operator_named_it(

@@ -27,6 +27,8 @@ KEY_FIELDS = {
     "bypass_credit_check",
     "rate_limit",
     "rate_limit_interval_sec",
+    "spend_alert",
+    "spent_today",
     "created_at",
     "updated_at",
 }

@@ -195,9 +195,13 @@ def test_every_route_answers_what_it_documents(
         c.post("/api-keys/lookup", json={"api_key": key["api_key"]}, headers=me), "/api-keys/lookup"
     )
     every = (
-        "summary,balance,by_chain,by_api_key,by_api_key_chain,top_methods,time_series,by_scenario"
+        "summary,balance,by_chain,by_api_key,by_api_key_chain,top_methods,time_series,by_scenario,"
+        "time_series_by_chain,time_series_by_method,time_series_by_api_key,"
+        "time_series_by_scenario,failures"
     )
     check(c.get("/usage", params={"include": every}, headers=me), "/usage")
+    check(c.get("/latency", headers=me), "/latency")
+    check(c.get("/latency", params={"chain_id": "x"}, headers=me), "/latency")
     check(c.get("/usage", params={"group_by": "api_key,chain"}, headers=me), "/usage")
     check(c.get("/usage", params={"include": "nope"}, headers=me), "/usage")
     check(c.get("/usage", params={"api_key_id": 999}, headers=me), "/usage")
@@ -303,9 +307,16 @@ def test_every_route_answers_what_it_documents(
     check(c.post("/provider/nodes/status", json=set_body, headers=me), "/provider/nodes/status")
     check(c.get("/provider/nodes", headers=me), "/provider/nodes")
     check(c.get("/provider/nodes", params={"limit": 0}, headers=me), "/provider/nodes")
+    check(c.get("/provider/earnings", headers=me), "/provider/earnings")
+    check(
+        c.get("/provider/earnings", params={"granularity": "week"}, headers=me),
+        "/provider/earnings",
+    )
     # The caller's own account and tokens; sign-up (off here).
     check(c.get("/account", headers=me), "/account")
     check(c.get("/account"), "/account")
+    check(c.patch("/account", json={"low_balance_alert": "1.5"}, headers=me), "/account")
+    check(c.patch("/account", json={"low_balance_alert": "-1"}, headers=me), "/account")
     own = check(c.post("/tokens", json={"label": "own"}, headers=me), "/tokens").json()
     check(c.post("/tokens", json={"label": "own"}, headers=me), "/tokens")
     check(c.post("/tokens", json={}, headers=me), "/tokens")

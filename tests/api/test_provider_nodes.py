@@ -257,6 +257,13 @@ def test_status_reads_follow_health_reports_and_the_providers_setting(
             "logs_max_block_range": None,
             "max_batch_size": None,
         },
+        # Nothing reported by a router yet: no head, lag, latency or report time.
+        "head_block": None,
+        "chain_head": None,
+        "head_lag": None,
+        "latency_ms": None,
+        "consecutive_failures": None,
+        "checked_at": None,
     }
     now = datetime.now(UTC)
     for report, expected in (
@@ -390,6 +397,13 @@ def test_a_websocket_node_must_deliver_new_heads(
         "in_sync": True,
         "status": "pending check",  # no router has checked it yet
         "capabilities": None,  # WebSocket nodes: not probed
+        # Nothing reported by a router yet: no head, lag, latency or report time.
+        "head_block": None,
+        "chain_head": None,
+        "head_lag": None,
+        "latency_ms": None,
+        "consecutive_failures": None,
+        "checked_at": None,
     }
     now = datetime.now(UTC)
     for report, expected in (

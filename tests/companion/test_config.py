@@ -142,7 +142,7 @@ def test_a_token_the_api_refuses_stops_the_server(service: Service) -> None:
 def test_a_good_configuration_serves_until_stdin_closes(service: Service) -> None:
     done = _run(companion_env(service, SERVICE_MGMT_TOKEN=service.customer_token))
     assert done.returncode == 0, done.stderr
-    assert "serving 17 tools over stdio" in done.stderr
+    assert "serving 18 tools over stdio" in done.stderr  # 13 RPC, 5 customer
     assert service.api_key not in done.stderr
     assert service.customer_token not in done.stderr
 
@@ -158,4 +158,4 @@ def test_an_unreachable_api_at_start_leaves_the_rpc_and_customer_tools(service: 
     done = _run(env)
     assert done.returncode == 0, done.stderr
     assert "provider tools are off until a restart" in done.stderr
-    assert "serving 17 tools over stdio" in done.stderr
+    assert "serving 18 tools over stdio" in done.stderr

@@ -4,7 +4,7 @@ and revoked in the dashboard, the secret shown once), and sign-up where the oper
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,7 +25,7 @@ from chainrouter.domain.enums import Role
 from chainrouter.domain.money import parse_credits
 from chainrouter.management import account
 from chainrouter.management.errors import NotFoundError, RateLimitedError
-from chainrouter.operator_config.model import Email, Name
+from chainrouter.operator_config.model import Credits, Email, Name
 from chainrouter.ratelimit.window import Bucket
 
 router = APIRouter(tags=["account"], route_class=ExactJsonRoute)
@@ -44,16 +44,37 @@ class ProviderLinkOut(OutModel):
     name: str
 
 
+class AlertOut(OutModel):
+    kind: str = Field(description="low_balance, or key_spend (with api_key_id).")
+    message: str
+    api_key_id: int | None = None
+
+
 class AccountOut(OutModel):
     customer_id: int
     name: str
-    email: str
+    email: str = Field(description="The account's address (a sign-up's, as given: unverified).")
     role: Role = Field(description="The role of the token in use.")
     token_id: int = Field(description="The token in use.")
+    token_label: str = Field(description="The label of the token in use.")
     balance: CreditsOut
+    low_balance_alert: CreditsOut = Field(
+        description="A balance below this raises the low_balance alert; 0: never."
+    )
+    alerts: list[AlertOut] = Field(
+        description="The alerts set on the account and its keys that hold now."
+    )
     provider: ProviderLinkOut | None = Field(
         description="The provider this account acts for: the provider routes are open to it."
     )
+
+
+class AccountIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    low_balance_alert: Annotated[
+        Credits, Field(ge=0, description="Warn below this balance, in credits; 0: never.")
+    ]
 
 
 class TokenIn(BaseModel):
@@ -78,19 +99,40 @@ class SignedUpOut(OutModel):
 @router.get("/account", response_model=AccountOut, responses=_AUTH, summary="Who you are")
 async def get_account(caller: Caller, ctx: Context) -> Response:
     found = await run_in_threadpool(account.account, ctx.engine, caller)
+    return respond(_account_out(found))
+
+
+@router.patch(
+    "/account",
+    response_model=AccountOut,
+    responses=_AUTH,
+    summary="Change your account's settings: the low-balance alert",
+)
+async def update_account(body: AccountIn, caller: Caller, ctx: Context) -> Response:
+    await run_in_threadpool(
+        account.set_low_balance_alert, ctx.engine, caller.customer_id, body.low_balance_alert
+    )
+    found = await run_in_threadpool(account.account, ctx.engine, caller)
+    return respond(_account_out(found))
+
+
+def _account_out(found: account.Account) -> AccountOut:
     provider = found.provider
-    return respond(
-        AccountOut(
-            customer_id=found.customer.id,
-            name=found.customer.name,
-            email=found.customer.email,
-            role=found.role,
-            token_id=found.token_id,
-            balance=credits_out(found.customer.balance_nano),
-            provider=None
-            if provider is None
-            else ProviderLinkOut(id=provider.id, slug=provider.slug, name=provider.name),
-        )
+    return AccountOut(
+        customer_id=found.customer.id,
+        name=found.customer.name,
+        email=found.customer.email,
+        role=found.role,
+        token_id=found.token_id,
+        token_label=found.token_label,
+        balance=credits_out(found.customer.balance_nano),
+        low_balance_alert=credits_out(found.customer.low_balance_alert_nano),
+        alerts=[
+            AlertOut(kind=a.kind, message=a.message, api_key_id=a.api_key_id) for a in found.alerts
+        ],
+        provider=None
+        if provider is None
+        else ProviderLinkOut(id=provider.id, slug=provider.slug, name=provider.name),
     )
 
 
@@ -146,7 +188,6 @@ async def revoke_token(token_id: PathId, caller: Caller, ctx: Context) -> Respon
     responses={
         404: {"model": ErrorBody, "description": "Sign-up is not enabled here."},
         422: {"model": ErrorBody, "description": "Invalid input."},
-        409: {"model": ErrorBody, "description": "The e-mail address has an account."},
         429: {"model": ErrorBody, "description": "Too many sign-ups from this IP address."},
     },
     summary="Create an account with free credits and a first management token (when enabled)",

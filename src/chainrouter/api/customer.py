@@ -9,7 +9,14 @@ from fastapi import APIRouter, Query, Response
 from pydantic import AwareDatetime, Field
 from starlette.concurrency import run_in_threadpool
 
-from chainrouter.api.common import OutModel, PathId
+from chainrouter.api.common import (
+    ChainIdOut,
+    CreditsOut,
+    NumberOut,
+    OutModel,
+    PathId,
+    credits_out,
+)
 from chainrouter.api.deps import Caller, Context
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
@@ -17,7 +24,7 @@ from chainrouter.api.usage_out import UsageReportOut
 from chainrouter.contracts.api_keys import ApiKeyCreate, ApiKeyLookup, ApiKeyUpdate
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.records import ApiKey
-from chainrouter.management import api_keys, usage
+from chainrouter.management import api_keys, latency, usage
 from chainrouter.management.errors import InvalidInputError
 from chainrouter.operator_config.model import MAX_ROW_ID, ChainId
 
@@ -45,11 +52,17 @@ class ApiKeyOut(OutModel):
     bypass_credit_check: bool
     rate_limit: int = Field(description="Calls per rate_limit_interval_sec; 0: no limit.")
     rate_limit_interval_sec: int
+    spend_alert: CreditsOut = Field(
+        description="Credits per UTC day above which an alert is raised; 0: none."
+    )
+    spent_today: CreditsOut = Field(
+        description="Credits spent since 00:00 UTC, as routers have written it (5 s behind)."
+    )
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def of(cls, key: ApiKey) -> ApiKeyOut:
+    def of(cls, key: ApiKey, spent_today_nano: int = 0) -> ApiKeyOut:
         return cls(
             id=key.id,
             customer_id=key.customer_id,
@@ -62,6 +75,8 @@ class ApiKeyOut(OutModel):
             bypass_credit_check=key.bypass_credit_check,
             rate_limit=key.rate_limit,
             rate_limit_interval_sec=key.rate_limit_interval_sec,
+            spend_alert=credits_out(key.spend_alert_nano),
+            spent_today=credits_out(spent_today_nano),
             created_at=key.created_at,
             updated_at=key.updated_at,
         )
@@ -91,6 +106,7 @@ async def create_api_key(body: ApiKeyCreate, caller: Caller, ctx: Context) -> Re
         routing_strategy=body.routing_strategy,
         rate_limit=body.rate_limit,
         rate_limit_interval_sec=body.rate_limit_interval_sec,
+        spend_alert_nano=body.spend_alert,
     )
     out = CreatedApiKeyOut(**ApiKeyOut.of(created.record).model_dump(), api_key=created.secret)
     return respond(out, 201, headers={"Cache-Control": "no-store"})
@@ -104,7 +120,8 @@ async def create_api_key(body: ApiKeyCreate, caller: Caller, ctx: Context) -> Re
 )
 async def list_api_keys(caller: Caller, ctx: Context) -> Response:
     keys = await run_in_threadpool(api_keys.list_api_keys, ctx.engine, caller.customer_id)
-    return respond([ApiKeyOut.of(key) for key in keys])
+    spent = await run_in_threadpool(api_keys.spent_today, ctx.engine, caller.customer_id)
+    return respond([ApiKeyOut.of(key, spent.get(key.id, 0)) for key in keys])
 
 
 @router.patch(
@@ -125,11 +142,13 @@ async def update_api_key(
         routing_strategy=body.routing_strategy,
         rate_limit=body.rate_limit,
         rate_limit_interval_sec=body.rate_limit_interval_sec,
+        spend_alert_nano=body.spend_alert,
     )
     updated = await run_in_threadpool(
         api_keys.update_api_key, ctx.engine, caller.customer_id, key_id, changes
     )
-    return respond(ApiKeyOut.of(updated))
+    spent = await run_in_threadpool(api_keys.spent_today, ctx.engine, caller.customer_id)
+    return respond(ApiKeyOut.of(updated, spent.get(updated.id, 0)))
 
 
 @router.post(
@@ -142,7 +161,8 @@ async def find_api_key(body: ApiKeyLookup, caller: Caller, ctx: Context) -> Resp
     found = await run_in_threadpool(
         api_keys.find_api_key_by_secret, ctx.engine, caller.customer_id, body.api_key
     )
-    return respond(ApiKeyOut.of(found))
+    spent = await run_in_threadpool(api_keys.spent_today, ctx.engine, caller.customer_id)
+    return respond(ApiKeyOut.of(found, spent.get(found.id, 0)))
 
 
 def _sections(include: str | None) -> frozenset[usage.Section] | None:
@@ -181,8 +201,9 @@ async def get_usage(
         str | None,
         Query(
             description="Comma-separated sections: summary, balance, by_chain, by_api_key, "
-            "by_api_key_chain, top_methods, time_series, by_scenario. Default summary,balance "
-            "(none when group_by is given)."
+            "by_api_key_chain, top_methods, time_series, by_scenario, time_series_by_chain, "
+            "time_series_by_method, time_series_by_api_key, time_series_by_scenario, failures. "
+            "Default summary,balance (none when group_by is given)."
         ),
     ] = None,
     group_by: Annotated[usage.GroupBy | None, Query(description="Fills `groups`.")] = None,
@@ -198,6 +219,7 @@ async def get_usage(
         Query(
             ge=1,
             description="Rows per section or grouping, not time_series or group_by=day; "
+            "values per broken-down series (the rest summed as `other`); "
             "default and maximum configured.",
         ),
     ] = None,
@@ -221,3 +243,43 @@ async def get_usage(
     )
     report = await run_in_threadpool(usage.build_report, ctx.engine, query)
     return respond(UsageReportOut.of(report), exclude_none=True)
+
+
+class ChainLatencyOut(OutModel):
+    chain_id: ChainIdOut
+    name: str
+    nodes: int = Field(description="Enabled, in-sync nodes whose latency routers measured.")
+    fastest_ms: NumberOut = Field(description="The fastest node's latency, milliseconds.")
+    median_ms: NumberOut
+    slowest_ms: NumberOut
+    as_of: datetime = Field(description="The latest of the routers' reports it was read from.")
+
+
+@router.get(
+    "/latency",
+    response_model=list[ChainLatencyOut],
+    responses=_AUTH_ERRORS,
+    summary="How fast each chain's nodes answer, as the routers measure them now",
+)
+async def get_latency(
+    caller: Caller,
+    ctx: Context,
+    chain_id: Annotated[ChainId | None, Query(description="Only this chain.")] = None,
+) -> Response:
+    """Per chain, the fastest, median and slowest of its nodes' latencies as routers last
+    reported them (smoothed over recent quick calls and health checks; docs/dashboard.md)."""
+    found = await run_in_threadpool(latency.chain_latencies, ctx.engine, chain_id)
+    return respond(
+        [
+            ChainLatencyOut(
+                chain_id=str(row.chain_id),
+                name=row.name,
+                nodes=row.nodes,
+                fastest_ms=row.fastest_ms,
+                median_ms=row.median_ms,
+                slowest_ms=row.slowest_ms,
+                as_of=row.as_of,
+            )
+            for row in found
+        ]
+    )

@@ -1,6 +1,8 @@
 """The customer dashboard at `/dashboard`: one static page, its script and its style, served from
-the package (no build step, no request leaves for a third party), over the management API's own
-JSON routes.
+the package (no request leaves for a third party), over the management API's own JSON routes.
+The script and style are bundles that `scripts/dashboard.sh` builds from `dashboard/src/` and
+the npm lock file (the chart library, uPlot, inside), committed so that the package needs no
+Node.js to serve them (docs/decisions.md).
 
 How it stays safe, in the browser (docs/dashboard.md):
 - the management token is sent in the `X-Api-Key` header by the page's script, never in a URL,
@@ -17,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import APIRouter, Response
+from fastapi.responses import RedirectResponse
 
 from chainrouter.api.deps import Context
 from chainrouter.api.jsonio import respond
@@ -29,6 +32,7 @@ _TYPES = {
     "app.js": "text/javascript; charset=utf-8",
     "billing.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
+    "favicon.ico": "image/x-icon",
 }
 # Read once: the files are part of the package and never change while it runs.
 _FILES = {name: (_ASSETS / name).read_bytes() for name in _TYPES}
@@ -69,13 +73,37 @@ async def style() -> Response:
     return _file("app.css")
 
 
+@router.get("/dashboard/favicon.ico")
+async def dashboard_icon() -> Response:
+    return _file("favicon.ico")
+
+
+@router.get("/favicon.ico")
+async def icon() -> Response:
+    """Browsers ask for it at the root of any page they show, the API's docs too."""
+    return _file("favicon.ico")
+
+
+@router.get("/")
+async def root() -> Response:
+    """A person who opens the API's address lands on the dashboard."""
+    return RedirectResponse("/dashboard", status_code=307)
+
+
 @router.get("/dashboard/settings.json")
 async def installation(ctx: Context) -> Response:
     """What the page needs to know of this installation: where customers reach the router, and
     whether it may offer sign-up."""
     configured = ctx.settings
-    rpc = configured.public_rpc_url or f"http://{configured.rpc_host}:{configured.rpc_port}"
-    # `ws_url` stays null until the router serves WebSocket clients (issue 31): the page shows
-    # no address that would not answer.
-    body = {"rpc_url": rpc.rstrip("/"), "ws_url": None, "signup_enabled": configured.signup_enabled}
+    rpc = (
+        configured.public_rpc_url or f"http://{configured.rpc_host}:{configured.rpc_port}"
+    ).rstrip("/")
+    body = {"rpc_url": rpc, "ws_url": ws_url(rpc), "signup_enabled": configured.signup_enabled}
     return respond(body, headers=_HEADERS)
+
+
+def ws_url(rpc_url: str) -> str:
+    """The router serves WebSocket clients at the HTTP URL's path (docs/websocket.md): the same
+    address with `ws://` for `http://` and `wss://` for `https://`."""
+    scheme, rest = rpc_url.split("://", 1)
+    return f"{'wss' if scheme.lower() == 'https' else 'ws'}://{rest}"

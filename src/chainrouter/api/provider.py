@@ -9,25 +9,30 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 from starlette.concurrency import run_in_threadpool
 
 from chainrouter.api.common import (
     ChainIdOut,
+    CreditsOut,
     MethodRows,
+    NumberOut,
     OutModel,
     PathId,
     PlanMethodOut,
     PlanOut,
+    credits_out,
 )
 from chainrouter.api.deps import Context, ProviderId
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
+from chainrouter.api.usage_out import Period
 from chainrouter.contracts.provider import HttpNodeIn, NodeKind, NodeStatusIn, WsNodeIn
 from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeStatus
 from chainrouter.domain.records import Node
-from chainrouter.management import admin, nodes
+from chainrouter.management import admin, earnings, nodes
+from chainrouter.management.usage import Granularity, window_of
 from chainrouter.operator_config.model import MAX_ROW_ID
 
 router = APIRouter(prefix="/provider", route_class=ExactJsonRoute, tags=["provider"])
@@ -83,6 +88,86 @@ async def upsert_plan_methods(
         provider_id,
     )
     return respond([PlanMethodOut.of(row) for row in rows])
+
+
+# Earnings ----------------------------------------------------------------------------------
+
+
+class EarnedOut(OutModel):
+    plan_id: int
+    name: str = Field(description="The plan's name.")
+    credits: CreditsOut = Field(description="What customers paid for the calls served.")
+    request_count: int
+
+
+class EarnedBucketOut(EarnedOut):
+    bucket: datetime = Field(description="Start of the hour or UTC day.")
+
+
+class EarnedTotalOut(OutModel):
+    credits: CreditsOut
+    request_count: int
+
+
+class EarningsOut(OutModel):
+    period: Period
+    total: EarnedTotalOut
+    by_plan: list[EarnedOut] = Field(description="Plans with earnings, by credits.")
+    time_series: list[EarnedBucketOut] = Field(
+        description="Per bucket and plan with earnings, oldest first."
+    )
+
+
+@router.get(
+    "/earnings",
+    response_model=EarningsOut,
+    responses=ERRORS,
+    summary="What your nodes earned, per plan and over time (at most 90 days)",
+)
+async def get_earnings(
+    provider_id: ProviderId,
+    ctx: Context,
+    start: Annotated[
+        AwareDatetime | None,
+        Query(alias="from", description="RFC 3339 start; default 30 days before `to`."),
+    ] = None,
+    end: Annotated[
+        AwareDatetime | None, Query(alias="to", description="RFC 3339 end; default now.")
+    ] = None,
+    granularity: Annotated[
+        Granularity, Query(description="Buckets of time_series.")
+    ] = Granularity.DAY,
+) -> Response:
+    """The prices of the calls and notifications your plans' nodes served (cache hits,
+    failures and refusals earn nothing); per plan, as usage is not stored per node."""
+    first, last = window_of(start, end)
+    found = await run_in_threadpool(
+        earnings.provider_earnings, ctx.engine, provider_id, first, last, granularity
+    )
+
+    def out(row: earnings.Earned) -> dict[str, Any]:
+        return {
+            "plan_id": row.plan_id,
+            "name": row.plan_name,
+            "credits": credits_out(row.credits_nano),
+            "request_count": row.request_count,
+        }
+
+    return respond(
+        EarningsOut(
+            period=Period(start=found.start, end=found.end),
+            total=EarnedTotalOut(
+                credits=credits_out(sum(e.credits_nano for e in found.by_plan)),
+                request_count=sum(e.request_count for e in found.by_plan),
+            ),
+            by_plan=[EarnedOut(**out(e)) for e in found.by_plan],
+            time_series=[
+                EarnedBucketOut(**out(e), bucket=e.bucket)
+                for e in found.time_series
+                if e.bucket is not None
+            ],
+        )
+    )
 
 
 # Nodes -------------------------------------------------------------------------------------
@@ -258,6 +343,25 @@ class NodeStatusOut(OutModel):
         description="What routers know the node can answer now (declared, probed and learned "
         "from its errors); null for WebSocket nodes and when nothing is known.",
     )
+    head_block: int | None = Field(
+        default=None, description="The node's head at the routers' last report; null: none yet."
+    )
+    chain_head: int | None = Field(
+        default=None,
+        description="The highest head an in-sync node of the chain last reported (any provider).",
+    )
+    head_lag: int | None = Field(
+        default=None, description="Blocks the node was behind chain_head; null: unknown."
+    )
+    latency_ms: NumberOut | None = Field(
+        default=None,
+        description="Its latency as routers measure it, smoothed over recent quick calls and "
+        "health checks, milliseconds.",
+    )
+    consecutive_failures: int | None = Field(
+        default=None, description="Health checks failed in a row at the last report."
+    )
+    checked_at: datetime | None = Field(default=None, description="The routers' last report.")
 
 
 class ListedNodeOut(OutModel):
@@ -322,9 +426,16 @@ async def set_node_status(body: NodeStatusIn, provider_id: ProviderId, ctx: Cont
 
 
 def _status_out(report: nodes.NodeStatusReport) -> NodeStatusOut:
+    health = report.health
     return NodeStatusOut(
         node_id=report.node_id,
         in_sync=report.in_sync,
         status=report.status,
         capabilities=CapabilitiesOut.of(report.capabilities),
+        head_block=None if health is None else health.head_block,
+        chain_head=report.chain_head,
+        head_lag=report.head_lag,
+        latency_ms=None if health is None or health.latency_ms is None else health.latency_ms,
+        consecutive_failures=None if health is None else health.consecutive_failures,
+        checked_at=None if health is None else health.checked_at,
     )

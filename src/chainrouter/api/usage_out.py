@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from pydantic import Field
 
 from chainrouter.api.common import ChainIdOut, CreditsOut, OutModel, credits_out
+from chainrouter.domain.outcomes import Outcome, meaning
 from chainrouter.management.usage import Section, UsageReport, UsageRow
 
 _AVERAGE_PLACES = Decimal("1e-12")
@@ -60,8 +61,57 @@ class BucketRow(Totals):
     bucket: datetime = Field(description="Start of the day or hour (UTC).")
 
 
-class ScenarioRow(Totals):
+class Meaning(OutModel):
+    """What a scenario meant to the caller (docs/management-api.md#the-usage-report)."""
+
+    outcome: Outcome = Field(
+        description="served: answered; failed: an error; limited: refused by a rate limit, "
+        "a cooldown or the balance."
+    )
+    error_codes: list[int] = Field(description="The JSON-RPC error codes the calls got.")
+    error: str | None = Field(
+        default=None, description="What went wrong, for people; left out when served."
+    )
+
+
+class ScenarioRow(Totals, Meaning):
     scenario: str = Field(description="Routing outcome, e.g. first_choice, failover.")
+
+
+class SeriesRow(BucketRow):
+    other: bool = Field(
+        default=False,
+        description="true: the sum of every value beyond the `limit` largest by spend.",
+    )
+
+
+class ChainSeriesRow(SeriesRow):
+    chain_id: ChainIdOut | None = None
+
+
+class MethodSeriesRow(SeriesRow):
+    method: str | None = None
+
+
+class KeySeriesRow(SeriesRow):
+    api_key_id: int | None = None
+    key_hint: str | None = None
+    name: str | None = None
+
+
+class ScenarioSeriesRow(SeriesRow):
+    scenario: str | None = None
+    outcome: Outcome | None = None
+
+
+class FailureRow(Totals, Meaning):
+    bucket: datetime = Field(description="The hour the calls were made in (UTC).")
+    api_key_id: int
+    key_hint: str
+    name: str
+    chain_id: ChainIdOut
+    method: str
+    scenario: str
 
 
 class GroupRow(Totals):
@@ -86,6 +136,14 @@ class UsageReportOut(OutModel):
     time_series: list[BucketRow] | None = None
     by_scenario: list[ScenarioRow] | None = None
     groups: list[GroupRow] | None = None
+    time_series_by_chain: list[ChainSeriesRow] | None = None
+    time_series_by_method: list[MethodSeriesRow] | None = None
+    time_series_by_api_key: list[KeySeriesRow] | None = None
+    time_series_by_scenario: list[ScenarioSeriesRow] | None = None
+    failures: list[FailureRow] | None = Field(
+        default=None,
+        description="Calls not served, per hour, key, chain, method and scenario, newest first.",
+    )
 
     @classmethod
     def of(cls, report: UsageReport) -> UsageReportOut:
@@ -118,14 +176,68 @@ class UsageReportOut(OutModel):
             ),
             by_scenario=_each(
                 rows.get(Section.BY_SCENARIO),
-                lambda r: ScenarioRow(**_totals(r), scenario=str(r.scenario)),
+                lambda r: ScenarioRow(
+                    **_totals(r), **_meaning(str(r.scenario)), scenario=str(r.scenario)
+                ),
             ),
             groups=_each(report.groups, _group),
+            time_series_by_chain=_each(
+                rows.get(Section.TIME_SERIES_BY_CHAIN),
+                lambda r: ChainSeriesRow(
+                    **_series(r), chain_id=None if r.chain_id is None else str(r.chain_id)
+                ),
+            ),
+            time_series_by_method=_each(
+                rows.get(Section.TIME_SERIES_BY_METHOD),
+                lambda r: MethodSeriesRow(**_series(r), method=r.method),
+            ),
+            time_series_by_api_key=_each(
+                rows.get(Section.TIME_SERIES_BY_API_KEY),
+                lambda r: KeySeriesRow(
+                    **_series(r), api_key_id=r.api_key_id, key_hint=r.key_hint, name=r.name
+                ),
+            ),
+            time_series_by_scenario=_each(
+                rows.get(Section.TIME_SERIES_BY_SCENARIO),
+                lambda r: ScenarioSeriesRow(
+                    **_series(r),
+                    scenario=r.scenario,
+                    outcome=None if r.scenario is None else meaning(r.scenario).outcome,
+                ),
+            ),
+            failures=_each(rows.get(Section.FAILURES), _failure),
         )
 
 
 def _totals(row: UsageRow) -> dict[str, Any]:
     return {"credits_consumed": credits_out(row.credits_nano), "request_count": row.request_count}
+
+
+def _series(row: UsageRow) -> dict[str, Any]:
+    return {**_totals(row), "bucket": _required(row.bucket), "other": row.other}
+
+
+def _meaning(scenario: str) -> dict[str, Any]:
+    found = meaning(scenario)
+    return {
+        "outcome": found.outcome,
+        "error_codes": list(found.error_codes),
+        "error": found.error,
+    }
+
+
+def _failure(row: UsageRow) -> FailureRow:
+    return FailureRow(
+        **_totals(row),
+        **_meaning(str(row.scenario)),
+        bucket=_required(row.bucket),
+        api_key_id=int(row.api_key_id or 0),
+        key_hint=row.key_hint or "",
+        name=row.name or "",
+        chain_id=str(row.chain_id),
+        method=str(row.method),
+        scenario=str(row.scenario),
+    )
 
 
 def _key(row: UsageRow) -> dict[str, Any]:

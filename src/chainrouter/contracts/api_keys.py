@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, model_
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.operator_config.model import (
     AllowedDomain,
+    Credits,
     KeyRateInterval,
     KeyRateLimit,
     NoControls,
@@ -31,6 +32,15 @@ Strategy = Annotated[
     Field(description="economy: cheapest route first; performance: fastest route first."),
 ]
 
+SpendAlert = Annotated[
+    Credits,
+    Field(
+        ge=0,
+        description="Credits per UTC day: spending more raises an alert (GET /account, the "
+        "dashboard); 0: none. Nothing is refused: the rate limit bounds spend.",
+    ),
+]
+
 
 class ApiKeyCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -40,6 +50,7 @@ class ApiKeyCreate(BaseModel):
     name: KeyName = ""
     rate_limit: KeyRateLimit = 0
     rate_limit_interval_sec: KeyRateInterval = 1
+    spend_alert: SpendAlert = 0
 
 
 class ApiKeyUpdate(BaseModel):
@@ -53,6 +64,7 @@ class ApiKeyUpdate(BaseModel):
     routing_strategy: Strategy | None = None
     rate_limit: KeyRateLimit | None = None
     rate_limit_interval_sec: KeyRateInterval | None = None
+    spend_alert: SpendAlert | None = None
 
     @model_validator(mode="after")
     def _no_nulls(self) -> ApiKeyUpdate:

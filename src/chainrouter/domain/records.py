@@ -17,11 +17,12 @@ from chainrouter.domain.enums import LedgerEntryKind, Role, RoutingStrategy, Sub
 class Customer:
     id: int
     name: str
-    email: str
+    email: str  # a self-service sign-up's contact address (unverified), else the account's own
     balance_nano: int
     provider_id: int | None
     created_at: datetime
     updated_at: datetime
+    low_balance_alert_nano: int = 0  # warn below this balance; 0: never
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,7 @@ class ApiKey:
     updated_at: datetime
     rate_limit: int = 0  # calls per `rate_limit_interval_sec`; 0: no limit of its own
     rate_limit_interval_sec: int = 1
+    spend_alert_nano: int = 0  # spend per UTC day that raises an alert; 0: none
 
 
 @dataclass(frozen=True, slots=True)

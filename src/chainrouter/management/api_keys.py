@@ -7,6 +7,7 @@ up at their next poll (about a second, `sync_interval_s`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import Engine
@@ -18,6 +19,7 @@ from chainrouter.management.errors import ConflictError, NotFoundError
 from chainrouter.stores.sql import api_keys as store
 from chainrouter.stores.sql.accounts import lock_customer
 from chainrouter.stores.sql.config_version import bump_config_version
+from chainrouter.stores.sql.usage_report import floor_day, spent_by_key_since
 
 MAX_KEYS_PER_CUSTOMER = 1000
 
@@ -38,6 +40,7 @@ class ApiKeyChanges:
     routing_strategy: RoutingStrategy | None = None
     rate_limit: int | None = None
     rate_limit_interval_sec: int | None = None
+    spend_alert_nano: int | None = None
 
     def columns(self) -> dict[str, Any]:
         given = {
@@ -47,6 +50,7 @@ class ApiKeyChanges:
             "routing_strategy": self.routing_strategy,
             "rate_limit": self.rate_limit,
             "rate_limit_interval_sec": self.rate_limit_interval_sec,
+            "spend_alert_nano": self.spend_alert_nano,
         }
         return {column: value for column, value in given.items() if value is not None}
 
@@ -60,6 +64,7 @@ def create_api_key(
     routing_strategy: RoutingStrategy,
     rate_limit: int = 0,
     rate_limit_interval_sec: int = 1,
+    spend_alert_nano: int = 0,
 ) -> CreatedApiKey:
     secret = generate_secret(SecretKind.API_KEY)
     with engine.begin() as connection:
@@ -79,6 +84,7 @@ def create_api_key(
             routing_strategy=routing_strategy,
             rate_limit=rate_limit,
             rate_limit_interval_sec=rate_limit_interval_sec,
+            spend_alert_nano=spend_alert_nano,
         )
         bump_config_version(connection)
     return CreatedApiKey(record, secret)
@@ -87,6 +93,13 @@ def create_api_key(
 def list_api_keys(engine: Engine, customer_id: int) -> list[ApiKey]:
     with engine.connect() as connection:
         return store.list_api_keys(connection, customer_id)
+
+
+def spent_today(engine: Engine, customer_id: int, now: datetime | None = None) -> dict[int, int]:
+    """Credits (nano) each of the customer's keys spent since 00:00 UTC, as flushed so far."""
+    midnight = floor_day(now or datetime.now(UTC))
+    with engine.connect() as connection:
+        return spent_by_key_since(connection, customer_id, midnight)
 
 
 def update_api_key(engine: Engine, customer_id: int, key_id: int, changes: ApiKeyChanges) -> ApiKey:

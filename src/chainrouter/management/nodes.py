@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine, Table
 
 from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.enums import NodeSource, NodeStatus
-from chainrouter.domain.records import Node
+from chainrouter.domain.records import Node, NodeHealthRecord
 from chainrouter.management.errors import (
     ConflictError,
     InvalidInputError,
@@ -267,6 +267,16 @@ class NodeStatusReport:
     status: str
     # What routers know the node can answer now, else what screening found over the declaration.
     capabilities: Capabilities | None = None
+    health: NodeHealthRecord | None = None  # what routers last reported of it, if any did
+    # The highest head an in-sync node of its chain last reported (the rule screening uses).
+    chain_head: int | None = None
+
+    @property
+    def head_lag(self) -> int | None:
+        """Blocks behind `chain_head` at the node's last report; None when either is unknown."""
+        if self.health is None or self.health.head_block is None or self.chain_head is None:
+            return None
+        return max(self.chain_head - self.health.head_block, 0)
 
 
 def list_nodes(
@@ -293,12 +303,14 @@ def _report(connection: Connection, node: Node) -> NodeStatusReport:
     if known is None and not node.ws:
         known = node.capabilities.overridden_by(node.verified_capabilities or Capabilities())
     if node.status != NodeStatus.HEALTHY.value:
-        in_sync = health.in_sync if health else False
-        return NodeStatusReport(node.id, in_sync, node.status, known)
-    if health is None:
-        return NodeStatusReport(node.id, True, STATUS_PENDING_CHECK, known)
-    if health.consecutive_failures:
-        return NodeStatusReport(node.id, health.in_sync, STATUS_FAILING, known)
-    if not health.in_sync:
-        return NodeStatusReport(node.id, False, STATUS_OUT_OF_SYNC, known)
-    return NodeStatusReport(node.id, True, NodeStatus.HEALTHY.value, known)
+        in_sync, status = (health.in_sync if health else False), node.status
+    elif health is None:
+        in_sync, status = True, STATUS_PENDING_CHECK
+    elif health.consecutive_failures:
+        in_sync, status = health.in_sync, STATUS_FAILING
+    elif not health.in_sync:
+        in_sync, status = False, STATUS_OUT_OF_SYNC
+    else:
+        in_sync, status = True, NodeStatus.HEALTHY.value
+    head = store.chain_head(connection, node.chain_id)
+    return NodeStatusReport(node.id, in_sync, status, known, health, head)

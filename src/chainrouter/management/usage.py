@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import Connection, Engine
 
+from chainrouter.domain.outcomes import unserved
 from chainrouter.management.errors import InvalidInputError, NotFoundError
 from chainrouter.stores.sql.accounts import customer_balance
 from chainrouter.stores.sql.api_keys import get_api_key
@@ -16,11 +17,13 @@ from chainrouter.stores.sql.engine import read_snapshot
 from chainrouter.stores.sql.usage_report import (
     Sums,
     UsageWindow,
+    bucketed_sums,
     ceil_hour,
     floor_day,
     grouped_sums,
     hourly_sums,
     key_labels,
+    recent_rows,
 )
 
 DEFAULT_WINDOW = timedelta(days=30)
@@ -40,6 +43,12 @@ class Section(StrEnum):
     TOP_METHODS = "top_methods"
     TIME_SERIES = "time_series"
     BY_SCENARIO = "by_scenario"
+    # Beyond the spec's sections: spend and calls over time broken down, and the failed calls.
+    TIME_SERIES_BY_CHAIN = "time_series_by_chain"
+    TIME_SERIES_BY_METHOD = "time_series_by_method"
+    TIME_SERIES_BY_API_KEY = "time_series_by_api_key"
+    TIME_SERIES_BY_SCENARIO = "time_series_by_scenario"
+    FAILURES = "failures"
 
 
 DEFAULT_SECTIONS = frozenset({Section.SUMMARY, Section.BALANCE})
@@ -72,6 +81,12 @@ _GROUP_DIMENSIONS: dict[GroupBy, tuple[str, ...]] = {
     GroupBy.API_KEY_CHAIN: ("api_key_id", "chain_id"),
     GroupBy.METHOD: ("method",),
 }  # GroupBy.DAY reads per-day sums instead
+_SERIES_DIMENSION: dict[Section, str] = {
+    Section.TIME_SERIES_BY_CHAIN: "chain_id",
+    Section.TIME_SERIES_BY_METHOD: "method",
+    Section.TIME_SERIES_BY_API_KEY: "api_key_id",
+    Section.TIME_SERIES_BY_SCENARIO: "scenario",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +117,7 @@ def make_query(
 ) -> UsageQuery:
     """Apply the defaults (the last 30 days; summary and balance, or only the grouping when one
     is asked for) and the rules (start before end, at most 90 days)."""
-    now = now or datetime.now(UTC)
-    for name, moment in (("from", start), ("to", end)):
-        if moment is not None and not _within_range(moment):
-            raise InvalidInputError(
-                f"`{name}` must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)"
-            )
-    end = end or now
-    start = start or end - DEFAULT_WINDOW
-    if start >= end:
-        raise InvalidInputError("`from` must be before `to`")
-    if end - start > MAX_WINDOW:
-        raise InvalidInputError("the window from `from` to `to` may span at most 90 days")
+    start, end = window_of(start, end, now)
     if sections is None:
         sections = frozenset() if group_by is not None else DEFAULT_SECTIONS
     return UsageQuery(
@@ -127,6 +131,26 @@ def make_query(
         api_key_id=api_key_id,
         limit=limit,
     )
+
+
+def window_of(
+    start: datetime | None, end: datetime | None, now: datetime | None = None
+) -> tuple[datetime, datetime]:
+    """A report's window from the caller's `from` and `to`: by default the 30 days before now;
+    `from` before `to`, at most 90 days apart (422 otherwise)."""
+    now = now or datetime.now(UTC)
+    for name, moment in (("from", start), ("to", end)):
+        if moment is not None and not _within_range(moment):
+            raise InvalidInputError(
+                f"`{name}` must be between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d} (UTC)"
+            )
+    end = end or now
+    start = start or end - DEFAULT_WINDOW
+    if start >= end:
+        raise InvalidInputError("`from` must be before `to`")
+    if end - start > MAX_WINDOW:
+        raise InvalidInputError("the window from `from` to `to` may span at most 90 days")
+    return start, end
 
 
 def _within_range(moment: datetime) -> bool:
@@ -148,6 +172,7 @@ class UsageRow:
     scenario: str | None = None
     day: datetime | None = None
     bucket: datetime | None = None
+    other: bool = False  # the sum of the values beyond the `limit` largest of a broken-down series
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +231,12 @@ def build_report(engine: Engine, query: UsageQuery) -> UsageReport:
                 )
         if Section.TIME_SERIES in query.sections:
             report.sections[Section.TIME_SERIES] = _time_series(connection, window, query)
+        for section, dimension in _SERIES_DIMENSION.items():
+            if section in query.sections:
+                largest = {s.dimensions[0] for s in fold((dimension,), query.limit)}
+                report.sections[section] = _series_by(connection, window, query, dimension, largest)
+        if Section.FAILURES in query.sections:
+            report.sections[Section.FAILURES] = _failures(connection, window, query.limit)
         if query.group_by is GroupBy.DAY:
             # Every day, oldest first, as in time_series: `limit` cuts rankings, and cutting a
             # run of days would drop the newest; the 90-day bound keeps it to 91 rows.
@@ -288,3 +319,62 @@ def _time_series(connection: Connection, window: UsageWindow, query: UsageQuery)
         series.append(UsageRow(requests, credits, bucket=bucket))
         bucket += step
     return series
+
+
+def _series_by(
+    connection: Connection,
+    window: UsageWindow,
+    query: UsageQuery,
+    dimension: str,
+    largest: set[Any],
+) -> list[UsageRow]:
+    """Per bucket with usage, a row per value of `dimension` among the `largest` (by spend in
+    the window), and one `other` row summing the rest; by time, then value."""
+    hourly = query.granularity is Granularity.HOUR
+    rows: list[UsageRow] = []
+    others: dict[datetime, list[int]] = {}
+    for found in bucketed_sums(connection, window, dimension, hourly=hourly):
+        if found.value in largest:
+            fields = {dimension: found.value, "bucket": found.bucket}
+            rows.append(UsageRow(found.request_count, found.credits_nano, **fields))
+        else:
+            total = others.setdefault(found.bucket, [0, 0])
+            total[0] += found.request_count
+            total[1] += found.credits_nano
+    rows.extend(UsageRow(n, c, bucket=bucket, other=True) for bucket, (n, c) in others.items())
+    if dimension == "api_key_id":
+        labels = key_labels(connection, {r.api_key_id for r in rows if r.api_key_id is not None})
+        rows = [_labelled(r, labels) for r in rows]
+    return sorted(rows, key=lambda r: (r.bucket, r.other, str(_value(r, dimension))))
+
+
+def _value(row: UsageRow, dimension: str) -> Any:
+    return getattr(row, dimension)
+
+
+def _labelled(row: UsageRow, labels: dict[int, tuple[str, str]]) -> UsageRow:
+    if row.api_key_id is None:
+        return row
+    name, hint = labels.get(row.api_key_id, (None, None))
+    return replace(row, name=name, key_hint=hint)
+
+
+def _failures(connection: Connection, window: UsageWindow, limit: int) -> list[UsageRow]:
+    """The window's calls that were not served (failed or limited), by hour, key, chain,
+    method and scenario: newest hour first. The router stores usage per hour, not per call."""
+    found = recent_rows(connection, window, unserved(), limit)
+    labels = key_labels(connection, {row.api_key_id for row in found})
+    return [
+        UsageRow(
+            request_count=row.request_count,
+            credits_nano=row.credits_nano,
+            api_key_id=row.api_key_id,
+            name=labels.get(row.api_key_id, ("", ""))[0],
+            key_hint=labels.get(row.api_key_id, ("", ""))[1],
+            chain_id=row.chain_id,
+            method=row.method,
+            scenario=row.scenario,
+            bucket=row.bucket,
+        )
+        for row in found
+    ]

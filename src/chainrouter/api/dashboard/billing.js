@@ -1,7 +1,9 @@
 // The dashboard's "Buy credits" page: the customer's deposit address per chain and asset (with
 // a QR code of an EIP-681 payment request), deposits pending with their confirmations, card
-// checkout where the operator offers it, and the ledger of purchases. It uses the page's own
-// helpers (app.js hands them over) and writes every value as text.
+// checkout where the operator offers it, and the ledger of purchases. It is served and loaded
+// on its own, after the page's bundle (app.js, built from src/): it announces itself with a
+// "dashboard:page" event, the bundle hands it the page's helpers, and it writes every value as
+// text.
 
 let offered = null;
 
@@ -70,6 +72,7 @@ export async function loadBilling(page) {
   const { api, row, fill, when, $ } = page;
   const [account, options] = await Promise.all([api("GET", "/account"), api("GET", "/billing/options")]);
   offered = options;
+  page.alerts(account.alerts);
   $("#billing-balance").textContent = account.balance;
   $("#billing-card").hidden = !options.card.enabled;
   $("#checkout-bounds").textContent =
@@ -81,24 +84,27 @@ export async function loadBilling(page) {
     const deposits = await api("GET", "/billing/deposits?limit=50");
     fill($("#deposits tbody"), deposits.map((d) => row([
       when(d.seen_at), d.chain_id, `${d.amount} ${d.symbol}`, d.credits, depositState(d), d.tx_hash,
-    ])), "No deposits yet.", 6);
+    ])), "No deposits yet.");
   }
   const purchases = await api("GET", "/billing/purchases?limit=50");
   fill($("#purchases tbody"), purchases.map((p) => row([
     when(p.created_at), p.kind, p.amount, p.note, p.reference,
-  ])), "No purchases yet.", 5);
+  ])), "No purchases yet.");
 }
 
 export function startCheckoutForm(page) {
-  const { api, guarded, say, $ } = page;
-  $("#checkout-form").addEventListener("submit", (event) => {
-    event.preventDefault();
-    guarded(async () => {
-      const credits = $("#checkout-credits").value.trim();
-      const made = await api("POST", "/billing/checkout", { credits });
-      say("Taking you to the card payment page...");
-      window.location.assign(made.url);
-    });
+  const { api, onSubmit, say, $ } = page;
+  // Checked like the page's other forms: the browser's checks and the API's refusals are said
+  // at the field.
+  onSubmit($("#checkout-form"), async (form) => {
+    const credits = form.elements.credits.value.trim();
+    const made = await api("POST", "/billing/checkout", { credits });
+    say("Taking you to the card payment page...");
+    window.location.assign(made.url);
   });
   return offered;
 }
+
+document.dispatchEvent(new CustomEvent("dashboard:page", {
+  detail: { name: "billing", load: loadBilling, start: startCheckoutForm },
+}));

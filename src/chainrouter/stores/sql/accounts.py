@@ -16,11 +16,12 @@ def _customer(row: Row[Any]) -> Customer:
     return Customer(
         id=row.id,
         name=row.name,
-        email=row.email,
+        email=row.contact_email or row.email,
         balance_nano=row.balance_nano,
         provider_id=row.provider_id,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        low_balance_alert_nano=row.low_balance_alert_nano,
     )
 
 
@@ -68,13 +69,25 @@ def customer_email_taken(connection: Connection, email: str) -> bool:
     return customer_id_by_email(connection, email) is not None
 
 
-def insert_customer(connection: Connection, *, name: str, email: str) -> int:
+def insert_customer(
+    connection: Connection, *, name: str, email: str, contact_email: str | None = None
+) -> int:
     now = utcnow()
     key = connection.execute(
-        t.customers.insert().values(name=name, email=email, created_at=now, updated_at=now)
+        t.customers.insert().values(
+            name=name, email=email, contact_email=contact_email, created_at=now, updated_at=now
+        )
     ).inserted_primary_key
     assert key is not None
     return int(key[0])
+
+
+def set_low_balance_alert(connection: Connection, customer_id: int, nano: int) -> None:
+    connection.execute(
+        update(t.customers)
+        .where(t.customers.c.id == customer_id)
+        .values(low_balance_alert_nano=nano, updated_at=utcnow())
+    )
 
 
 def _provider(row: Row[Any]) -> Provider:

@@ -26,6 +26,7 @@ def _api_key(row: Row[Any]) -> ApiKey:
         updated_at=row.updated_at,
         rate_limit=row.rate_limit,
         rate_limit_interval_sec=row.rate_limit_interval_sec,
+        spend_alert_nano=row.spend_alert_nano,
     )
 
 
@@ -40,6 +41,7 @@ def insert_api_key(
     routing_strategy: RoutingStrategy,
     rate_limit: int = 0,
     rate_limit_interval_sec: int = 1,
+    spend_alert_nano: int = 0,
 ) -> ApiKey:
     now = utcnow()
     key = connection.execute(
@@ -54,6 +56,7 @@ def insert_api_key(
             bypass_credit_check=False,
             rate_limit=rate_limit,
             rate_limit_interval_sec=rate_limit_interval_sec,
+            spend_alert_nano=spend_alert_nano,
             created_at=now,
             updated_at=now,
         )

@@ -4,11 +4,14 @@ WebSocket nodes' in `ws_node_health` (their ids are another sequence)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import Engine, select
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from chainrouter.domain.enums import NodeStatus
 from chainrouter.domain.routing import HealthReport
 from chainrouter.stores.sql import schema as t
 
@@ -48,3 +51,34 @@ def write_node_health(engine: Engine, reports: Sequence[HealthReport], *, ws: bo
             set_={name: insert.excluded[name] for name in rows[0] if name != key},
         )
         connection.execute(statement, rows)
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredNode:
+    chain_id: int
+    chain_name: str
+    latency_ms: Decimal
+    checked_at: datetime
+
+
+def measured_latencies(connection: Connection, chain_id: int | None = None) -> list[MeasuredNode]:
+    """The latency routers last reported of each enabled, in-sync HTTP node, with its chain:
+    smoothed over the node's recent quick calls and health checks (router/health.py)."""
+    health, nodes, chains = t.node_health, t.nodes, t.chains
+    query = (
+        select(nodes.c.chain_id, chains.c.name, health.c.latency_ms, health.c.checked_at)
+        .join(nodes, nodes.c.id == health.c.node_id)
+        .join(chains, chains.c.chain_id == nodes.c.chain_id)
+        .where(
+            nodes.c.status == NodeStatus.HEALTHY.value,
+            health.c.in_sync.is_(True),
+            health.c.latency_ms.is_not(None),
+        )
+        .order_by(nodes.c.chain_id, health.c.latency_ms)
+    )
+    if chain_id is not None:
+        query = query.where(nodes.c.chain_id == chain_id)
+    return [
+        MeasuredNode(int(row[0]), row[1], Decimal(row[2]), row[3])
+        for row in connection.execute(query)
+    ]

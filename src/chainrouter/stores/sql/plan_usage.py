@@ -125,3 +125,18 @@ def plan_standings(
         plan_id: report.standing
         for plan_id, report in current_cycles(connection, metered, now).items()
     }
+
+
+def provider_hours(
+    connection: Connection, provider_id: int, start: datetime, end: datetime
+) -> list[tuple[datetime, int, str, int, int]]:
+    """(hour, plan id, plan name, requests, credits nano) of the provider's plans, hours that
+    start in [start, end), by hour then plan."""
+    hours, plans = t.plan_hourly_usage, t.plans
+    query = (
+        select(hours.c.hour, plans.c.id, plans.c.name, hours.c.request_count, hours.c.credits_nano)
+        .join(plans, plans.c.id == hours.c.plan_id)
+        .where(plans.c.provider_id == provider_id, hours.c.hour >= start, hours.c.hour < end)
+        .order_by(hours.c.hour, plans.c.id)
+    )
+    return [(r[0], int(r[1]), r[2], int(r[3]), int(r[4])) for r in connection.execute(query)]

@@ -221,6 +221,11 @@ customers = Table(
     # Running total of credit_ledger.amount_nano for this customer, updated in the same
     # transaction as every ledger insert, so that reading a balance is one row.
     Column("balance_nano", BigInteger, nullable=False, server_default="0"),
+    # The dashboard warns below this balance; 0: no warning (migration 0017).
+    Column("low_balance_alert_nano", BigInteger, nullable=False, server_default="0"),
+    # The address a self-service sign-up gave: unverified, so never an identity and never
+    # unique; `email` then holds a placeholder that no lookup matches (migration 0017).
+    Column("contact_email", String(320)),
     *_timestamps(),
 )
 
@@ -255,6 +260,8 @@ api_keys = Table(
     # Calls per interval, the key's own limit; 0: none (migration 0008).
     Column("rate_limit", Integer, nullable=False, server_default="0"),
     Column("rate_limit_interval_sec", Integer, nullable=False, server_default="1"),
+    # Spend per UTC day above which the dashboard and /account raise an alert; 0: none (0017).
+    Column("spend_alert_nano", BigInteger, nullable=False, server_default="0"),
     *_timestamps(),
 )
 

@@ -167,3 +167,95 @@ def key_labels(connection: Connection, key_ids: set[int]) -> dict[int, tuple[str
         t.api_keys.c.id.in_(key_ids)
     )
     return {row.id: (row.name, row.key_hint) for row in connection.execute(query)}
+
+
+@dataclass(frozen=True, slots=True)
+class BucketSums:
+    bucket: datetime  # the hour, or the UTC day
+    value: Any  # the dimension's value (a key id, a chain id, a method, a scenario)
+    request_count: int
+    credits_nano: int
+
+
+def bucketed_sums(
+    connection: Connection, window: UsageWindow, dimension: str, *, hourly: bool
+) -> list[BucketSums]:
+    """Sums per (hour or UTC day, value of `dimension`), only where there was usage, by time."""
+    bucket: Any
+    value: Any
+    if hourly:
+        table = t.usage_aggregates
+        bucket, value = table.c.bucket_start, table.c[dimension]
+        query = (
+            select(bucket, value, func.sum(table.c.request_count), func.sum(table.c.credits_nano))
+            .where(*_filters(table, window), bucket >= window.start, bucket < window.end)
+            .group_by(bucket, value)
+            .order_by(bucket, value)
+        )
+    else:
+        source = usage_source(window)
+        bucket, value = source.c.day, source.c[dimension]
+        query = (
+            select(bucket, value, func.sum(source.c.request_count), func.sum(source.c.credits_nano))
+            .group_by(bucket, value)
+            .order_by(bucket, value)
+        )
+    return [
+        BucketSums(row[0], row[1], int(row[2]), int(row[3])) for row in connection.execute(query)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class HourRow:
+    bucket: datetime
+    api_key_id: int
+    chain_id: int
+    method: str
+    scenario: str
+    request_count: int
+    credits_nano: int
+
+
+def recent_rows(
+    connection: Connection, window: UsageWindow, scenarios: Sequence[str], limit: int
+) -> list[HourRow]:
+    """The window's hourly rows of these scenarios, newest hour first, most calls first."""
+    table = t.usage_aggregates
+    query = (
+        select(
+            table.c.bucket_start,
+            table.c.api_key_id,
+            table.c.chain_id,
+            table.c.method,
+            table.c.scenario,
+            table.c.request_count,
+            table.c.credits_nano,
+        )
+        .where(
+            *_filters(table, window),
+            table.c.bucket_start >= window.start,
+            table.c.bucket_start < window.end,
+            table.c.scenario.in_(scenarios),
+        )
+        .order_by(
+            table.c.bucket_start.desc(),
+            table.c.request_count.desc(),
+            table.c.api_key_id,
+            table.c.chain_id,
+            table.c.method,
+            table.c.scenario,
+        )
+        .limit(limit)
+    )
+    return [HourRow(*row) for row in connection.execute(query)]
+
+
+def spent_by_key_since(connection: Connection, customer_id: int, since: datetime) -> dict[int, int]:
+    """Credits (nano) each of the customer's keys spent in the hours from `since`."""
+    table = t.usage_aggregates
+    query = (
+        select(table.c.api_key_id, func.sum(table.c.credits_nano))
+        .where(table.c.customer_id == customer_id, table.c.bucket_start >= since)
+        .group_by(table.c.api_key_id)
+    )
+    return {int(row[0]): int(row[1]) for row in connection.execute(query)}
