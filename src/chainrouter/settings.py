@@ -438,10 +438,18 @@ class Settings(BaseSettings):
         "0: never (declarations, screening and the nodes' own errors only).",
     )
     max_block_lag: int = Field(
-        default=10,
+        default=2,
         ge=0,
-        description="A node more than this many blocks behind its chain's head is out of sync "
-        "and gets no traffic.",
+        le=1_000_000,
+        description="A node more than this many blocks behind its chain's head (the highest "
+        "head nodes of two providers reached) is lagging: it serves no call that reads the head "
+        "(`latest`, `pending`, `eth_blockNumber` ...), only calls pinned to blocks it has "
+        "(docs/integrity.md).",
+    )
+    chain_max_block_lag: dict[int, int] = Field(
+        default_factory=dict,
+        description="Per chain, max_block_lag in its place (a chain of quick blocks may allow "
+        'more). In the environment: a JSON object by chain ID, e.g. {"42161": 20}.',
     )
     max_logs_block_range: int = Field(
         default=10_000,
@@ -671,6 +679,16 @@ class Settings(BaseSettings):
         if wrong:
             raise ValueError(
                 f"chain IDs must be between 1 and {MAX_CHAIN_ID}, depths >= 1: {wrong}"
+            )
+        return value
+
+    @field_validator("chain_max_block_lag")
+    @classmethod
+    def _lag_chain_ids(cls, value: dict[int, int]) -> dict[int, int]:
+        wrong = [c for c, lag in value.items() if not 1 <= c <= MAX_CHAIN_ID or not lag >= 0]
+        if wrong or any(lag > 1_000_000 for lag in value.values()):
+            raise ValueError(
+                f"chain IDs must be between 1 and {MAX_CHAIN_ID}, lags 0 to 1,000,000: {wrong}"
             )
         return value
 

@@ -167,21 +167,25 @@ def scripted_world(
     cache_prices: dict[str, int] | None = None,
     finality_depth: int = 10,
     decisions: bool = False,
+    provider_of: dict[str, str] | None = None,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
     declare `capabilities` (by URL) and have passed a health check at `heads` (by URL). With
     `cache_bytes`, a response cache of that size, blocks `finality_depth` behind the head final;
     with `coalesce`, identical calls in flight at once share an attempt; with `decisions`, the
     pipeline hands over its decisions, as to the native server (its real memo holds the
-    grants)."""
+    grants). Each plan is its own provider's, but where `provider_of` names another node's (by
+    URL)."""
     declared = capabilities or {}
     scripted = [
         ScriptedNode(url, price, script, capabilities=declared.get(url, UNKNOWN))
         for url, price, script in nodes
     ]
     infos, plans, prices = [], [], []
+    index_of = {node.url: index for index, node in enumerate(scripted, start=1)}
     for index, node in enumerate(scripted, start=1):
         node.node_id = index
+        provider = index_of[(provider_of or {}).get(node.url, node.url)]
         infos.append(
             NodeInfo(
                 index,
@@ -190,10 +194,11 @@ def scripted_world(
                 node.url,
                 rate_limit=node_rate_limit,
                 capabilities=node.capabilities,
+                provider_id=provider,
             )
         )
         plans.append(
-            PlanLimits(index, index, credits_nano=plan_credits_per_minute, credits_interval_s=60)
+            PlanLimits(index, provider, credits_nano=plan_credits_per_minute, credits_interval_s=60)
         )
         prices += [MethodPrice(index, method, node.price_nano) for method in methods]
     key = generate_secret(SecretKind.API_KEY)
@@ -218,8 +223,9 @@ def scripted_world(
         max_per_s=100,
         concurrency=8,
         timeout_s=5,
-        max_block_lag=10,
+        max_block_lag=2,
         epoch_store=epochs,
+        clock=executor.clock,
     )
     cache = ResponseCache(MemoryCache(cache_bytes), None, epochs) if cache_bytes else None
     finality = (
@@ -261,7 +267,9 @@ def scripted_world(
     service = RpcService(snapshot, deps)
     decider = None
     if grants is not None:
-        decider = Decider(deps.cache_prices, grants, coalesce=coalesce)
+        decider = Decider(
+            deps.cache_prices, grants, coalesce=coalesce, node_head=deps.health.node_head
+        )
     return ScriptedWorld(service, executor, key, scripted, deps, decider)
 
 

@@ -203,8 +203,10 @@ def test_a_joined_call_that_cannot_pay_the_cache_price_is_refused_alone() -> Non
 
 def test_a_joined_head_read_never_gets_an_older_head_than_its_own_key_saw() -> None:
     """The leader's key saw a block no node has reached, so its call goes to the first node as
-    routed (125); the follower's key saw 128: that answer is older than what it saw, and the
-    follower asks on its own, of the node past 128."""
+    routed (125), whose head is older than the key saw and is not believed (router/belief.py):
+    the leader gets the highest any node tells (130). The follower's key saw 128: the leader's
+    first answer would be older than that, and the follower asks on its own, of the node past
+    128."""
     world = scripted_world(
         [(A, NODE_PRICE, answering("0x7d")), (B, 2 * NODE_PRICE, answering("0x82"))],
         methods=("eth_blockNumber",),
@@ -216,9 +218,9 @@ def test_a_joined_head_read_never_gets_an_older_head_than_its_own_key_saw() -> N
     world.deps.seen_heads.saw(2, CHAIN, 128, None)
     body = json.dumps(rpc("eth_blockNumber", [], 1)).encode()
     leader, follower = world.together((world.key, body), (follower_key, body))
-    assert json.loads(leader.body)["result"] == "0x7d"
+    assert json.loads(leader.body)["result"] == "0x82"
     assert json.loads(follower.body)["result"] == "0x82"
-    assert world.urls_called() == [A, B]
+    assert world.urls_called() == [A, B, B]
 
 
 def _refuses_a_member_twice(command: Forward) -> bytes:

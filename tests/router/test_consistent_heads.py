@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.envelope import RpcCall
+from chainrouter.router.belief import head_told
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.contract import FailureKind
-from chainrouter.router.ledger import head_in
 from chainrouter.router.pipeline import Reply
 from chainrouter.testing.scripted import answering, failing
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
@@ -79,14 +79,14 @@ def test_an_answered_head_moves_the_nodes_head_forward() -> None:
 
 @given(st.binary(max_size=80))
 def test_any_answer_reads_as_a_block_or_nothing(answer: bytes) -> None:
-    block = head_in(answer)
+    block = head_told(answer)
     assert block is None or 0 <= block < 1 << 64
 
 
 def test_a_head_is_read_from_an_answer() -> None:
-    assert head_in(b'{"jsonrpc":"2.0","id":1,"result":"0x10d4f"}') == 0x10D4F
-    assert head_in(b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000}}') is None
-    assert head_in(b'{"jsonrpc":"2.0","id":1,"result":"0x"}') is None
+    assert head_told(b'{"jsonrpc":"2.0","id":1,"result":"0x10d4f"}') == 0x10D4F
+    assert head_told(b'{"jsonrpc":"2.0","id":1,"error":{"code":-32000}}') is None
+    assert head_told(b'{"jsonrpc":"2.0","id":1,"result":"0x"}') is None
 
 
 def test_a_head_taken_from_an_identical_call_in_flight_is_what_the_key_saw() -> None:

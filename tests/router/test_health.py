@@ -25,8 +25,8 @@ pytestmark = pytest.mark.anyio
 _ids = iter(range(10_000, 10**6))
 
 
-def _node(url: str, chain_id: int = CHAIN_A) -> NodeInfo:
-    return NodeInfo(next(_ids), 1, chain_id, url)
+def _node(url: str, chain_id: int = CHAIN_A, provider_id: int = 0) -> NodeInfo:
+    return NodeInfo(next(_ids), 1, chain_id, url, provider_id=provider_id)
 
 
 @pytest.fixture(params=["python", "native"])
@@ -66,21 +66,96 @@ async def test_real_nodes_report_heads_and_latency(executor: Executor, anvil: An
     assert monitor.chain_head(CHAIN_A) is not None
 
 
-async def test_a_node_behind_the_chain_head_is_out_of_sync(
+async def test_a_node_more_than_its_lag_behind_the_chain_head_when_it_tells_its_head_lags(
     executor: Executor, upstream: FaultyUpstream
 ) -> None:
+    """Lagging: it serves no read of the head (router/stages/heads.py), not out of sync."""
     monitor = _monitor(max_block_lag=10)
-    behind, close, head = (
-        _node(upstream.url("/block/100/lag")),
-        _node(upstream.url("/block/195/lag")),
-        _node(upstream.url("/block/200/lag")),
+    head, close, behind = (
+        _node(upstream.url("/block/200/lag"), provider_id=1),
+        _node(upstream.url("/block/195/lag"), provider_id=2),
+        _node(upstream.url("/block/100/lag"), provider_id=3),
     )
-    for node in (behind, close, head):
+    for node in (head, close, behind):
         await executor.run(monitor.check(node))
-    assert monitor.chain_head(CHAIN_A) == 200
+    assert monitor.chain_head(CHAIN_A) == 195  # the highest two providers reached
+    assert behind.node_id in monitor.lagging
+    assert behind.node_id not in monitor.out_of_sync
     assert not monitor.health(behind.node_id).in_sync
     assert monitor.health(close.node_id).in_sync
     assert monitor.health(head.node_id).in_sync
+
+
+async def test_a_node_is_never_found_behind_only_for_telling_its_head_before_the_others(
+    executor: Executor, upstream: FaultyUpstream
+) -> None:
+    """Its lag is less the blocks the chain made since it told its head (at the chain's block
+    time, learned from its head's progress)."""
+    now = [1000.0]
+    monitor = HealthMonitor(
+        MemoryCooldowns(),
+        interval_s=10.0,
+        max_per_s=1000.0,
+        concurrency=8,
+        timeout_s=0.5,
+        max_block_lag=2,
+        clock=lambda: now[0],
+    )
+    early = _node(upstream.url("/block/100/early"), provider_id=1)
+    for node in (early, _node(upstream.url("/block/100/peer"), provider_id=2)):
+        await executor.run(monitor.check(node))
+    now[0] += 10  # ten blocks of one second each: the chain's head tells the block time
+    for provider in (2, 3):
+        await executor.run(
+            monitor.check(_node(upstream.url("/block/110/later"), provider_id=provider))
+        )
+    assert monitor.chain_head(CHAIN_A) == 110
+    assert early.node_id not in monitor.lagging  # it told 100 ten blocks ago
+    await executor.run(monitor.check(early))  # still at 100 now: ten blocks behind
+    assert early.node_id in monitor.lagging
+    now[0] += 4
+    await executor.run(monitor.check(_node(upstream.url("/block/114/on"), provider_id=3)))
+    assert early.node_id in monitor.lagging
+
+
+async def test_the_chain_head_is_what_nodes_of_two_providers_reached(
+    executor: Executor, upstream: FaultyUpstream
+) -> None:
+    """One provider cannot move it alone, however many nodes it has; with one provider, its
+    highest."""
+    monitor = _monitor()
+    alone = [_node(upstream.url(f"/block/{n}/one"), provider_id=1) for n in (300, 299)]
+    for node in alone:
+        await executor.run(monitor.check(node))
+    assert monitor.chain_head(CHAIN_A) == 300
+    for node in (
+        _node(upstream.url("/block/250/two"), provider_id=2),
+        _node(upstream.url("/block/240/three"), provider_id=3),
+    ):
+        await executor.run(monitor.check(node))
+    assert monitor.chain_head(CHAIN_A) == 250
+
+
+async def test_a_chain_may_allow_its_own_lag(executor: Executor, upstream: FaultyUpstream) -> None:
+    monitor = HealthMonitor(
+        MemoryCooldowns(),
+        interval_s=10.0,
+        max_per_s=1000.0,
+        concurrency=8,
+        timeout_s=0.5,
+        max_block_lag=2,
+        chain_max_block_lag={CHAIN_A: 20},
+    )
+    nodes = [
+        _node(upstream.url("/block/200/own"), provider_id=1),
+        _node(upstream.url("/block/200/own-b"), provider_id=2),
+        _node(upstream.url("/block/185/own"), provider_id=3),
+    ]
+    for node in nodes:
+        await executor.run(monitor.check(node))
+    assert monitor.max_lag(CHAIN_A) == 20
+    assert monitor.max_lag(CHAIN_B) == 2
+    assert not monitor.lagging
 
 
 async def test_one_node_claiming_an_absurd_head_does_not_desync_the_others(

@@ -45,11 +45,13 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         service.keyed.call_stages
     ) == names(service.public.call_stages)
     assert names(service.keyed.call_stages) == [
+        "SignedTransactions",
         "MethodPriced",
         "CallNeeds",
         "LogsRange",
         "PlanRoutes",
         "CapableRoutes",
+        "HasTheBlock",
         "NotBehindSeen",
         "CreditHold",
         "Attempt",

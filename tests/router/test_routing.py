@@ -93,21 +93,23 @@ async def test_performance_goes_to_the_fastest_route(
 async def test_performance_skips_a_node_that_is_out_of_sync(
     make_world: WorldFactory, upstream: FaultyUpstream
 ) -> None:
-    behind, ahead = "/block/100/perf-behind", "/block/200/perf-ahead"
+    """Behind the head that nodes of two other providers reached (router/health.py)."""
+    behind, ahead, also = "/block/100/perf-behind", "/block/200/perf-ahead", "/block/200/also"
     world = await make_world(
         world_config(
             [
                 provider("b", {"eth_blockNumber": "0.000001"}, [(upstream.url(behind), CHAIN_A)]),
                 provider("a", {"eth_blockNumber": "0.000002"}, [(upstream.url(ahead), CHAIN_A)]),
+                provider("c", {"eth_blockNumber": "0.000009"}, [(upstream.url(also), CHAIN_A)]),
             ],
             [api_key("main", routing_strategy="performance"), api_key("eco")],
         )
     )
     for node in world.service.snapshot.routes.nodes_by_chain[CHAIN_A]:
         await world.check_health(node)
-    assert await _served_by(world, upstream, [behind, ahead]) == ahead
+    assert await _served_by(world, upstream, [behind, ahead, also]) != behind
     # Being in sync is part of eligibility for every strategy, not only performance.
-    assert await _served_by(world, upstream, [behind, ahead], key="eco") == ahead
+    assert await _served_by(world, upstream, [behind, ahead, also], key="eco") == ahead
 
 
 @pytest.mark.parametrize(

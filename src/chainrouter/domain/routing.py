@@ -45,6 +45,8 @@ class NodeInfo:
     rate_limit: int = 0  # requests per interval; 0: unlimited
     rate_limit_interval_s: int = 1
     capabilities: Capabilities = UNKNOWN  # as declared by its provider or the operator
+    # Its plan's provider: a chain's head is the highest that nodes of two providers reached.
+    provider_id: int = 0
 
 
 @dataclass(frozen=True, slots=True)

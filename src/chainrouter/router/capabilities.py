@@ -26,8 +26,12 @@ from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router import epochs
 from chainrouter.router.health import HealthMonitor
 
-AHEAD_MARGIN = 1000  # blocks past the known chain head still sent to nodes (the head may lag)
 REFUSAL_STATUS = 422  # HTTP status of a capability refusal (docs/router.md)
+
+
+# Blocks behind a node's head within which its "not found" says nothing of the history it
+# keeps (a backend a little behind the one its health check reached).
+_NEAR_HEAD = 10
 
 
 class Shortfall(Enum):
@@ -123,7 +127,7 @@ class CapabilityBook:
         # Only a block well behind the node's head says what history it keeps: near the head, a
         # provider's backend a block or two behind the one its health check reached says "not
         # found" too, and one call there would take all its history away.
-        settled = head - self._health.max_block_lag
+        settled = head - _NEAR_HEAD
         if kind is Fault.STATE_MISSING and needs.state_at is not None:
             if needs.state_at < settled:
                 return Capabilities(state_depth=head - needs.state_at - 1)
@@ -255,25 +259,6 @@ class CapabilityBook:
         """The lowest known `value` among `nodes` (the best any of them offers)."""
         found = [v for v in map(value, nodes) if v is not None]
         return min(found) if found else None
-
-
-def ahead_refusal(needs: Needs, chain_head: int | None) -> RpcError | None:
-    """-32007 for a block so far past the chain head that no node can have it yet."""
-    if chain_head is None:
-        return None
-    newest = max(needs.blocks, default=None)
-    if newest is None or newest <= chain_head + AHEAD_MARGIN:
-        return None
-    return ahead_error(newest, chain_head)
-
-
-def ahead_error(block: int, chain_head: int) -> RpcError:
-    return RpcError(
-        REFUSAL_STATUS,
-        RpcCode.NO_BLOCK_PARAM_CAPABLE_NODES,
-        f"no node serves block {block:,} yet: the chain head is block {chain_head:,}",
-        data={"requirement": "block", "block": block, "head": chain_head},
-    )
 
 
 def logs_range_refusal(span: int, widest: int) -> RpcError:

@@ -24,6 +24,7 @@ from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
 from chainrouter.jsonrpc.errors import RpcError
+from chainrouter.router.belief import NOTHING_EXPECTED, Expected
 from chainrouter.router.contract import Attempted, Leading
 from chainrouter.router.epochs import Epochs
 
@@ -86,6 +87,8 @@ class CallContext:
     cached: bytes | None = None  # answered from the cache: its `"result":...`
     leading: Leading | None = None  # the flight this call leads
     seen_head: int | None = None  # a read of the head: the newest block its key had seen
+    expected: Expected = NOTHING_EXPECTED  # what a node's answer must show to be believed
+    tx_hash: str | None = None  # an `eth_sendRawTransaction`'s: its transaction's hash
     flight_seen: int | None = None  # the seen head its flight's key holds (a read of the head)
     # Served by its first route at the first try, with no rate limit in the way: how long the
     # attempt would have waited before another node was tried. None: not (router/fast/).

@@ -4,10 +4,17 @@ Each node is asked `eth_blockNumber` about once per `interval_s`; with many node
 never starts more than `max_per_s` checks a second nor keeps more than `concurrency` in flight,
 so a round over 1,940 chains x 3 nodes stretches out rather than flooding the nodes or the router.
 
-A chain's head is the highest head its nodes report, ignoring any report more than
-`_IMPLAUSIBLE_LEAD` blocks ahead of the chain's median, so one lying or broken node cannot put
-all the honest ones out of sync. A node more than `max_block_lag` blocks behind the head is out of
-sync. Latency is smoothed from health checks and from the answers to real calls.
+A chain's head is the highest head that nodes of at least two providers have reached (the
+highest reached where one provider serves the chain), ignoring any report more than
+`_IMPLAUSIBLE_LEAD` blocks ahead of the chain's median: no one provider, lying or broken, moves
+it (design notes, "Integrity"). Nodes tell their heads at different times (a check every
+interval, an answer now and then), so a node's lag is the chain's head less its head less the
+blocks the chain has made since it told it (at the chain's block time, learned from its head's
+progress): a node is not found behind only for having been checked before the others. A node
+more than the chain's `max_block_lag` blocks behind is *lagging*: it serves no call that reads
+the head (router/stages/heads.py), but still serves blocks it has. One on another chain, or
+implausibly far ahead, is out of sync and serves nothing. Latency is smoothed from health
+checks and from the answers to real calls.
 A failed check puts the node on cooldown (as a failed call does); a passing one lifts it.
 
 The checker is a program (contract.py) like a request: it sends its probes with `Forward`, paces
@@ -54,13 +61,17 @@ _FINALIZED_PROBE = (
 )
 _CHAIN_RECHECK_EVERY = 20  # checks: about every 5 minutes at the default 15 s interval
 _IMPLAUSIBLE_LEAD = 1000
-_SMOOTHING = 0.2  # weight of a new latency sample
+_SMOOTHING = 0.2  # weight of a new latency sample (and of a block time's)
+# A chain's block time until its head's progress tells it: short, so that a node is given more
+# blocks of grace, not fewer, while it is unknown.
+_FIRST_BLOCK_TIME_S = 0.25
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 @dataclass(slots=True)
 class NodeState:
     head: int | None = None
+    told_at: float = 0.0  # monotonic time it last told its head (a check, an answer)
     failures: int = 0  # consecutive failed checks
     checked_at: float | None = None  # monotonic time of the last check
     last_error: str | None = None
@@ -125,9 +136,12 @@ class HealthMonitor:
         concurrency: int,
         timeout_s: float,
         max_block_lag: int,
+        chain_max_block_lag: Mapping[int, int] | None = None,
         epoch_store: Epochs | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cooldowns = cooldowns
+        self._clock = clock
         # The router's epochs: raised as a node's health or a chain's heads change.
         self.epochs = epoch_store if epoch_store is not None else Epochs()
         self._interval_s = interval_s
@@ -135,15 +149,20 @@ class HealthMonitor:
         self._concurrency = concurrency
         self._timeout_s = timeout_s
         self.max_block_lag = max_block_lag  # the capability book reads it too
+        self._chain_max_block_lag = dict(chain_max_block_lag or {})
         self._states: dict[int, NodeState] = {}
         # What the request path reads, updated in place (never replaced): set and dictionary
         # look-ups, nothing built per call.
         self._out_of_sync: set[int] = set()
+        self._lagging: set[int] = set()  # more than their chain's lag behind its head
         self._latency_ms: dict[int, float] = {}  # smoothed; absent: not measured yet
         self._first_check_out: set[int] = set()  # never heard from, their first check in flight
         self.recent = RecentLatency()  # by kind of call: for hedges and time-outs
         self._chain_heads: dict[int, int] = {}
+        self._chain_moved: dict[int, tuple[int, float]] = {}  # chain -> (head, when it rose)
+        self._block_time_s: dict[int, float] = {}  # chain -> seconds a block, smoothed
         self._chain_of: dict[int, int] = {}
+        self._provider_of: dict[int, int] = {}
         self._members: dict[int, set[int]] = {}  # chain id -> node ids
         self._unreported: set[int] = set()  # checked since the last `take_reports`
         self._in_flight = 0  # checks started by `run` and not ended
@@ -159,6 +178,16 @@ class HealthMonitor:
         return self._out_of_sync
 
     @property
+    def lagging(self) -> Set[int]:
+        """Nodes more than their chain's `max_block_lag` behind its head when they last told
+        their head: a live view."""
+        return self._lagging
+
+    def max_lag(self, chain_id: int) -> int:
+        """Blocks a node of the chain may be behind its head and still serve reads of the head."""
+        return self._chain_max_block_lag.get(chain_id, self.max_block_lag)
+
+    @property
     def latency_ms(self) -> Mapping[int, float]:
         """Smoothed latency per measured node: a live view."""
         return self._latency_ms
@@ -171,7 +200,8 @@ class HealthMonitor:
 
     def health(self, node_id: int) -> NodeHealth:
         """One node's health as a record (for callers outside the request path)."""
-        return NodeHealth(node_id not in self._out_of_sync, self._latency_ms.get(node_id))
+        in_sync = node_id not in self._out_of_sync and node_id not in self._lagging
+        return NodeHealth(in_sync, self._latency_ms.get(node_id))
 
     def chain_head(self, chain_id: int) -> int | None:
         return self._chain_heads.get(chain_id)
@@ -285,7 +315,8 @@ class HealthMonitor:
         if state is None or state.head is None or head <= state.head:
             return
         state.head = head
-        self._update_chain_head(node.chain_id)
+        state.told_at = self._clock()
+        self._update_chain_head(node.chain_id, node.node_id)
 
     def record_head(self, node: NodeInfo, head: int) -> None:
         """A passed check that found the node at block `head`."""
@@ -293,9 +324,9 @@ class HealthMonitor:
         state.failures = 0
         state.last_error = None
         state.head = head
-        state.checked_at = time.monotonic()
+        state.checked_at = state.told_at = self._clock()
         self.cooldowns.succeeded(node.node_id)
-        self._update_chain_head(node.chain_id)
+        self._update_chain_head(node.chain_id, node.node_id)
         self._unreported.add(node.node_id)
 
     def _state_of(self, node: NodeInfo) -> NodeState:
@@ -303,6 +334,7 @@ class HealthMonitor:
             self._forget(node.node_id)
             self._chain_of[node.node_id] = node.chain_id
             self._members.setdefault(node.chain_id, set()).add(node.node_id)
+        self._provider_of[node.node_id] = node.provider_id
         return self._states.setdefault(node.node_id, NodeState())
 
     @staticmethod
@@ -338,7 +370,7 @@ class HealthMonitor:
             reports.append(
                 HealthReport(
                     node_id=node_id,
-                    in_sync=node_id not in self._out_of_sync,
+                    in_sync=node_id not in self._out_of_sync and node_id not in self._lagging,
                     head_block=state.head,
                     latency_ms=self._latency_ms.get(node_id),
                     consecutive_failures=state.failures,
@@ -347,31 +379,67 @@ class HealthMonitor:
             )
         return reports
 
-    def _update_chain_head(self, chain_id: int) -> None:
-        members = [self._states[n] for n in self._members.get(chain_id, ()) if n in self._states]
-        heads = [state.head for state in members if state.head is not None]
-        median = statistics.median_low(heads)
-        self._chain_heads[chain_id] = max(h for h in heads if h - median <= _IMPLAUSIBLE_LEAD)
+    def _update_chain_head(self, chain_id: int, told_by: int) -> None:
+        """Node `told_by` told its head: the chain's head again, and the standing of the nodes
+        it moves (all of them when the chain's head moved, else that node's)."""
+        members = self._members.get(chain_id, ())
+        told = [
+            (self._provider_of.get(node_id, 0), state.head)
+            for node_id in members
+            if (state := self._states.get(node_id)) is not None and state.head is not None
+        ]
+        median = statistics.median_low(head for _, head in told)
+        best: dict[int, int] = {}  # each provider's highest plausible head
+        for provider, head in told:
+            if head - median <= _IMPLAUSIBLE_LEAD and head > best.get(provider, -1):
+                best[provider] = head
+        highest = sorted(best.values(), reverse=True)
+        chain_head = highest[1] if len(highest) > 1 else highest[0]
+        previous = self._chain_heads.get(chain_id)
+        self._chain_heads[chain_id] = chain_head
         self.epochs.bump(epochs.chain_heads(chain_id))  # a node's head moved
-        for node_id in self._members[chain_id]:
-            if node_id in self._states:
-                self._publish(node_id, self._states[node_id])
+        if previous is not None and chain_head > previous:
+            self._chain_rose(chain_id, chain_head)
+        for node_id in members if chain_head != previous else (told_by,):
+            state = self._states.get(node_id)
+            if state is not None:
+                self._publish(node_id, state)
+
+    def _chain_rose(self, chain_id: int, head: int) -> None:
+        now = self._clock()
+        moved = self._chain_moved.get(chain_id)
+        self._chain_moved[chain_id] = (head, now)
+        if moved is None or now <= moved[1]:
+            return
+        sample = (now - moved[1]) / (head - moved[0])
+        known = self._block_time_s.get(chain_id)
+        self._block_time_s[chain_id] = (
+            sample if known is None else known + _SMOOTHING * (sample - known)
+        )
 
     def _publish(self, node_id: int, state: NodeState) -> None:
-        chain_head = self._chain_heads.get(self._chain_of.get(node_id, -1))
+        """The node's standing: its head against the chain's, less the blocks made since it
+        told it."""
+        chain_id = self._chain_of.get(node_id, -1)
+        chain_head = self._chain_heads.get(chain_id)
         # Unknown counts as in sync (a node is not punished before it is checked); a head
-        # implausibly far ahead of the chain is as wrong as one far behind.
-        in_sync = not state.wrong_chain and (
-            state.head is None
-            or chain_head is None
-            or -_IMPLAUSIBLE_LEAD <= chain_head - state.head <= self.max_block_lag
-        )
-        if in_sync == (node_id in self._out_of_sync):
+        # implausibly far ahead of the chain is as wrong as a wrong chain.
+        behind = None
+        if state.head is not None and chain_head is not None:
+            block_time_s = self._block_time_s.get(chain_id, _FIRST_BLOCK_TIME_S)
+            since = int((self._clock() - state.told_at) / block_time_s)
+            behind = chain_head - state.head
+            if behind > 0:
+                behind = max(0, behind - since)
+        out = state.wrong_chain or (behind is not None and behind < -_IMPLAUSIBLE_LEAD)
+        lagging = not out and behind is not None and behind > self.max_lag(chain_id)
+        if out != (node_id in self._out_of_sync) or lagging != (node_id in self._lagging):
             self._changed(node_id)
-        if in_sync:
-            self._out_of_sync.discard(node_id)
-        else:
-            self._out_of_sync.add(node_id)
+        for flagged, member in ((out, self._out_of_sync), (lagging, self._lagging)):
+            if flagged:
+                member.add(node_id)
+            else:
+                member.discard(node_id)
 
     def forget_except(self, node_ids: set[int]) -> None:
         """Drop what is known of nodes no longer configured."""
@@ -387,6 +455,8 @@ class HealthMonitor:
         self._changed(node_id)
         self._states.pop(node_id, None)
         self._out_of_sync.discard(node_id)
+        self._lagging.discard(node_id)
+        self._provider_of.pop(node_id, None)
         self._latency_ms.pop(node_id, None)
         self._first_check_out.discard(node_id)
         chain_id = self._chain_of.pop(node_id, None)

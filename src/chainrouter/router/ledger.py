@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.requirements import Work
 from chainrouter.domain.routing import NodeInfo
+from chainrouter.router.belief import HEAD_METHOD, NOTHING_EXPECTED, Expected, head_told
 from chainrouter.router.context import CallContext
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
@@ -31,7 +32,6 @@ from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 
-HEAD_METHOD = "eth_blockNumber"  # the answers that tell a key's head
 _SERVED = (Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED)
 _JOINED = Scenario.CACHE  # eth_blockNumber is never kept: a cache answer to it is a joined one
 
@@ -50,9 +50,9 @@ class Booking:
     plan_id: int  # the plan whose node answers (0: none)
     node: NodeInfo | None  # the node a forward goes to
     work: Work
-    # An `eth_blockNumber` answer older than this is no answer here: the key saw this block
-    # when the decision was made (router/stages/consistent_head.py). None: no such bound.
-    min_head: int | None = None
+    # What its answers must show to be believed, as when the decision was made (the key's
+    # seen head ...: router/belief.py).
+    expected: Expected = NOTHING_EXPECTED
 
 
 class Ledger:
@@ -118,7 +118,7 @@ class Ledger:
         if method == HEAD_METHOD and (
             (scenario in _SERVED and served_by is not None) or scenario is _JOINED
         ):
-            head = head_in(call.answer)
+            head = head_told(call.answer)
             if head is not None:
                 node = None if served_by is None else served_by.node
                 self._saw(access.key_id, request.chain_id, head, node)
@@ -204,20 +204,3 @@ class Ledger:
         """(forwarded, answered, coalesced), copied for a scrape."""
         with self._counting:
             return dict(self.forwarded), dict(self.answered), dict(self.coalesced)
-
-
-def head_in(answer: bytes) -> int | None:
-    """The block number of an `eth_blockNumber` answer, read without a JSON parse: the answer
-    is small and its result the one hex string after `"result":`."""
-    start = answer.find(b'"result":"0x')
-    if start < 0:
-        return None
-    start += len(b'"result":"0x')
-    end = answer.find(b'"', start)
-    digits = answer[start:end]
-    if not 0 < len(digits) <= 16:
-        return None
-    try:
-        return int(digits, 16)
-    except ValueError:
-        return None

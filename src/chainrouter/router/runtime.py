@@ -256,6 +256,7 @@ def build_runtime(
         concurrency=settings.health_check_concurrency,
         timeout_s=settings.health_check_timeout_s,
         max_block_lag=settings.max_block_lag,
+        chain_max_block_lag=settings.chain_max_block_lag,
         epoch_store=epochs,
     )
     capabilities = CapabilityBook(health)
@@ -330,8 +331,9 @@ def build_runtime(
             coalesce=settings.coalesce,
             forwards=settings.repeat_forwards,
             batch_of=batch_of,
+            node_head=health.node_head,
         )
-        settle = Settle(ledger, grants, metrics)
+        settle = Settle(ledger, grants, metrics, health.node_head)
     connect = _ws_connector(settings)
     ws_health = WsNodeHealth(
         connect,

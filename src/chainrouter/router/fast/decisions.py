@@ -28,10 +28,11 @@ from chainrouter.domain.enums import Scenario
 from chainrouter.domain.requirements import Work, block_param_only, work_of
 from chainrouter.domain.routing import NodeInfo
 from chainrouter.router import epochs
+from chainrouter.router.belief import HEAD_METHOD
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.contract import Decision, DecisionScope
 from chainrouter.router.fast.grants import Grants
-from chainrouter.router.ledger import HEAD_METHOD, Booking
+from chainrouter.router.ledger import Booking
 
 _MASKS = block_param_only()
 _NEVER_FORWARDED = frozenset({"eth_chainId"})
@@ -46,6 +47,7 @@ class Decider:
         coalesce: bool,
         forwards: bool = True,
         batch_of: Callable[[NodeInfo], int] = lambda node: 1,
+        node_head: Callable[[int], int | None] = lambda node_id: None,
     ) -> None:
         self._prices = prices
         self._grants = grants
@@ -53,6 +55,7 @@ class Decider:
         self._forwards = forwards  # forwards are decided too, not only answers from the cache
         # The most calls of a request sent to the node in one batch (router/capabilities.py).
         self._batch_of = batch_of
+        self._node_head = node_head  # the head each node last told (router/health.py)
 
     @staticmethod
     def masks() -> dict[str, int]:
@@ -102,6 +105,8 @@ class Decider:
         work = work_of(method)
         if work is Work.UNKNOWN or work is Work.WRITE:
             return None
+        if not call.expected.believes_absence_of(self._node_head(route.node.node_id)):
+            return None  # its node's "none" would not be believed: each is the pipeline's
         cost = route.price.cost_nano
         join_cost = self._prices.price_nano(request.chain_id, method)
         booking = _booking(
@@ -112,7 +117,7 @@ class Decider:
             plan_id=route.plan.plan_id,
             node=route.node,
             work=work,
-            min_head=call.seen_head if method == HEAD_METHOD else None,
+            expected=call.expected,
         )
         bypass = access.bypass_credit_check
         spend, join_spend = (0, 0) if bypass else (cost, join_cost)

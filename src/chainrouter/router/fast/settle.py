@@ -4,23 +4,25 @@ served, with the tallies of calls that needed no judging, is booked in the one l
 (router/ledger.py) before any of its answers leaves.
 
 A request is taken all or none: if any of its receipts is not an answer the router serves as
-given (an error that is the node's failure, the caller's fault, another id, an `eth_blockNumber`
-older than the key had seen when the decision was made), none of its calls is booked, tallied
-ones included, and the server hands the request to the pipeline with what its nodes did.
+given (an error that is the node's failure, the caller's fault, another id) or believes
+(router/belief.py: an `eth_blockNumber` older than the call had to see when the decision was
+made ...), none of its calls is booked, tallied ones included, and the server hands the request
+to the pipeline with what its nodes did.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import groupby
 
 import orjson
 
 from chainrouter.router.answers import exact_member, served_as_given
+from chainrouter.router.belief import HEAD_METHOD, doubted, head_told
 from chainrouter.router.contract import Decision, Receipt, Settled, Tally, Verdict
 from chainrouter.router.fast.grants import Grants
-from chainrouter.router.ledger import HEAD_METHOD, Booking, Ledger, head_in
+from chainrouter.router.ledger import Booking, Ledger
 from chainrouter.router.metrics import RouterMetrics
 
 log = logging.getLogger(__name__)
@@ -55,10 +57,17 @@ class _Judged:
 class Settle:
     """The host's `settle`, which the native server calls with each group of receipts."""
 
-    def __init__(self, ledger: Ledger, grants: Grants, metrics: RouterMetrics) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        grants: Grants,
+        metrics: RouterMetrics,
+        node_head: Callable[[int], int | None],
+    ) -> None:
         self._ledger = ledger
         self._grants = grants
         self._metrics = metrics
+        self._node_head = node_head  # the head each node last told (router/health.py)
 
     def __call__(self, receipts: list[Receipt], tallies: list[Tally]) -> Settled:
         verdicts: list[Verdict] = []
@@ -111,37 +120,38 @@ class Settle:
         self._metrics.request("keyed", 200, len(requests - refused))
         return Settled(verdicts, sorted(refused))
 
-    @staticmethod
-    def _heads(tally: Tally, refused: set[int]) -> list[tuple[int, int | None]]:
-        """The heads a tally's answers tell, by request; a request with one older than the key
-        had seen when the decision was made is refused whole (the pipeline's to route past)."""
+    def _heads(self, tally: Tally, refused: set[int]) -> list[tuple[int, int | None]]:
+        """The heads a tally's answers tell, by request; a request with one the router does not
+        believe (router/belief.py) is refused whole (the pipeline's to route past)."""
         answers = tally.answers
         if answers is None:
             return []
-        min_head = _booking(tally.decision).min_head
+        booking = _booking(tally.decision)
         told = []
         for request, answer in zip(tally.requests, answers, strict=True):
-            head = head_in(answer)
-            if min_head is not None and (head is None or head < min_head):
+            if self._doubted(booking, answer):
                 refused.add(request)
-            told.append((request, head))
+            told.append((request, head_told(answer)))
         return told
 
-    @staticmethod
-    def _judge(receipt: Receipt) -> _Judged | None:
-        """What the ledger books the call as; None if it is not served as given."""
+    def _judge(self, receipt: Receipt) -> _Judged | None:
+        """What the ledger books the call as; None if it is not served as given, or not
+        believed."""
         answer = receipt.answer
         if answer is None:  # an answer of the decision's own
             return _Judged(receipt.elapsed_s, joined=False, head=None)
         if not served_as_given(answer, orjson.loads(receipt.call_id)):
             return None
         booking = _booking(receipt.decision)
-        head = None
-        if booking.method == HEAD_METHOD:
-            head = head_in(answer)
-            if booking.min_head is not None and (head is None or head < booking.min_head):
-                return None  # older than the key had seen: the pipeline's to route past
+        if self._doubted(booking, answer):
+            return None
+        head = head_told(answer) if booking.method == HEAD_METHOD else None
         return _Judged(receipt.elapsed_s, receipt.joined, head)
+
+    def _doubted(self, booking: Booking, answer: bytes) -> bool:
+        node = booking.node
+        node_head = None if node is None else self._node_head(node.node_id)
+        return doubted(booking.method, answer, node_head, booking.expected)
 
     @staticmethod
     def _verdict(receipt: Receipt) -> Verdict:

@@ -47,6 +47,7 @@ from chainrouter.router.stages.count import CountFreeCall
 from chainrouter.router.stages.credit import CreditHold, CreditLeft
 from chainrouter.router.stages.domain import AllowedDomain
 from chainrouter.router.stages.free_tier import FreeTierLimits, FreeTierOpen, FreeTierRoom
+from chainrouter.router.stages.heads import HasTheBlock
 from chainrouter.router.stages.key import ApiKey
 from chainrouter.router.stages.key_limit import KeyRateLimit
 from chainrouter.router.stages.logs_range import LogsRange
@@ -54,6 +55,7 @@ from chainrouter.router.stages.method import MethodPriced
 from chainrouter.router.stages.needs import CallNeeds
 from chainrouter.router.stages.payload import ParsePayload
 from chainrouter.router.stages.routes import PlanRoutes
+from chainrouter.router.stages.write import SignedTransactions
 
 
 class RequestStage(Protocol):
@@ -149,12 +151,14 @@ def calls(deps: StageDeps) -> list[CallStage]:
     if deps.coalesce:
         coalesced.append(Coalesce(deps.cache_prices, deps.credits, deps.ledger))
     return [
+        SignedTransactions(),
         MethodPriced(),
         CallNeeds(deps.health),
         *cached,
         LogsRange(limits.max_logs_block_range),
         PlanRoutes(deps.health, deps.epochs),
         CapableRoutes(deps.capabilities, limits.logs_split_max_parts),
+        HasTheBlock(deps.health, deps.epochs),
         NotBehindSeen(deps.seen_heads, deps.health, deps.epochs),
         # Before the hold: a call that joins holds nothing for a route it will not take, only
         # the cache price when its answer comes (a leader refused credits lands at once, with

@@ -15,6 +15,15 @@ alone is billed (docs/router.md, "Tail latency"; the delays and time-outs: `rout
 Nodes whose first health check is still out (never heard from since the router started) are
 tried after those that have answered theirs.
 
+An answer the router does not believe (router/belief.py: a head older than the call must see,
+"none" from a node behind the chain's head) is not served while another route may answer; when
+no route does better, the best of those is served. A block past every node's head is answered
+as the nodes answer it (their own "not found" error), unbilled.
+
+A signed raw transaction goes to the first two routes at once, of two providers where it can
+(its hash is its identity: router/writes.py): the first node to accept it, or to refuse it for
+what it is (nonce, funds, gas), answers; a hung node never holds the answer up. Billed once.
+
 A call the native server already sent to a node under a decision (`RequestContext.attempts`)
 is not sent to that node again: what the node did stands for the attempt, judged here like any
 (a time-out only for an attempt that would have waited no longer).
@@ -38,7 +47,8 @@ from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.ratelimit.window import Bucket
 from chainrouter.router.answers import Verdict, judge_answer, names_other_chain
-from chainrouter.router.capabilities import CapabilityBook, ahead_error
+from chainrouter.router.belief import HEAD_METHOD, doubted, head_told
+from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.context import CallContext
 from chainrouter.router.contract import Acquire, Failure, FailureKind, Forward, Gather, Race
 from chainrouter.router.cooldown import MemoryCooldowns
@@ -47,6 +57,7 @@ from chainrouter.router.latency import HEDGED_WORK, TailPolicies, TailPolicy
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
 from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.writes import already_known, echoes
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +71,10 @@ class _Tally:
     """What happened to the routes of one call that did not answer."""
 
     __slots__ = (
+        "doubted",
         "faults",
         "free_in",
+        "missing",
         "rate_limited",
         "rejections",
         "skipped",
@@ -79,6 +92,8 @@ class _Tally:
         self.skipped = 0  # cooling down or at a rate limit: not tried
         self.unaffordable = 0  # dearer than the call holds, and the balance cannot cover it
         self.faults: list[NodeFault] = []  # nodes that said they cannot serve the call
+        self.missing: bytes | None = None  # the last node's own "no such block" error answer
+        self.doubted: list[_Served] = []  # answers not believed (router/belief.py)
         # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
         self.rejections: list[tuple[int, str]] = []
         # Nodes that timed out on, or answered too much to, a call whose size is the caller's
@@ -110,6 +125,7 @@ class _Served:
 
 
 _PEERS = 3  # routes whose latency may stand in for an unknown one
+_MISSING = (Fault.STATE_MISSING, Fault.BLOCK_MISSING)
 # Failures that a call beyond a quick look-up may cause on any node: its time or its answer's
 # size is the caller's (a wide eth_getLogs, a heavy eth_call or trace).
 _CALLS_SIZE = (FailureKind.TIMEOUT, FailureKind.TOO_LARGE)
@@ -220,15 +236,21 @@ class Attempt:
         unproven = self._unproven
         if unproven and call.ordered and call.ordered[0].node.node_id in unproven:
             call.ordered = _proven_first(call.ordered, unproven)
+        if call.tx_hash is not None and len(call.ordered) > 1:
+            call.ordered = _providers_apart(call.ordered)
+            return self._race(attempts, 2, at_once=True)
         if lanes <= 1:
             return self._lane(attempts, 0)  # it ends the call itself: no coroutine around it
         return self._race(attempts, lanes)
 
-    async def _race(self, attempts: _Attempts, lanes: int) -> None:
+    async def _race(self, attempts: _Attempts, lanes: int, *, at_once: bool = False) -> None:
         attempts.racing = True
         work, policy = attempts.work, attempts.policy
-        delays = self._recent.hedge_delays(attempts.peers()[:lanes], work, policy)
-        attempts.hedge_at = delays[1]
+        if at_once:
+            delays = [0.0] * lanes
+        else:
+            delays = self._recent.hedge_delays(attempts.peers()[:lanes], work, policy)
+            attempts.hedge_at = delays[1]
         waited = attempts.call.request.waited_s
         if waited:
             # The native server waited that long on the call's first node under a decision: it
@@ -250,11 +272,27 @@ class Attempt:
         """End the call: with the answer that won, or with why no route answered."""
         call = attempts.call
         call.attempts = attempts.tally.tried
+        if not isinstance(outcome, _Served) and attempts.tally.doubted:
+            outcome = self._best_doubted(attempts)
         if isinstance(outcome, _Served):
             call.served_by = outcome.route
             call.end(outcome.scenario, outcome.status, outcome.answer)
         else:
             self._fail(call, attempts.tally)
+
+    def _best_doubted(self, attempts: _Attempts) -> _Served:
+        """No route gave an answer the router believes: the best of those it does not (the
+        highest head; an absence, then the chain's as far as any node knows)."""
+        doubted_answers = attempts.tally.doubted
+        best = doubted_answers[0]
+        if attempts.call.call.method == HEAD_METHOD:
+            best = max(doubted_answers, key=lambda served: head_told(served.answer) or -1)
+        route = best.route
+        assert route is not None, "a doubted answer is a node's"
+        if route is not attempts.call.ordered[0]:
+            best.scenario = Scenario.FAILOVER
+        self._node_answered(route.node.node_id, attempts.work, best.elapsed)
+        return best
 
     async def _lane(self, attempts: _Attempts, lane: int) -> _Served | _GaveUp | None:
         """Try the call's routes, each one not yet taken by another lane, until a node answers
@@ -407,6 +445,18 @@ class Attempt:
             self._failed(node_id, answer, tally, work)
             return None
         verdict, error = judge_answer(answer, call.call.id)
+        tx_hash = call.tx_hash
+        if tx_hash is not None and verdict is Verdict.ANSWER:
+            accepted = already_known(error) if error is not None else echoes_in(answer, tx_hash)
+            if error is None and not accepted:  # another transaction's hash: not believed
+                self._cooldowns.failed(node_id)
+                return None
+            if accepted:
+                if not racing:
+                    self._node_answered(node_id, work, elapsed)
+                hashed = b'{"jsonrpc":"2.0","id":' + call.call.id_json
+                hashed += b',"result":"' + tx_hash.encode() + b'"}'
+                return _Served(route, Scenario.FIRST_CHOICE, 200, hashed, elapsed)
         if verdict is Verdict.NOT_AN_ANSWER or (
             call.call.method == "eth_chainId"
             and error is None
@@ -416,6 +466,8 @@ class Attempt:
             return None
         fault = None if error is None else classify(error)
         if fault is not None:
+            if fault.fault in _MISSING:
+                tally.missing = answer
             self._faulted(route, fault, call, tally)
             return None
         if verdict is Verdict.REJECTED:
@@ -427,6 +479,12 @@ class Attempt:
             return _Served(
                 None, Scenario.REJECTED, 200, _under_callers_id(error, call.call.id_json)
             )
+        expected = call.expected
+        if (expected.head_from is not None or expected.present_from is not None) and doubted(
+            call.call.method, answer, self._health.node_head(node_id), expected
+        ):
+            tally.doubted.append(_Served(route, Scenario.FIRST_CHOICE, 200, answer, elapsed))
+            return None
         if not racing:  # in a race, the winner's answer is recorded once the race is judged
             self._node_answered(node_id, work, elapsed)
         return _Served(route, Scenario.FIRST_CHOICE, 200, answer, elapsed)
@@ -463,6 +521,12 @@ class Attempt:
             call.end(Scenario.INSUFFICIENT_CREDITS, 402, error_response(failure, call.call.id_json))
             return
         if tally.faults and len(tally.faults) == tally.tried:
+            if tally.missing is not None and self._past_the_head(call, tally.faults):
+                # Not yet: what the nodes at the head say of a block they do not have, as
+                # they say it (unbilled, like every node's failure to serve a call).
+                answer = _under_callers_id(orjson.loads(tally.missing)["error"], call.call.id_json)
+                call.end(Scenario.INCAPABLE, 200, answer)
+                return
             refusal = self._explain(call, tally.faults)
             if refusal is not None:
                 call.end(
@@ -544,23 +608,29 @@ class Attempt:
 
     def _explain(self, call: CallContext, faults: list[NodeFault]) -> RpcError | None:
         """Why no node could answer, when every node tried said it could not: what was learned
-        may now show that none can (-32011, -32012, ...), or the block is past every head."""
+        may now show that none can (-32011, -32012, ...)."""
         book, method, needs = self._capabilities, call.call.method, call.needs
         able, lacking = book.eligible(call.routes, needs, method)
         chain_id = call.request.chain_id
         if not able and lacking:
             return book.refusal(call.routes, needs, method, chain_id, lacking)
-        head = self._health.chain_head(chain_id)
-        newest = max(needs.blocks, default=None)
-        missing = all(f.fault in (Fault.STATE_MISSING, Fault.BLOCK_MISSING) for f in faults)
-        if missing and head is not None and newest is not None and newest > head:
-            return ahead_error(newest, head)
         last = faults[-1]
         return RpcError(
             424,
             RpcCode.ALL_NODES_FAILED,
             f"every node tried failed to serve the call; the last said: {last.message[:200]}",
             data={"fault": last.fault.value},
+        )
+
+    def _past_the_head(self, call: CallContext, faults: list[NodeFault]) -> bool:
+        """Whether every node tried lacked a block the call names past the chain's head."""
+        head = self._health.chain_head(call.request.chain_id)
+        newest = max(call.needs.blocks, default=None)
+        return (
+            head is not None
+            and newest is not None
+            and newest > head
+            and all(fault.fault in _MISSING for fault in faults)
         )
 
     def _failed(self, node_id: int, failure: Failure, tally: _Tally, work: Work) -> None:
@@ -587,6 +657,26 @@ class Attempt:
             for node_id in tally.suspects:
                 self._cooldowns.failed(node_id)
             tally.suspects.clear()
+
+
+def _providers_apart(routes: Sequence[Route]) -> list[Route]:
+    """The routes in their order, but the first of another provider than the first route's
+    moved second (where there is one)."""
+    ordered = list(routes)
+    first = ordered[0].plan.provider_id
+    other = next((i for i, r in enumerate(ordered) if r.plan.provider_id != first), None)
+    if other is not None and other > 1:
+        ordered.insert(1, ordered.pop(other))
+    return ordered
+
+
+def echoes_in(answer: bytes, tx_hash: str) -> bool:
+    """Whether a node's answer (with a result) is the transaction's hash."""
+    try:
+        parsed = orjson.loads(answer)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(parsed, dict) and echoes(parsed.get("result"), tx_hash)
 
 
 def _is_result(answer: bytes) -> bool:

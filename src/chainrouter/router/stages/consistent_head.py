@@ -1,9 +1,13 @@
-"""Stage of consistent heads: a key that saw block N reads the head from a node at or past N
-(router/seen_heads.py; the ledger records what each key saw: router/ledger.py)."""
+"""Stage of consistent heads: a key that saw block N reads the head from a node at or past N,
+and is never told an older head (router/seen_heads.py; the ledger records what each key saw:
+router/ledger.py; what an answer must show: router/belief.py)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from chainrouter.router import epochs
+from chainrouter.router.belief import HEAD_METHOD
 from chainrouter.router.context import CallContext
 from chainrouter.router.epochs import Epochs
 from chainrouter.router.health import HealthMonitor
@@ -13,12 +17,12 @@ from chainrouter.router.seen_heads import SeenHeads
 class NotBehindSeen:
     """A call that reads the head (`latest`, `pending`, no block, `eth_blockNumber`) from a key
     that has seen block N goes only to nodes known to be at or past N, while there is one; if
-    none is, the order stands (the client gets an answer rather than an error)."""
+    none is, the order stands (the client gets an answer rather than an error). An
+    `eth_blockNumber` older than N is not believed while another node may answer."""
 
     def __init__(self, seen: SeenHeads, health: HealthMonitor, epoch_store: Epochs) -> None:
         self._seen = seen
         self._node_head = health.node_head
-        self._chain_head = health.chain_head
         self._epochs = epoch_store
 
     def run(self, call: CallContext) -> None:
@@ -32,9 +36,10 @@ class NotBehindSeen:
         seen = call.seen_head = self._seen.seen(access.key_id, chain_id)
         if seen is None:
             return
-        chain_head = self._chain_head(chain_id)
-        if chain_head is None or chain_head < seen:
-            return  # no node is known to be at or past it: the order stands
+        if call.call.method == HEAD_METHOD:
+            expected = call.expected
+            if expected.head_from is None or expected.head_from < seen:
+                call.expected = replace(expected, head_from=seen)
         node_head = self._node_head
         ordered = call.ordered
         if (node_head(ordered[0].node.node_id) or -1) >= seen:

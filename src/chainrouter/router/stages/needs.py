@@ -13,14 +13,14 @@ from chainrouter.domain.requirements import (
 )
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
-from chainrouter.router.capabilities import ahead_refusal
 from chainrouter.router.context import CallContext
 from chainrouter.router.health import HealthMonitor
 
 
 class CallNeeds:
     """A block parameter or log filter the router must read and cannot: HTTP 400, -32602, never
-    sent to a node. A block far past the chain head: -32007 (router/capabilities.py)."""
+    sent to a node. A block past the chain's head is no error of the router's: the nodes at the
+    head answer it (router/stages/heads.py)."""
 
     def __init__(self, health: HealthMonitor) -> None:
         self._chain_head = health.chain_head
@@ -41,8 +41,3 @@ class CallNeeds:
             call.end(Scenario.REFUSED, 400, error_response(failure, rpc.id_json))
             return
         call.needs = needs
-        if needs.state_at is None and needs.history_to is None:
-            return
-        ahead = ahead_refusal(needs, head)
-        if ahead is not None:
-            call.end(Scenario.INCAPABLE, ahead.http_status, error_response(ahead, rpc.id_json))

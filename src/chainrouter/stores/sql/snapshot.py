@@ -74,6 +74,8 @@ def load_ws_routes(connection: Connection) -> WsRouteTable:
 
 def load_route_table(connection: Connection) -> RouteTable:
     """Healthy nodes, plans and prices, indexed for routing (and for the public price list)."""
+    plans_table = select(t.plans.c.id, t.plans.c.provider_id)
+    provider_of = {row.id: row.provider_id for row in connection.execute(plans_table)}
     nodes = [
         NodeInfo(
             node_id=row.id,
@@ -85,6 +87,7 @@ def load_route_table(connection: Connection) -> RouteTable:
             rate_limit=row.rate_limit,
             rate_limit_interval_s=row.rate_limit_interval_sec,
             capabilities=_capabilities(row.capabilities, row.verified_capabilities),
+            provider_id=provider_of[row.plan_id],
         )
         for row in connection.execute(
             select(t.nodes).where(t.nodes.c.status == NodeStatus.HEALTHY.value)
