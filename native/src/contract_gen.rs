@@ -2,7 +2,7 @@
 //! do not edit. The name and the fields of every type that crosses the boundary, in the
 //! order declared; `contract.rs` reads and builds the objects by these names only.
 
-pub const VERSION: u32 = 9;
+pub const VERSION: u32 = 10;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `FailureKind`'s values, in declared order.
@@ -103,11 +103,11 @@ pub mod receipt {
 #[allow(dead_code)]
 pub mod tally {
     pub const NAME: &str = "Tally";
-    pub const FIELDS: [&str; 4] = ["decision", "requests", "elapsed_s", "answers"];
+    pub const FIELDS: [&str; 4] = ["decision", "requests", "elapsed_s", "heads"];
     pub const DECISION: usize = 0;
     pub const REQUESTS: usize = 1;
     pub const ELAPSED_S: usize = 2;
-    pub const ANSWERS: usize = 3;
+    pub const HEADS: usize = 3;
 }
 
 /// `Verdict`.

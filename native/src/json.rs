@@ -131,6 +131,17 @@ pub fn plain_result(answer: &[u8], id: &[u8]) -> Option<Span> {
     (scanner.at == answer.len() && version && echoed).then_some(result?)
 }
 
+/// The number a plain result holds when it is a JSON string of `0x` and 1 to 16 hex digits (an
+/// `eth_blockNumber`'s head), read as router/belief.py's `head_told` reads it (a property test
+/// holds the two together); None otherwise.
+pub fn result_quantity(result: &[u8]) -> Option<u64> {
+    let digits = result.strip_prefix(b"\"0x")?.strip_suffix(b"\"")?;
+    if digits.is_empty() || digits.len() > 16 || !digits.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    u64::from_str_radix(std::str::from_utf8(digits).ok()?, 16).ok()
+}
+
 pub(crate) struct Scanner<'a> {
     text: &'a [u8],
     at: usize,

@@ -51,6 +51,13 @@ fn plain_result(answer: &[u8], id: &[u8]) -> Option<(usize, usize)> {
     json::plain_result(answer, id)
 }
 
+/// The number a plain result holds (json.rs): for the tests that hold the server's reading to
+/// router/belief.py's.
+#[pyfunction]
+fn result_quantity(result: &[u8]) -> Option<u64> {
+    json::result_quantity(result)
+}
+
 /// For each call of `body`, its key in the MASKED scope (None: none for its method) and in the
 /// EXACT scope, without the request's fields (memo.rs); None when the reader refuses the body.
 /// For the tests that hold the reader to the pipeline's parser.
@@ -87,6 +94,7 @@ fn _native(_py: Python<'_>, module: &PyModule) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(parse_node_url, module)?)?;
     module.add_function(wrap_pyfunction!(contract::contract, module)?)?;
     module.add_function(wrap_pyfunction!(plain_result, module)?)?;
+    module.add_function(wrap_pyfunction!(result_quantity, module)?)?;
     module.add_function(wrap_pyfunction!(call_keys, module)?)?;
     Ok(())
 }

@@ -467,6 +467,14 @@ fn key_of(asked: &Asked<'_>, call: &Call, keep: Option<usize>) -> Vec<u8> {
 
 /// `call` as bytes of a key: its id marked, and with `keep` its parameters but one left out.
 pub fn call_template(key: &mut Vec<u8>, body: &[u8], call: &Call, keep: Option<usize>) {
+    if keep.is_none() {
+        // The exact scope: only the id is cut out.
+        let ((start, end), (id_start, id_end)) = (call.object, call.id);
+        key.extend_from_slice(&body[start..id_start]);
+        key.push(ID_MARK);
+        key.extend_from_slice(&body[id_end..end]);
+        return;
+    }
     let mut cuts: Vec<(Span, u8)> = vec![(call.id, ID_MARK)];
     if let (Some(keep), Some(elements)) = (keep, &call.elements) {
         let left_out = elements.iter().enumerate().filter(|(i, _)| *i != keep);

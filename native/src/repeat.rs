@@ -21,7 +21,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use hyper::{Body, Response};
 
 use crate::flights::{landing, Boarding, Flights, Landing, Leader};
-use crate::json::{plain_result, read_answers, Call};
+use crate::json::{plain_result, read_answers, result_quantity, Call};
 use crate::memo::{call_template, Action, Memo, Plan, Planned};
 use crate::settle::{ReceiptParts, Settler, Settling, Taken, Tallied, Verdict};
 use crate::upstream::{Failure, Upstream};
@@ -129,6 +129,17 @@ async fn outcomes(applying: &Applying<'_>, plan: &Plan, body: &Bytes) -> Vec<Out
             None => sending.push((planned, vec![to_send])),
         }
     }
+    if joining.is_empty() && sending.len() == 1 && sending[0].1.len() == 1 {
+        // The usual request: one call to one node, awaited as it is.
+        let (first, calls) = sending.pop().expect("one node to send to");
+        let Action::Forward { url, timeout, .. } = &first.entry.action else {
+            unreachable!("only forwards are sent");
+        };
+        for (call, outcome) in send(applying.upstream, url.clone(), *timeout, calls).await {
+            outcomes[call] = Some(outcome);
+        }
+        return outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unanswered)).collect();
+    }
     let sends = sending.into_iter().flat_map(|(first, calls)| {
         let Action::Forward { url, timeout, batch, .. } = &first.entry.action else {
             unreachable!("only forwards are sent");
@@ -183,6 +194,9 @@ fn flight_key(body: &[u8], planned: &Planned, (chain, seen): (u64, i64)) -> Vec<
 /// The calls to one node in groups of at most `batch`, each group's ids distinct (a call whose
 /// id is already in every open group goes alone).
 fn batches(calls: Vec<ToSend>, batch: usize) -> Vec<Vec<ToSend>> {
+    if calls.len() == 1 {
+        return vec![calls]; // the usual case: no ids to keep apart
+    }
     let mut groups: Vec<(Vec<ToSend>, HashSet<Bytes>)> = Vec::new();
     for call in calls {
         let open =
@@ -277,9 +291,13 @@ async fn settle(
         let parts = match outcome {
             Outcome::Own { outcome: Ok(answer), elapsed } => {
                 waits = true;
-                if plain_result(answer, &own_id).is_some() {
-                    let answer = entry.judge_each.then(|| answer.clone());
-                    settling.tallied.push(Tallied { entry, elapsed: *elapsed, answer });
+                if let Some((start, end)) = plain_result(answer, &own_id) {
+                    let head = entry.judge_each.then(|| {
+                        result_quantity(&answer[start..end])
+                            .and_then(|head| i64::try_from(head).ok())
+                            .unwrap_or(-1)
+                    });
+                    settling.tallied.push(Tallied { entry, elapsed: *elapsed, head });
                     judged.push(None);
                     continue;
                 }
@@ -303,7 +321,7 @@ async fn settle(
             }
             Outcome::Answer => {
                 waits |= entry.spend > 0;
-                settling.tallied.push(Tallied { entry, elapsed: 0.0, answer: None });
+                settling.tallied.push(Tallied { entry, elapsed: 0.0, head: None });
                 judged.push(None);
                 continue;
             }

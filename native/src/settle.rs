@@ -39,7 +39,9 @@ pub struct ReceiptParts {
 pub struct Tallied {
     pub entry: Arc<Entry>,
     pub elapsed: f64,
-    pub answer: Option<Bytes>,
+    /// For a decision whose every answer the ledger reads (`judge_each`): the head its plain
+    /// result holds (json.rs, `result_quantity`), -1 where it holds none.
+    pub head: Option<i64>,
 }
 
 /// The ledger's word on one receipt.
@@ -79,6 +81,14 @@ impl Settler {
         Settler { settle, waiting: Mutex::new(Vec::new()), wake: Notify::new() }
     }
 
+    /// The requests waiting, leaving room for as many (a loaded server's groups keep their
+    /// size, up to 1,024: no growing the list again, request by request).
+    fn take_waiting(&self) -> Vec<Pending> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        let room = waiting.capacity().min(1024);
+        std::mem::replace(&mut *waiting, Vec::with_capacity(room))
+    }
+
     fn push(&self, pending: Pending) {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner()).push(pending);
         self.wake.notify_one();
@@ -100,8 +110,7 @@ impl Settler {
     pub async fn run(self: Arc<Self>, types: Arc<Types>) {
         loop {
             self.wake.notified().await;
-            let group =
-                std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|p| p.into_inner()));
+            let group = self.take_waiting();
             if group.is_empty() {
                 continue;
             }
@@ -137,7 +146,7 @@ impl Settler {
             let receipts = PyList::empty(py);
             let mut count = 0;
             // By decision (its entry), in the order first met: each call's request, time and,
-            // for a decision whose answers the ledger reads, answer.
+            // for a decision whose answers the ledger reads, the head it tells.
             let mut tallies: Vec<Gathered<'_>> = Vec::new();
             let mut tally_of: HashMap<*const Entry, usize> = HashMap::new();
             for (request, pending) in group.iter().enumerate() {
@@ -153,19 +162,19 @@ impl Settler {
                     let tally = &mut tallies[at];
                     tally.requests.push(request);
                     tally.elapsed.push(call.elapsed);
-                    if let Some(answer) = &call.answer {
-                        tally.answers.push(PyBytes::new(py, answer).into());
+                    if let Some(head) = call.head {
+                        tally.heads.push(head);
                     }
                 }
             }
             let built = PyList::empty(py);
-            for Gathered { entry, requests, elapsed, answers } in tallies {
+            for Gathered { entry, requests, elapsed, heads } in tallies {
                 let mut values = fields();
                 values[tally::DECISION] = Some(entry.decision.clone_ref(py));
                 values[tally::REQUESTS] = Some(requests.into_py(py));
                 values[tally::ELAPSED_S] = Some(elapsed.into_py(py));
-                let answers = entry.judge_each.then(|| PyList::new(py, answers));
-                values[tally::ANSWERS] = Some(answers.into_py(py));
+                let heads = entry.judge_each.then_some(heads);
+                values[tally::HEADS] = Some(heads.into_py(py));
                 built.append(types.tally.build(py, values)?)?;
             }
             let returned = self.settle.call1(py, (receipts, built))?;
@@ -192,12 +201,12 @@ struct Gathered<'a> {
     entry: &'a Arc<Entry>,
     requests: Vec<usize>,
     elapsed: Vec<f64>,
-    answers: Vec<PyObject>,
+    heads: Vec<i64>,
 }
 
 impl<'a> Gathered<'a> {
     fn of(entry: &'a Arc<Entry>) -> Self {
-        Gathered { entry, requests: Vec::new(), elapsed: Vec::new(), answers: Vec::new() }
+        Gathered { entry, requests: Vec::new(), elapsed: Vec::new(), heads: Vec::new() }
     }
 }
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from chainrouter.domain.requirements import needs_of
 from chainrouter.jsonrpc.envelope import MAX_PARAMS_DEPTH, InvalidCall, RpcCall, parse_payload
 from chainrouter.router.answers import served_as_given
+from chainrouter.router.belief import head_told
 from chainrouter.router.executors.native import load_native_module
 from chainrouter.router.fast.decisions import Decider
 
@@ -176,3 +177,29 @@ def test_a_plain_answer_is_recognized_and_an_error_is_left_to_the_judge() -> Non
     revert = b'{"jsonrpc":"2.0","id":7,"error":{"code":3,"message":"execution reverted"}}'
     assert native.plain_result(revert, b"7") is None
     assert served_as_given(revert, 7)  # the judge serves it: it is booked after judging
+
+
+heads = st.one_of(
+    st.integers(0, 2**64 - 1).map(hex),
+    st.integers(0, 2**70).map(lambda n: "0x" + format(n, "X")),
+    st.text(alphabet="0123456789abcdefxX_ +-", max_size=20),
+    st.sampled_from(["0x", "0x0", "0X10", "0x" + "0" * 17, "\\u0030x10", "0x1_0"]),
+    values,
+)
+
+
+@given(heads, st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_a_head_the_server_reads_is_the_one_the_judge_reads(result: Any, spacing: bool) -> None:
+    """The server reads an `eth_blockNumber`'s head from a plain answer for the ledger
+    (native/src/json.rs, `result_quantity`); what it reads is router/belief.py's reading, and
+    what it cannot read goes to the pipeline's judge."""
+    answer = _spelled({"jsonrpc": "2.0", "id": 1, "result": result}, spacing)
+    if isinstance(result, str) and result.startswith("\\u"):  # an escape as the node wrote it
+        answer = answer.replace(b"\\\\u", b"\\u")
+    span = native.plain_result(answer, b"1")
+    if span is None:
+        return
+    read = native.result_quantity(answer[span[0] : span[1]])
+    if read is not None:
+        assert head_told(answer) == read

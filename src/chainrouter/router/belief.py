@@ -68,14 +68,16 @@ def doubted(method: str, answer: bytes, node_head: int | None, expected: Expecte
     """Whether `answer` (one a node gave to a call of `method`, already judged an answer with a
     result) is a claim of a node behind the chain, by what the call `expected`."""
     if method == HEAD_METHOD:
-        head_from = expected.head_from
-        if head_from is None:
-            return False
-        told = head_told(answer)
-        return told is None or told < head_from
+        return expected.head_from is not None and head_doubted(head_told(answer), expected)
     if expected.believes_absence_of(node_head) or method not in ABSENT_WHEN:
         return False
     return bool(_result(answer) == ABSENT_WHEN[method])
+
+
+def head_doubted(head: int | None, expected: Expected) -> bool:
+    """Whether an `eth_blockNumber` telling `head` (None: none it could read) is doubted."""
+    head_from = expected.head_from
+    return head_from is not None and (head is None or head < head_from)
 
 
 def head_told(answer: bytes) -> int | None:

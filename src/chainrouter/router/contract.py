@@ -39,7 +39,7 @@ from chainrouter.ratelimit.window import Bucket
 
 # 9: one data plane: decisions in `HttpAnswer`, `Attempted` calls in `HttpRequest`, `Coalesce`,
 # `Receipt` and `Verdict`; the Rust side generated from this module.
-VERSION = 9
+VERSION = 10
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -182,9 +182,11 @@ class Tally:
     decision: Decision
     requests: list[int]  # each call's request, numbered as the receipts' are
     elapsed_s: list[float]
-    # Each call's answer, for a decision whose every answer the ledger reads (`judge_each`: an
-    # `eth_blockNumber`'s head); None for the others.
-    answers: list[bytes] | None = None
+    # For a decision whose every answer the ledger reads (`judge_each`: an `eth_blockNumber`),
+    # the head each call's plain result holds, as the server read it (native/src/json.rs,
+    # `result_quantity`; -1: none it could read, which the ledger refuses to the pipeline);
+    # None for the others.
+    heads: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

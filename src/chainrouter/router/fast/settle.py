@@ -19,7 +19,7 @@ from itertools import groupby
 import orjson
 
 from chainrouter.router.answers import exact_member, served_as_given
-from chainrouter.router.belief import HEAD_METHOD, doubted, head_told
+from chainrouter.router.belief import HEAD_METHOD, doubted, head_doubted, head_told
 from chainrouter.router.contract import Decision, Receipt, Settled, Tally, Verdict
 from chainrouter.router.fast.grants import Grants
 from chainrouter.router.ledger import Booking, Ledger
@@ -120,19 +120,24 @@ class Settle:
         self._metrics.request("keyed", 200, len(requests - refused))
         return Settled(verdicts, sorted(refused))
 
-    def _heads(self, tally: Tally, refused: set[int]) -> list[tuple[int, int | None]]:
+    @staticmethod
+    def _heads(tally: Tally, refused: set[int]) -> list[tuple[int, int | None]]:
         """The heads a tally's answers tell, by request; a request with one the router does not
-        believe (router/belief.py) is refused whole (the pipeline's to route past)."""
-        answers = tally.answers
-        if answers is None:
+        believe (router/belief.py), or that the server could not read, is refused whole (the
+        pipeline's to judge and route past)."""
+        heads = tally.heads
+        if heads is None:
             return []
-        booking = _booking(tally.decision)
-        told = []
-        for request, answer in zip(tally.requests, answers, strict=True):
-            if self._doubted(booking, answer):
-                refused.add(request)
-            told.append((request, head_told(answer)))
-        return told
+        expected = _booking(tally.decision).expected
+        told: list[tuple[int, int | None]] = []
+        if min(heads) < 0 or head_doubted(min(heads), expected):  # rare: find which
+            for request, head in zip(tally.requests, heads, strict=True):
+                read = head if head >= 0 else None
+                if read is None or head_doubted(read, expected):
+                    refused.add(request)
+                told.append((request, read))
+            return told
+        return list(zip(tally.requests, heads, strict=True))
 
     def _judge(self, receipt: Receipt) -> _Judged | None:
         """What the ledger books the call as; None if it is not served as given, or not
