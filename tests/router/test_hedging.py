@@ -162,7 +162,9 @@ def test_a_quick_calls_time_out_falls_back_on_the_smoothed_latency_of_health_che
     assert [command.timeout_s for command in world.executor.forwarded] == [5.0]
 
 
-@pytest.mark.parametrize("method", ["eth_sendRawTransaction", "eth_sendBundle", "custom_lookup"])
+# eth_sendRawTransaction is not hedged either: it goes to two providers at once from the start
+# (tests/router/test_writes.py), its body checked first.
+@pytest.mark.parametrize("method", ["eth_sendBundle", "custom_lookup"])
 def test_writes_and_methods_the_router_does_not_know_are_never_hedged(method: str) -> None:
     world = world_of([(A, 100, slow(2.0, OK)), (B, 200, OK)], method)
     usually(world, A, 0.010, Work.WRITE)

@@ -98,9 +98,10 @@ async def register_http_node(
         _check_ownership, engine, provider_id, spec.plan_id, spec.url, "http"
     )
     chain_id = None if existing is None else existing.chain_id
+    existing_id = None if existing is None else existing.id
     head = None
     if chain_id is not None:
-        head = await asyncio.to_thread(_chain_head, engine, chain_id)
+        head = await asyncio.to_thread(_chain_head, engine, chain_id, existing_id)
     screening = await screen_http_node(
         guard,
         spec.url,
@@ -127,7 +128,7 @@ async def register_http_node(
                     }
                 ],
             )
-        head = await asyncio.to_thread(_chain_head, engine, screening.chain_id)
+        head = await asyncio.to_thread(_chain_head, engine, screening.chain_id, None)
         number = screening.block_number
         if head is not None and number is not None and number < head - max_lag:
             raise ScreeningFailedError(
@@ -143,9 +144,9 @@ def _known(engine: Engine, chain_id: int) -> bool:
         return bool(known_chain_ids(connection, {chain_id}))
 
 
-def _chain_head(engine: Engine, chain_id: int) -> int | None:
+def _chain_head(engine: Engine, chain_id: int, excluding: int | None) -> int | None:
     with engine.connect() as connection:
-        return store.chain_head(connection, chain_id)
+        return store.chain_head(connection, chain_id, excluding=excluding)
 
 
 def _write_http(

@@ -163,12 +163,19 @@ def node_health(
     )
 
 
-def chain_head(connection: Connection, chain_id: int) -> int | None:
-    """The highest head an in-sync node of the chain last reported, if any did."""
+def chain_head(
+    connection: Connection, chain_id: int, *, excluding: int | None = None
+) -> int | None:
+    """The highest head an in-sync node of the chain last reported, if any did.
+
+    `excluding` leaves one node's own report out: a node screened again is judged against the
+    others, not against what it once said itself."""
     query = (
         select(func.max(t.node_health.c.head_block))
         .join(t.nodes, t.nodes.c.id == t.node_health.c.node_id)
         .where(t.nodes.c.chain_id == chain_id, t.node_health.c.in_sync.is_(True))
     )
+    if excluding is not None:
+        query = query.where(t.nodes.c.id != excluding)
     head = connection.execute(query).scalar_one_or_none()
     return None if head is None else int(head)
