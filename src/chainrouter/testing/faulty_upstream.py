@@ -33,6 +33,8 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/relay/PORT/no-trace` | like `full`, but a `trace_*` or `debug_*` call gets geth's -32601 |
 | `/relay/PORT/logs-range/N` | like `full`, but `eth_getLogs` over more than N blocks gets -32005 |
 | `/relay/PORT/slow/MS` | like `full`, answered MS milliseconds late (a slow real node) |
+| `/relay/PORT/lag/N` | like `full`, answered as a node N blocks behind the real one |
+| `/relay/PORT/lie/M1,M2` | like `full`, but the results of the named methods are altered |
 | `/ws-relay/PORT/...` | a WebSocket upgrade relayed byte for byte to the node at 127.0.0.1:PORT |
 | `/ws-relay/PORT/slow/MS/...` | the same, each chunk from the node held MS milliseconds |
 
@@ -52,6 +54,21 @@ eth_getLogs over at most N blocks" where the filter has both `fromBlock` and `to
 `pending`, `safe`, `finalized`) resolved by asking the node `eth_blockNumber`. A batch is judged
 item by item: the items not refused go to the node as one batch, and the answers are merged back
 in the batch's order. When the real node cannot be reached the answer is HTTP 502.
+
+`lag/N` plays a node that is N blocks behind (the real node's head is asked once per request):
+`eth_blockNumber` answers head - N; `latest` and `pending` (and a missing block parameter of a
+state read) are read as head - N (`safe` and `finalized` pass as they are: anvil's lie 32 and
+64 blocks behind its head); a block, its receipts, its transaction count or a transaction
+of it by number past that is `null`, and so is a transaction or receipt (by hash) or a block (by
+hash) mined past it; a state read pinned past it is geth's -32000 "header not found";
+`eth_getLogs` ends at head - N (a range starting past it is `[]`).
+
+`lie/M1,M2` plays a node that alters answers, well-formed: balances and nonces one more,
+`eth_call` and `eth_getCode` data with the last byte changed (empty data becomes `0x01`),
+storage words one more, receipts' `status` flipped (`eth_getTransactionReceipt`,
+`eth_getBlockReceipts`), a block's `stateRoot` changed (`eth_getBlockByNumber`,
+`eth_getBlockByHash`: its hash no longer matches), every log's data changed (`eth_getLogs`).
+Other methods, errors and `null` pass unaltered; naming a method without a lie is HTTP 404.
 
 Every node of this server belongs to chain `CHAIN_ID` (31337, anvil's default): where a behaviour
 answers with results, `eth_chainId` gets that chain's ID (a `/relay` path passes on its real
@@ -218,6 +235,174 @@ def _block_number(tag: Any, head: int | None) -> int | None:
         with contextlib.suppress(ValueError):
             return int(tag, 16)
     return None
+
+
+def _number(value: Any) -> int | None:
+    if isinstance(value, str) and value.startswith(("0x", "0X")):
+        with contextlib.suppress(ValueError):
+            return int(value, 16)
+    return None
+
+
+# Methods whose params name a block (number or tag) at this index, and whose result a node that
+# lacks the block does not have. A state read past a node's head is an error at geth ("header
+# not found"); a block, its receipts or transactions are `null`.
+_STATE_AT = {
+    "eth_getBalance": 1,
+    "eth_getTransactionCount": 1,
+    "eth_getCode": 1,
+    "eth_getStorageAt": 2,
+    "eth_call": 1,
+    "eth_estimateGas": 1,
+    "eth_getProof": 2,
+    "eth_createAccessList": 1,
+}
+_BLOCK_AT = {
+    "eth_getBlockByNumber": 0,
+    "eth_getBlockReceipts": 0,
+    "eth_getBlockTransactionCountByNumber": 0,
+    "eth_getTransactionByBlockNumberAndIndex": 0,
+    "eth_getUncleCountByBlockNumber": 0,
+    "eth_getUncleByBlockNumberAndIndex": 0,
+}
+
+
+class _Lagging:
+    """How a node whose head is `head` answers, given the answers of a node further on."""
+
+    def __init__(self, head: int) -> None:
+        self.head = head
+
+    def _tag(self, value: Any) -> Any:
+        """`latest` and `pending` are this node's head. `safe` and `finalized` go to the real
+        node as they are: they are far enough behind every head for the lags tests play."""
+        return hex(self.head) if value in ("latest", "pending") else value
+
+    def own_answer(self, call: Any) -> dict[str, Any] | None:
+        """The answer given without asking the real node, or None."""
+        if not isinstance(call, dict):
+            return None
+        method, params = call.get("method"), call.get("params")
+        params = params if isinstance(params, list) else []
+        result: Any
+        if method == "eth_blockNumber":
+            result = hex(self.head)
+        elif method in _STATE_AT and len(params) > _STATE_AT[method]:
+            number = _number(self._tag(params[_STATE_AT[method]]))
+            if number is None or number <= self.head:
+                return None
+            return _refusal(call, -32000, "header not found")
+        elif method in _BLOCK_AT and len(params) > _BLOCK_AT[method]:
+            number = _number(self._tag(params[_BLOCK_AT[method]]))
+            if number is None or number <= self.head:
+                return None
+            result = None
+        elif method == "eth_getLogs" and params and isinstance(params[0], dict):
+            first = _number(self._tag(params[0].get("fromBlock", "latest")))
+            if first is None or first <= self.head:
+                return None
+            result = []
+        else:
+            return None
+        return {"jsonrpc": "2.0", "id": _call_id(call), "result": result}
+
+    def rewritten(self, call: Any) -> Any:
+        """The call with the head tags this node would read as its own head made numbers."""
+        if not isinstance(call, dict) or not isinstance(call.get("params"), list):
+            return call
+        method, params = str(call.get("method")), list(call["params"])
+        at = _STATE_AT[method] if method in _STATE_AT else _BLOCK_AT.get(method)
+        if at is not None and len(params) > at:
+            params[at] = self._tag(params[at])
+        elif at is not None and method in _STATE_AT:
+            params.append(hex(self.head))  # no block given: the node's latest
+        if method == "eth_getLogs" and params and isinstance(params[0], dict):
+            query = dict(params[0])
+            if "blockHash" not in query:
+                query["fromBlock"] = self._tag(query.get("fromBlock", "latest"))
+                last = _number(self._tag(query.get("toBlock", "latest")))
+                query["toBlock"] = hex(min(last if last is not None else self.head, self.head))
+            params[0] = query
+        return {**call, "params": params}
+
+    def trimmed(self, call: Any, answer: Any) -> Any:
+        """The real node's answer less what lies past this node's head."""
+        if not isinstance(answer, dict) or "result" not in answer:
+            return answer
+        result = answer["result"]
+        if isinstance(result, dict):
+            number = _number(result.get("blockNumber", result.get("number")))
+            if number is not None and number > self.head:
+                return {**answer, "result": None}
+        elif isinstance(result, list):
+            kept = [
+                item
+                for item in result
+                if not isinstance(item, dict)
+                or (_number(item.get("blockNumber")) or 0) <= self.head
+            ]
+            if kept != result:
+                # A block's receipts past the head are no receipts at all; logs are trimmed.
+                is_logs = isinstance(call, dict) and call.get("method") == "eth_getLogs"
+                return {**answer, "result": kept if is_logs else None}
+        return answer
+
+
+def _quantity_lie(result: Any) -> Any:
+    return hex(int(result, 16) + 1) if isinstance(result, str) else result
+
+
+def _data_lie(result: Any) -> Any:
+    """The same length of bytes with the last one changed; empty data gets one byte."""
+    if not isinstance(result, str) or not result.startswith("0x"):
+        return result
+    if len(result) < 4:
+        return "0x01"
+    return result[:-2] + f"{int(result[-2:], 16) ^ 1:02x}"
+
+
+def _word_lie(result: Any) -> Any:
+    if not isinstance(result, str):
+        return result
+    return "0x" + ((int(result, 16) + 1) % (1 << 256)).to_bytes(32, "big").hex()
+
+
+def _status_lie(result: Any) -> Any:
+    if isinstance(result, dict) and "status" in result:
+        return {**result, "status": "0x0" if result["status"] == "0x1" else "0x1"}
+    if isinstance(result, list):
+        return [_status_lie(item) for item in result]
+    return result
+
+
+def _block_lie(result: Any) -> Any:
+    if isinstance(result, dict) and "stateRoot" in result:
+        return {**result, "stateRoot": _data_lie(result["stateRoot"])}
+    return result
+
+
+def _logs_lie(result: Any) -> Any:
+    if isinstance(result, list):
+        return [
+            {**log, "data": _data_lie(log.get("data"))} if isinstance(log, dict) else log
+            for log in result
+        ]
+    return result
+
+
+# What `/relay/PORT/lie/M1,M2` does to each method's result: always well-formed, always wrong.
+_LIES: dict[str, Callable[[Any], Any]] = {
+    "eth_getBalance": _quantity_lie,
+    "eth_getTransactionCount": _quantity_lie,
+    "eth_call": _data_lie,
+    "eth_getCode": _data_lie,
+    "eth_getStorageAt": _word_lie,
+    "eth_getTransactionReceipt": _status_lie,
+    "eth_getBlockReceipts": _status_lie,
+    "eth_getBlockByNumber": _block_lie,
+    "eth_getBlockByHash": _block_lie,
+    "eth_getLogs": _logs_lie,
+}
 
 
 # Answers after which the server closes the connection (the caller closes the writer).
@@ -526,6 +711,14 @@ class FaultyUpstream:
             if mode == "logs-range":
                 rule = self._logs_range_rule(node, int(parts[3]))
                 return 200, await self._relay_refusing(node, body, rule)
+            if mode == "lag":
+                return 200, await self._relay_lagging(node, body, int(parts[3]))
+            if mode == "lie":
+                methods = frozenset(parts[3].split(","))
+                unknown = methods - _LIES.keys()
+                if unknown:
+                    return 404, json.dumps({"error": f"no lie for {sorted(unknown)}"}).encode()
+                return 200, await self._relay_lying(node, body, methods)
         except _NodeUnreachableError:
             return 502, b'{"error":"the relayed node is unreachable"}'
         return 404, b'{"error":"unknown relay mode"}'
@@ -578,6 +771,51 @@ class FaultyUpstream:
             return None
 
         return refuse
+
+    async def _relay_lagging(self, node: str, body: bytes, lag: int) -> bytes:
+        """Answer as a node `lag` blocks behind the real one: see `/relay/PORT/lag/N`."""
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return await self._post(node, body)
+        real = await self._node_head(node)
+        if real is None:
+            return await self._post(node, body)
+        lagging = _Lagging(max(real - lag, 0))
+        calls = payload if isinstance(payload, list) else [payload]
+        answers: list[Any] = [lagging.own_answer(call) for call in calls]
+        kept = [index for index, answer in enumerate(answers) if answer is None]
+        if kept:
+            forwarded = [lagging.rewritten(calls[index]) for index in kept]
+            answer = await self._post(node, json.dumps(forwarded).encode())
+            try:
+                relayed = json.loads(answer)
+            except ValueError:
+                relayed = None
+            if not isinstance(relayed, list) or len(relayed) != len(forwarded):
+                return answer  # not one answer per call: passed on as is
+            for index, call, answer in zip(
+                kept, forwarded, _in_order_of(forwarded, relayed), strict=True
+            ):
+                answers[index] = lagging.trimmed(call, answer)
+        return json.dumps(answers if isinstance(payload, list) else answers[0]).encode()
+
+    async def _relay_lying(self, node: str, body: bytes, methods: frozenset[str]) -> bytes:
+        """The real node's answer, with the results of `methods` altered: see `/relay/.../lie`."""
+        answer = await self._post(node, body)
+        try:
+            payload, relayed = json.loads(body), json.loads(answer)
+        except ValueError:
+            return answer
+        calls = payload if isinstance(payload, list) else [payload]
+        answers = relayed if isinstance(relayed, list) else [relayed]
+        if len(calls) != len(answers):
+            return answer
+        for call, item in zip(calls, _in_order_of(calls, answers), strict=True):
+            method = call.get("method") if isinstance(call, dict) else None
+            if method in methods and isinstance(item, dict) and item.get("result") is not None:
+                item["result"] = _LIES[method](item["result"])
+        return json.dumps(relayed).encode()
 
     async def _node_head(self, node: str) -> int | None:
         """The node's head block, or None where it does not tell (then the node judges)."""
