@@ -76,6 +76,14 @@ def _world(key: str, nodes: list[str]) -> dict[str, Any]:
     ]
     return {
         "version": 1,
+        "chains": [
+            {
+                "chain_id": CHAIN,
+                "name": "Bench chain",
+                "short_name": "bench",
+                "native_currency": {"name": "Ether", "symbol": "ETH"},
+            }
+        ],
         "providers": plans,
         "customers": [
             {
