@@ -178,6 +178,25 @@ def test_with_one_provider_an_answer_is_served_unproven_and_not_kept(chain: Chai
     assert checked(w, "unproven") == 2
 
 
+def test_with_one_provider_a_lie_is_still_caught_against_the_nodes_own_header(
+    chain: Chain,
+) -> None:
+    """No second provider vouches for the header, but a balance its own stateRoot does not hold
+    is false all the same."""
+    w = world(
+        chain,
+        VerifyMode.ALWAYS,
+        relaying(chain.url, plus_one, ("eth_getBalance",)),
+        one_provider=True,
+        cache=False,
+    )
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
+    assert result(reply) == "0x2a"
+    assert verified(reply) is None  # the honest node's, unproven: no one vouched for the header
+    assert w.cooling() == [A]
+    assert checked(w, "false") == 1
+
+
 def test_a_block_by_number_is_proven_by_its_hash_and_a_second_provider(chain: Chain) -> None:
     w = world(chain, VerifyMode.ALWAYS, cache=False)
     reply = w.call(rpc("eth_getBlockByNumber", ["0x1", True]))

@@ -140,6 +140,7 @@ class Outcome:
 
 
 UNPROVEN = Outcome(None)
+_OTHERS_TRIED = 2  # nodes of other providers asked to agree, before a check is left unproven
 
 _HEADER_FIELDS = (
     "hash",
@@ -199,7 +200,7 @@ class Prover:
             return Outcome(None, error.reason)
         except _UnprovableError:
             return UNPROVEN
-        return Outcome(Verified.PROOF)
+        return UNPROVEN if asking.unagreed else Outcome(Verified.PROOF)
 
     async def _state(self, asking: _Asking, plan: ProofPlan, result: Any) -> None:
         header = await self._header(asking, plan.block)
@@ -262,12 +263,18 @@ class Prover:
         return await self._agreed(asking, header)
 
     async def _agreed(self, asking: _Asking, header: Mapping[str, Any]) -> Mapping[str, Any]:
-        """`header` (hash checked) once a node of another provider has the same hash at its
-        number: then trusted."""
+        """`header`, its hash checked: trusted once a node of another provider has the same hash
+        at its number. Where none can say (one provider, their nodes without the block, or one
+        that disagrees: audits decide who is wrong), the proof goes on against it, and an answer
+        it shows false is still false; one it holds is served unproven (`asking.unagreed`)."""
         chain_id = asking.call.request.chain_id
         block_hash, number = str(header["hash"]).lower(), int(str(header["number"]), 16)
         known = self.headers.by_number(chain_id, number)
-        if known is None:
+        if known is not None:
+            if str(known["hash"]).lower() != block_hash:
+                asking.unagreed = True  # another block than the trusted one: reorged, or forged
+            return known if not asking.unagreed else header
+        try:
             theirs = await asking.other("eth_getBlockByNumber", [hex(number), False])
             if not isinstance(theirs, dict):
                 raise _UnprovableError
@@ -276,12 +283,13 @@ class Prover:
             except ProofError as error:  # the other node's claim, not the answering node's
                 raise _UnprovableError from error
             if str(theirs["hash"]).lower() != block_hash:
-                raise _UnprovableError  # two providers disagree: audits decide who is wrong
-            known = {name: header[name] for name in _HEADER_FIELDS if name in header}
-            self.headers.trust(chain_id, known)
-        elif str(known["hash"]).lower() != block_hash:
-            raise ProofError(f"block {number} is not the one two providers agree on")
-        return known
+                raise _UnprovableError
+        except _UnprovableError:
+            asking.unagreed = True
+            return header
+        trusted = {name: header[name] for name in _HEADER_FIELDS if name in header}
+        self.headers.trust(chain_id, trusted)
+        return trusted
 
     async def _block_receipts(
         self, asking: _Asking, header: Mapping[str, Any]
@@ -321,15 +329,26 @@ class _Asking:
         self._timeout_s = timeout_s
         self._sent = 0
         self.last_bytes = 0  # the size of the last answer
+        self.unagreed = False  # a header no node of another provider vouched for
 
     async def same(self, method: str, params: Sequence[Any]) -> Any:
         return await self._ask(self._route, method, params)
 
     async def other(self, method: str, params: Any) -> Any:
-        provider = self._route.node.provider_id
+        """The answer of a node of another provider: the first two such routes in the call's
+        order are tried."""
+        provider, tried, seen = self._route.node.provider_id, 0, set()
         for route in (*self.call.ordered, *self.call.routes):
-            if route.node.provider_id != provider:
+            node_id = route.node.node_id
+            if route.node.provider_id == provider or node_id in seen:
+                continue
+            seen.add(node_id)
+            tried += 1
+            try:
                 return await self._ask(route, method, params)
+            except _UnprovableError:
+                if tried == _OTHERS_TRIED:
+                    raise
         raise _UnprovableError  # one provider serves the chain: nothing to agree with
 
     async def _ask(self, route: Route, method: str, params: Any) -> Any:
