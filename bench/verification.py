@@ -158,7 +158,7 @@ def _workloads(head: int, receipts: list[str], round_no: int) -> dict[str, list[
 
 
 def _run(
-    url: str, upstream: FaultyUpstream, paths: list[str], calls: list[dict[str, Any]]
+    url: str, upstream: FaultyUpstream, paths: list[str], calls: list[dict[str, Any]], mode: str
 ) -> dict[str, float]:
     before = sum(upstream.requests[p] for p in paths)
     times, verified = [], 0
@@ -168,7 +168,7 @@ def _run(
             answer = client.post(url, json=call)
             times.append(time.perf_counter() - started)
             if answer.status_code != 200 or "result" not in answer.json():
-                raise RuntimeError(f"{answer.status_code}: {answer.text[:200]}")
+                raise RuntimeError(f"{mode} {call}: {answer.status_code}: {answer.text[:200]}")
             verified += answer.headers.get("x-verified") is not None
     node_calls = sum(upstream.requests[p] for p in paths) - before
     return {
@@ -203,7 +203,7 @@ def main() -> None:
             found: dict[str, dict[str, dict[str, float]]] = {}
             for workload, calls in _workloads(head, hashes, round_no).items():
                 found[workload] = {
-                    mode: _run(router, upstream, paths, calls) for mode, router in routers.items()
+                    mode: _run(router, upstream, paths, calls, mode) for mode, router in routers.items()
                 }
             rounds.append(found)
     host.append(probe())
