@@ -48,6 +48,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 CALLS = 100  # per workload, round and setting
 TRANSFERS = 3 * CALLS  # one per block, from block 1
 FINALITY_DEPTH = 64
+_DIAGNOSIS = ("chainrouter_answers_checked", "chainrouter_upstream_attempts", "chainrouter_node")
 METHODS = ("eth_getBalance", "eth_getTransactionReceipt", "eth_blockNumber", "eth_chainId")
 
 
@@ -168,7 +169,12 @@ def _run(
             answer = client.post(url, json=call)
             times.append(time.perf_counter() - started)
             if answer.status_code != 200 or "result" not in answer.json():
-                raise RuntimeError(f"{mode} {call}: {answer.status_code}: {answer.text[:200]}")
+                metrics = httpx.get(url.split("/rpc/")[0] + "/metrics", timeout=10).text
+                counts = [m for m in metrics.splitlines() if m.startswith(_DIAGNOSIS)]
+                raise RuntimeError(
+                    f"{mode} {call}: {answer.status_code}: {answer.text[:200]}\n"
+                    + "\n".join(counts)
+                )
             verified += answer.headers.get("x-verified") is not None
     node_calls = sum(upstream.requests[p] for p in paths) - before
     return {
@@ -203,7 +209,8 @@ def main() -> None:
             found: dict[str, dict[str, dict[str, float]]] = {}
             for workload, calls in _workloads(head, hashes, round_no).items():
                 found[workload] = {
-                    mode: _run(router, upstream, paths, calls, mode) for mode, router in routers.items()
+                    mode: _run(router, upstream, paths, calls, mode)
+                    for mode, router in routers.items()
                 }
             rounds.append(found)
     host.append(probe())

@@ -16,12 +16,13 @@ import httpx
 import orjson
 import pytest
 
+from chainrouter.domain.requirements import work_of
 from chainrouter.domain.verification import Check, VerifyMode
 from chainrouter.integrity import PROOFS, ProofKind
 from chainrouter.router.contract import Forward
 from chainrouter.router.pipeline import Reply
 from chainrouter.router.proving import CHECKS
-from chainrouter.testing.scripted import Responder
+from chainrouter.testing.scripted import Responder, slow
 from tests.anvil import CHAIN_A, DEPLOY_LOGGING, node_result, start_anvil_nodes
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
 
@@ -263,6 +264,25 @@ def test_a_kept_answer_the_chain_cannot_prove_is_agreed_by_two_providers(chain: 
     assert verified(reply) is None  # served unproven (audits settle who was right) ...
     disagreeing.call(call)
     assert disagreeing.urls_called() == [A, B, A, B]  # ... and never kept
+
+
+def test_an_answer_being_proven_is_not_given_up_by_a_hedge_with_no_route_left(
+    chain: Chain,
+) -> None:
+    """A's answer and its proof take 50 ms each; a hedge starts after 70 ms and finds B cooling
+    down: the race waits for A's proof, it does not end without an answer."""
+    w = scripted_world(
+        [(A, 100, slow(0.05, relaying(chain.url))), (B, 200, relaying(chain.url))],
+        methods=PRICED,
+        heads={A: chain.head, B: chain.head},
+        verify=VerifyMode.ALWAYS,
+    )
+    for _ in range(20):
+        w.deps.health.recent.observe(1, work_of("eth_getBalance"), 0.070)
+    w.deps.cooldowns.failed(2)
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
+    assert result(reply) == "0x2a"
+    assert verified(reply) == "proof"
 
 
 def test_a_read_at_a_head_tag_is_not_proven(chain: Chain) -> None:

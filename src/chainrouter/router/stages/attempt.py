@@ -367,7 +367,13 @@ class Attempt:
             tally.tried += 1
             served = self._judge(route, answer, call, tally, elapsed, work, attempts.racing)
             if served is not None and call.proof is not None and served.route is not None:
-                served = await self._checked(call, served, timeout_s)
+                # Busy while its proof is fetched: a lane with no route left must not end the
+                # race as given up while this answer may still be served.
+                attempts.busy += 1
+                try:
+                    served = await self._checked(call, served, timeout_s)
+                finally:
+                    attempts.busy -= 1
             self._count_attempt(node_id, served is not None, elapsed)
             if served is None and (back := credits_given_back(route, elapsed)) is not None:
                 await Acquire([back])  # the provider bills answers: a failure spent nothing
