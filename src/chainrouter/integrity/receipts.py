@@ -18,6 +18,7 @@ from chainrouter.integrity._codec import (
     data,
     field,
     listed,
+    mapping,
     quantity,
     rlp,
     same_hex,
@@ -41,7 +42,7 @@ def _log(log: Mapping[str, Any]) -> list[Any]:
 
 def encode_receipt(receipt: Mapping[str, Any]) -> bytes:
     """The receipt's consensus encoding, as the block's receipts trie holds it."""
-    kind = quantity(receipt.get("type", "0x0"), "type")
+    kind = quantity(mapping(receipt, _WHAT).get("type", "0x0"), "type")
     if kind not in RECEIPT_TYPES:
         raise ProofError(f"receipt type {kind} is not one this router can prove")
     outcome: int | bytes

@@ -23,6 +23,7 @@ from chainrouter.integrity._codec import (
     field,
     keccak,
     listed,
+    mapping,
     quantity,
     rlp,
     same_hex,
@@ -77,7 +78,7 @@ def _parity(tx: Mapping[str, Any]) -> int:
 
 
 def _type(tx: Mapping[str, Any]) -> int:
-    return quantity(tx.get("type", "0x0"), "type")
+    return quantity(mapping(tx, _WHAT).get("type", "0x0"), "type")
 
 
 def _unsigned(tx: Mapping[str, Any]) -> list[Any]:
