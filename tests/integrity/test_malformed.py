@@ -92,7 +92,7 @@ def test_a_block_of_any_shape_is_judged(chain: Chain, data: st.DataObject, new: 
 @SETTINGS
 @given(data=st.data(), new=JSON)
 def test_receipts_of_any_shape_are_judged(chain: Chain, data: st.DataObject, new: Any) -> None:
-    block, receipts = chain.block(chain.several), chain.receipts(chain.several)
+    block, receipts = chain.block(chain.several, full=True), chain.receipts(chain.several)
     path = data.draw(st.sampled_from(_paths(receipts)))
     changed = _replaced(receipts, path, new)
     _judged(lambda: verify_receipts(block, changed))

@@ -84,12 +84,12 @@ PROOFS: dict[str, ProofPlan] = {
     ),
     "eth_getTransactionReceipt": ProofPlan(
         ProofKind.RECEIPTS,
-        ("eth_getBlockByHash", "eth_getBlockReceipts"),
+        (*_BLOCK_TXS, "eth_getBlockReceipts"),
         verify_receipt,
-        "the receipt at its index in the block's proven receipts",
+        "the receipt at its index in the block's proven receipts, of its proven transaction",
     ),
     "eth_getBlockReceipts": ProofPlan(
-        ProofKind.RECEIPTS, ("eth_getBlockByHash",), verify_receipts, "the receiptsRoot"
+        ProofKind.RECEIPTS, _BLOCK_TXS, verify_receipts, "the receiptsRoot, with the transactions"
     ),
     "eth_getRawTransactionByHash": ProofPlan(
         ProofKind.SELF, (), None, "keccak of the bytes is the hash asked (not that it was mined)"
