@@ -27,7 +27,11 @@ from chainrouter.integrity._codec import (
     trie_root,
 )
 from chainrouter.integrity.errors import ProofError
-from chainrouter.integrity.transactions import sender, verify_transactions
+from chainrouter.integrity.transactions import (
+    effective_gas_price,
+    sender,
+    verify_transactions,
+)
 
 RECEIPT_TYPES = (0, 1, 2, 3, 4)  # legacy, EIP-2930, EIP-1559, EIP-4844, EIP-7702
 _WHAT = "the receipt"
@@ -69,14 +73,6 @@ def receipts_root(receipts: Sequence[Mapping[str, Any]]) -> bytes:
     return trie_root([encode_receipt(receipt) for receipt in receipts])
 
 
-def _effective_gas_price(tx: Mapping[str, Any], block: Mapping[str, Any]) -> int:
-    if "maxFeePerGas" not in tx:
-        return quantity(tx["gasPrice"], "gasPrice")
-    base_fee = quantity(field(block, "baseFeePerGas", "the block"), "baseFeePerGas")
-    tip = quantity(tx["maxPriorityFeePerGas"], "maxPriorityFeePerGas")
-    return min(quantity(tx["maxFeePerGas"], "maxFeePerGas"), base_fee + tip)
-
-
 def _check_transaction(receipt: Mapping[str, Any], tx: Mapping[str, Any], where: str) -> None:
     """What a receipt repeats of its proven transaction."""
     if not same_hex(field(receipt, "transactionHash", where), tx["hash"]):
@@ -109,7 +105,7 @@ def _check_place(
     _check_transaction(receipt, tx, where)
     if "effectiveGasPrice" in receipt:
         price = quantity(receipt["effectiveGasPrice"], "effectiveGasPrice")
-        if price != _effective_gas_price(tx, block):
+        if price != effective_gas_price(tx, block):
             raise ProofError(
                 f"{where}'s effectiveGasPrice is not what its fees and the block's say"
             )
