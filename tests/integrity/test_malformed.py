@@ -16,6 +16,7 @@ from chainrouter.integrity import (
     ProofError,
     proof_request,
     verify_header,
+    verify_logs,
     verify_receipt,
     verify_receipts,
     verify_state_answer,
@@ -118,3 +119,17 @@ def test_a_proof_of_any_shape_is_judged(
     _judged(lambda: verify_state_answer(method, params, result, changed, root))
     _judged(lambda: verify_state_answer(method, params, new, proof, root))
     _judged(lambda: verify_state_answer(method, [new, *params[1:]], result, proof, root))
+
+
+@SETTINGS
+@given(data=st.data(), new=JSON)
+def test_logs_and_filters_of_any_shape_are_judged(
+    chain: Chain, data: st.DataObject, new: Any
+) -> None:
+    query = {"fromBlock": "0x0", "toBlock": hex(chain.several), "topics": [None]}
+    blocks = [(chain.block(n, full=True), chain.receipts(n)) for n in range(chain.several + 1)]
+    answer = chain.read("eth_getLogs", [query])
+    changed = _replaced(answer, data.draw(st.sampled_from(_paths(answer))), new)
+    _judged(lambda: verify_logs(blocks, query, changed))
+    odd = _replaced(query, data.draw(st.sampled_from(_paths(query))), new)
+    _judged(lambda: verify_logs(blocks, odd, answer))
