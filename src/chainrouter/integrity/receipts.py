@@ -2,12 +2,17 @@
 
 The trie holds, at RLP(index), each receipt's consensus encoding: RLP [status (or the state root
 before Byzantium), cumulativeGasUsed, logsBloom, logs], prefixed by the type byte for typed
-transactions. Fetched once per block (`eth_getBlockReceipts`), the whole list is proven with the
-block's full transactions (which bind each index to its transaction's hash); what a receipt says
-beyond its encoding is checked where the two lists determine it: gasUsed from the cumulative
-gas, each log's index and place, the receipt's place in the block, `from` (the transaction's
-recovered sender), `to`, `contractAddress` (from the sender and nonce) and
-`effectiveGasPrice` (from the block's base fee). `blobGasPrice` is not checked.
+transactions. Fetched once per block (`eth_getBlockReceipts`), the whole list is proven; what a
+receipt says beyond its encoding is checked where the list determines it: gasUsed from the
+cumulative gas, each log's index and place, the receipt's place in the block.
+
+Which transaction a receipt is of is bound by the block's transactions: given the block with
+full transactions (`eth_getBlockByHash(h, true)`), they are proven too, and each receipt's
+`transactionHash`, `from` (the recovered sender), `to`, `contractAddress` (from the sender and
+nonce) and `effectiveGasPrice` (from the block's base fee) are checked against its transaction.
+Given the block with its transactions' hashes only, a receipt's `transactionHash` is held to
+the block's list, which the header does not commit to: the node's word. `blobGasPrice` is not
+checked.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from chainrouter.integrity._codec import (
     trie_root,
 )
 from chainrouter.integrity.errors import ProofError
+from chainrouter.integrity.headers import verify_header
 from chainrouter.integrity.transactions import (
     effective_gas_price,
     sender,
@@ -105,13 +111,15 @@ def _check_place(
     """What a receipt says of its place that the proven lists and the block determine."""
     where = f"receipt {index}"
     tx = block["transactions"][index]
-    _check_transaction(receipt, tx, where)
-    if "effectiveGasPrice" in receipt:
-        price = quantity(receipt["effectiveGasPrice"], "effectiveGasPrice")
-        if price != effective_gas_price(tx, block):
-            raise ProofError(
-                f"{where}'s effectiveGasPrice is not what its fees and the block's say"
-            )
+    if not isinstance(tx, Mapping):  # the block's list of hashes: the node's word
+        if not same_hex(field(receipt, "transactionHash", where), tx):
+            raise ProofError(f"{where} is not of the block's transaction at its index")
+    else:
+        _check_transaction(receipt, tx, where)
+        if "effectiveGasPrice" in receipt:
+            price = quantity(receipt["effectiveGasPrice"], "effectiveGasPrice")
+            if price != effective_gas_price(tx, block):
+                raise ProofError(f"{where}'s effectiveGasPrice is not its fees' at the block")
     for name, expected in (("blockHash", block["hash"]), ("blockNumber", block["number"])):
         if not same_hex(field(receipt, name, where), expected):
             raise ProofError(f"{where} names another block")
@@ -137,10 +145,15 @@ def _check_place(
 
 def verify_receipts(block: Mapping[str, Any], receipts: Sequence[Mapping[str, Any]]) -> None:
     """The block's whole receipts (an eth_getBlockReceipts answer), shown to make the block's
-    receiptsRoot, one per transaction, each in its place and of its transaction. `block` comes
-    with full transactions (`eth_getBlockByHash(h, true)`): they are proven too (and the header
-    against its hash), since only they bind a receipt's index to a transaction hash."""
-    transactions = verify_transactions(block)
+    receiptsRoot, one per transaction, each in its place; the header is checked against its
+    hash. With the block's full transactions (`eth_getBlockByHash(h, true)`) they are proven
+    too, and each receipt is shown to be of its transaction; with hashes only, a receipt's
+    transaction hash is as the block's list says (see the module's docstring)."""
+    transactions = listed(field(block, "transactions", "the block"), "the block's transactions")
+    if transactions and all(isinstance(tx, Mapping) for tx in transactions):
+        verify_transactions(block)
+    else:
+        verify_header(block)
     receipts = listed(receipts, "the receipts")
     if len(receipts) != len(transactions):
         raise ProofError(f"{len(receipts)} receipts for {len(transactions)} transactions")
@@ -159,9 +172,10 @@ def verify_receipt(
     tx_hash: str,
     claimed: Mapping[str, Any] | None,
 ) -> None:
-    """Judge one eth_getTransactionReceipt answer against the block's whole receipts (and its
-    full transactions, as verify_receipts): its encoding, and everything the proven lists
-    determine of it. `null` for a receipt the block holds is a claim that fails."""
+    """Judge one eth_getTransactionReceipt answer against the block's whole receipts (as
+    verify_receipts proves them: with the block's full transactions, the receipt is bound to
+    its transaction): its encoding, and everything the proven lists determine of it. `null`
+    for a receipt the block holds is a claim that fails."""
     verify_receipts(block, receipts)
     index = next(
         (i for i, r in enumerate(receipts) if same_hex(r.get("transactionHash"), tx_hash)), None
