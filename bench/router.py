@@ -76,7 +76,9 @@ BARE = "bare Python forwarder (uvicorn + aiohttp, no pipeline), 1 worker"
 BARE_NATIVE = "bare native forwarder (Rust server and client, no pipeline), 1 worker"
 PYTHON_ONE_WORKER = "chainrouter python, 1 worker(s)"
 NATIVE_ONE_WORKER = "chainrouter native, 1 worker(s)"
-NATIVE_PIPELINE = "chainrouter native, 1 worker(s), repeats off: every request through the pipeline"
+NATIVE_PIPELINE = (
+    "chainrouter native, 1 worker(s), decisions off: every request through the pipeline"
+)
 UPSTREAM = "static upstream, direct"
 ECHO = "uvicorn echo server (answers itself, no upstream), 1 worker"
 NATIVE_HALF = "chainrouter native, 1 worker"
@@ -264,9 +266,9 @@ def main() -> None:
         natives = {
             workers: running.enter_context(router(setup, workers, "native")) for workers in (1, 2)
         }
-        # The same request again and again is what the native server repeats itself (docs/
-        # router.md, "Repeated forwards"): with repeats off, the pipeline serves every one, as it
-        # does each first request and every request unlike the ones before.
+        # The same request again and again is what the native server answers itself from the
+        # pipeline's decision (docs/router.md, "Scoped decisions"): with decisions off, the
+        # pipeline serves every one, as it does each first request and every call out of scope.
         pipeline_only = running.enter_context(
             router(setup, 1, "native", {"CHAINROUTER_REPEAT_FORWARDS": "false"})
         )
@@ -435,11 +437,11 @@ def _write(
         "medians shown, with the lowest and highest per-round ratio to nginx. The router holds "
         f"{nodes} nodes over the whole registry; each request is decided by key, domain (Origin "
         "checked against a one-domain list), credit check, routing, forwarding and billing. "
-        "Every request is the same `eth_blockNumber` call: the native rows repeat the pipeline's "
-        'forward in the server once the pipeline has decided it (docs/router.md, "Repeated '
-        'forwards"; billed by Python in groups before the answers leave), and the row with '
-        "repeats off runs the whole pipeline for every request, as for a first request or one "
-        "unlike those before. Upstream: "
+        "Every request is the same `eth_blockNumber` call: the native rows apply the pipeline's "
+        'decision in the server once the pipeline has made it (docs/router.md, "Scoped '
+        'decisions"; settled by the one ledger in groups before the answers leave), and the row '
+        "with decisions off runs the whole pipeline for every request, as for a first request or "
+        "one out of every decision's scope. Upstream: "
         "nginx returning a fixed JSON-RPC result. The bare forwarders are the transport "
         "benchmark's: the minimal ASGI app on uvicorn with aiohttp, and the minimal handler on "
         "the native executor (`bench/native_forwarder.py`); each is the ceiling of its server "
@@ -483,10 +485,11 @@ def _write(
         f"One native worker against the bare native forwarder: {pipeline_share:.2f}x the "
         f"requests/s (rounds {min(pipelines):.2f} to {max(pipelines):.2f}); server thread "
         f"{rows[NATIVE_ONE_WORKER].busiest_thread_us:.1f} against "
-        f"{rows[BARE_NATIVE].busiest_thread_us:.1f} µs per request: what repeating costs beside "
-        "forwarding (the memo's look-up, the answer's check, billing in groups). With repeats "
-        f"off, {repeat_share:.2f}x (rounds {min(repeats):.2f} to {max(repeats):.2f}); server "
-        f"thread {rows[NATIVE_PIPELINE].busiest_thread_us:.1f} µs per request: what the "
+        f"{rows[BARE_NATIVE].busiest_thread_us:.1f} µs per request: what applying decisions "
+        "costs beside forwarding (the look-up, the answer's check, settling in groups). With "
+        f"decisions off, {repeat_share:.2f}x (rounds {min(repeats):.2f} to "
+        f"{max(repeats):.2f}); server thread "
+        f"{rows[NATIVE_PIPELINE].busiest_thread_us:.1f} µs per request: what the "
         "pipeline and its glue cost (key, domain, credits, validation, routing, the answer's "
         "check, billing, stepping the program from Rust).",
         "",

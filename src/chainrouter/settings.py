@@ -26,6 +26,7 @@ from pydantic_settings import (
 
 from chainrouter.domain.chains import MAX_CHAIN_ID
 from chainrouter.domain.money import MoneyError, parse_credits
+from chainrouter.domain.verification import VerifyMode
 from chainrouter.validation import error_message
 
 ENV_PREFIX = "CHAINROUTER_"
@@ -451,6 +452,19 @@ class Settings(BaseSettings):
         description="Per chain, max_block_lag in its place (a chain of quick blocks may allow "
         'more). In the environment: a JSON object by chain ID, e.g. {"42161": 20}.',
     )
+    verify: VerifyMode = Field(
+        default=VerifyMode.CACHE,
+        description="What the router proves of nodes' answers before serving them "
+        "(docs/integrity.md, Proofs): `off`; `cache`, every answer the response cache keeps is "
+        "proven (eth_getProof, block roots) or, where the chain offers no proof, agreed by a "
+        "node of another provider, before it is served and kept; `always`, that and every "
+        "provable answer pinned to a block.",
+    )
+    chain_verify: dict[int, VerifyMode] = Field(
+        default_factory=dict,
+        description="Per chain, verify in its place. In the environment: a JSON object by "
+        'chain ID, e.g. {"1": "always"}.',
+    )
     max_logs_block_range: int = Field(
         default=10_000,
         ge=1,
@@ -680,6 +694,14 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"chain IDs must be between 1 and {MAX_CHAIN_ID}, depths >= 1: {wrong}"
             )
+        return value
+
+    @field_validator("chain_verify")
+    @classmethod
+    def _verify_chain_ids(cls, value: dict[int, VerifyMode]) -> dict[int, VerifyMode]:
+        wrong = [chain for chain in value if not 1 <= chain <= MAX_CHAIN_ID]
+        if wrong:
+            raise ValueError(f"chain IDs must be between 1 and {MAX_CHAIN_ID}: {wrong}")
         return value
 
     @field_validator("chain_max_block_lag")

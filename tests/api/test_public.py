@@ -25,7 +25,8 @@ from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.api.conftest import ApiFactory, ApiHarness
 from tests.redis_servers import SilentRedis
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
+# A database of its own: the test empties it, while other tests may use database 0 at once.
+REDIS_URL = "redis://127.0.0.1:6379/9"
 
 
 def _chain(chain_id: int) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from chainrouter.domain.credentials import SecretKind, generate_secret, hash_sec
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.domain.verification import VerifyMode
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.contract import Attempted, Decision, Gather
 from chainrouter.router.cooldown import MemoryCooldowns
@@ -31,6 +32,7 @@ from chainrouter.router.memory_cache import MemoryCache
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.pipeline import Reply
+from chainrouter.router.proving import Prover
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
@@ -168,6 +170,7 @@ def scripted_world(
     finality_depth: int = 10,
     decisions: bool = False,
     provider_of: dict[str, str] | None = None,
+    verify: VerifyMode = VerifyMode.OFF,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
     declare `capabilities` (by URL) and have passed a health check at `heads` (by URL). With
@@ -175,7 +178,7 @@ def scripted_world(
     with `coalesce`, identical calls in flight at once share an attempt; with `decisions`, the
     pipeline hands over its decisions, as to the native server (its real memo holds the
     grants). Each plan is its own provider's, but where `provider_of` names another node's (by
-    URL)."""
+    URL). `verify`: what nodes' answers are checked by (router/proving.py)."""
     declared = capabilities or {}
     scripted = [
         ScriptedNode(url, price, script, capabilities=declared.get(url, UNKNOWN))
@@ -263,6 +266,7 @@ def scripted_world(
         coalesce=coalesce,
         cache_prices=CachePrices(cache_prices),
         grants=grants,
+        prover=None if verify is VerifyMode.OFF else Prover(lambda chain_id: verify),
     )
     service = RpcService(snapshot, deps)
     decider = None

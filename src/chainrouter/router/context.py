@@ -22,6 +22,7 @@ from chainrouter.domain.enums import RoutingStrategy, Scenario
 from chainrouter.domain.requirements import NOTHING, Needs
 from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.domain.verification import ProofPlan, Verified
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
 from chainrouter.jsonrpc.errors import RpcError
 from chainrouter.router.belief import NOTHING_EXPECTED, Expected
@@ -57,6 +58,10 @@ class RequestContext:
     attempts: list[Attempted] = field(default_factory=list)
     # Each call once it ended, kept only when requests are logged (router/request_log.py).
     ended: list[CallContext] | None = None
+    # Calls whose answer was checked before it was served (`X-Verified`), and of those how many
+    # by a proof rather than by two providers' agreement (router/proving.py).
+    verified_calls: int = 0
+    proven_calls: int = 0
 
 
 @dataclass(slots=True)
@@ -85,11 +90,14 @@ class CallContext:
     cache_key: str | None = None
     cache_pin: Pinned | None = None  # None: never kept (coalesced at most)
     cached: bytes | None = None  # answered from the cache: its `"result":...`
+    looked_up: bool = False  # looked for in the cache: its answer will be kept (final)
     leading: Leading | None = None  # the flight this call leads
     seen_head: int | None = None  # a read of the head: the newest block its key had seen
     expected: Expected = NOTHING_EXPECTED  # what a node's answer must show to be believed
     tx_hash: str | None = None  # an `eth_sendRawTransaction`'s: its transaction's hash
     flight_seen: int | None = None  # the seen head its flight's key holds (a read of the head)
+    proof: ProofPlan | None = None  # what its answer is checked by before it is served
+    verified: Verified | None = None  # how it was, once served
     # Served by its first route at the first try, with no rate limit in the way: how long the
     # attempt would have waited before another node was tried. None: not (router/fast/).
     decided_within_s: float | None = None

@@ -55,6 +55,7 @@ class RouterMetrics:
         "notifications",
         "repeated",
         "requests",
+        "verified",
         "websocket",
     )
 
@@ -78,6 +79,9 @@ class RouterMetrics:
         # counts are read or exported: ("adopted" | "published", chain) -> regresses, and
         # ("read", 0) -> 1 once the worker has read the shared epochs.
         self.epochs: dict[tuple[str, int], int] = {}
+        # (chain, method, outcome: "proof" | "agreement" | "unproven" | "false") -> answers
+        # checked before they were served (router/proving.py)
+        self.verified: dict[tuple[int, str, str], int] = {}
 
     def request(self, route: str, status: int, count: int = 1) -> None:
         key = (route, status)
@@ -112,6 +116,10 @@ class RouterMetrics:
             counts[_BUCKETS + bisect.bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
         counts[-1] += sum(times)
 
+    def checked(self, chain_id: int, method: str, outcome: str) -> None:
+        key = (chain_id, method, outcome)
+        self.verified[key] = self.verified.get(key, 0) + 1
+
     def attempts(self) -> dict[tuple[int, str], int]:
         """(node, "answered" | "failed") -> attempts."""
         found = {}
@@ -144,6 +152,7 @@ class RouterMetrics:
             "cache": [[*key, n] for key, n in list(self.cache.items())],
             "repeated": [[*key, n] for key, n in list(self.repeated.items())],
             "epochs": [[*key, n] for key, n in list(self.epochs.items())],
+            "verified": [[*key, n] for key, n in list(self.verified.items())],
         }
 
     def add(self, data: dict[str, Any]) -> None:
@@ -170,6 +179,9 @@ class RouterMetrics:
             self.repeated[(chain, method)] = self.repeated.get((chain, method), 0) + n
         for series, chain, n in data.get("epochs", ()):
             self.epochs[(series, chain)] = self.epochs.get((series, chain), 0) + n
+        for chain, method, outcome, n in data.get("verified", ()):
+            checked = (chain, method, outcome)
+            self.verified[checked] = self.verified.get(checked, 0) + n
 
     def copy(self) -> RouterMetrics:
         merged = RouterMetrics()

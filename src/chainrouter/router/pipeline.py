@@ -22,6 +22,7 @@ _OK = 200
 
 
 SPLIT_HEADER = "x-logs-split-ranges"  # how many ranges split eth_getLogs calls were asked in
+VERIFIED_HEADER = "x-verified"  # proof or agreement: every answer was checked (router/proving.py)
 CACHE_HEADER = "x-cache"  # HIT, MISS or PARTIAL (a batch answered from the cache in part)
 
 
@@ -159,6 +160,10 @@ def _headers(
     headers = _retry_after(status, retry_s)
     if request.split_ranges:
         headers += ((SPLIT_HEADER, str(request.split_ranges)),)
+    verified = request.verified_calls
+    if verified and verified == len(request.calls):
+        how = "proof" if request.proven_calls == verified else "agreement"
+        headers += ((VERIFIED_HEADER, how),)
     if cache_header:
         hits = request.cache_hits
         state = "MISS" if not hits else "HIT" if hits == len(request.calls) else "PARTIAL"

@@ -53,6 +53,7 @@ class _RouterCollector(Collector):
         yield from _websocket(counts)
         yield from _cache(counts)
         yield _repeated(counts)
+        yield _verified(counts)
         yield from _epochs(counts)
         yield from _storage(state.sync)
 
@@ -206,6 +207,20 @@ def _repeated(counts: RouterMetrics) -> Metric:
     for (chain, method), n in sorted(counts.repeated.items()):
         repeated.add_metric([str(chain), method], n)
     return repeated
+
+
+def _verified(counts: RouterMetrics) -> Metric:
+    verified = CounterMetricFamily(
+        "chainrouter_answers_checked",
+        "Nodes' answers checked before they were served (docs/integrity.md, Proofs), by chain, "
+        "method and outcome: proof (proven), agreement (two providers agreed), unproven (no "
+        "proof could be made: served, not kept), false (the proof failed: the node's answer "
+        "was not served and the node was reported).",
+        labels=["chain", "method", "outcome"],
+    )
+    for (chain, method, outcome), n in sorted(counts.verified.items()):
+        verified.add_metric([str(chain), method, outcome], n)
+    return verified
 
 
 def _nodes(state: RouterState) -> Iterator[Metric]:

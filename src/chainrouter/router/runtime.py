@@ -14,6 +14,7 @@ from sqlalchemy import Engine
 
 from chainrouter.domain.cacheable import CachePrices
 from chainrouter.domain.routing import HealthReport, NodeInfo
+from chainrouter.domain.verification import VerifyMode
 from chainrouter.net.client_ip import IpNetwork, parse_networks
 from chainrouter.net.outbound import dial_rule, ssl_context
 from chainrouter.ratelimit import create_limiter
@@ -42,6 +43,7 @@ from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import MetricsShare, RouterMetrics, with_metered
 from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.prometheus import RouterExposition, RouterState
+from chainrouter.router.proving import Prover
 from chainrouter.router.readiness import Readiness, readiness
 from chainrouter.router.request_log import RequestLog
 from chainrouter.router.response_cache import (
@@ -308,6 +310,7 @@ def build_runtime(
         finality=finality,
         coalesce=settings.coalesce,
         cache_prices=CachePrices(settings.cache_prices_nano()),
+        prover=prover_for(settings),
         grants=grants,
     )
     request_log = RequestLog(logging.getLevelNamesMapping()[settings.request_log_level.name])
@@ -487,3 +490,11 @@ def _report_end(task: asyncio.Task[None]) -> None:
     """Background work only ends at shutdown; anything else is a bug worth a loud log line."""
     if not task.cancelled() and task.exception() is not None:
         log.error("%s stopped", task.get_name(), exc_info=task.exception())
+
+
+def prover_for(settings: Settings) -> Prover | None:
+    """The router's prover, by its settings; None where every chain's `verify` is off."""
+    default, per_chain = settings.verify, dict(settings.chain_verify)
+    if default is VerifyMode.OFF and all(mode is VerifyMode.OFF for mode in per_chain.values()):
+        return None
+    return Prover(lambda chain_id: per_chain.get(chain_id, default))

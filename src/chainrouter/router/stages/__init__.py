@@ -33,6 +33,7 @@ from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.proving import Prover
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
@@ -55,6 +56,7 @@ from chainrouter.router.stages.method import MethodPriced
 from chainrouter.router.stages.needs import CallNeeds
 from chainrouter.router.stages.payload import ParsePayload
 from chainrouter.router.stages.routes import PlanRoutes
+from chainrouter.router.stages.verify import Verify
 from chainrouter.router.stages.write import SignedTransactions
 
 
@@ -100,6 +102,8 @@ class StageDeps:
     cache_prices: CachePrices = field(default_factory=CachePrices)
     # What calls under decisions spend from, on an executor that applies decisions.
     grants: Grants | None = None
+    # What nodes' answers are checked by before they are served; None: nothing is.
+    prover: Prover | None = None
 
     @property
     def caching(self) -> bool:
@@ -147,6 +151,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
         cached.append(
             FromCache(deps.cache, deps.finality, deps.cache_prices, deps.credits, deps.epochs)
         )
+    verified: list[CallStage] = [] if deps.prover is None else [Verify(deps.prover)]
     coalesced: list[CallStage] = []
     if deps.coalesce:
         coalesced.append(Coalesce(deps.cache_prices, deps.credits, deps.ledger))
@@ -160,6 +165,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
         CapableRoutes(deps.capabilities, limits.logs_split_max_parts),
         HasTheBlock(deps.health, deps.epochs),
         NotBehindSeen(deps.seen_heads, deps.health, deps.epochs),
+        *verified,
         # Before the hold: a call that joins holds nothing for a route it will not take, only
         # the cache price when its answer comes (a leader refused credits lands at once, with
         # no one joined: nothing awaits between the two).
@@ -177,6 +183,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
             deps.credits,
             deps.ledger,
             deps.metrics,
+            deps.prover,
         ),
     ]
 

@@ -42,6 +42,7 @@ from chainrouter.domain.requirements import Needs, Work, work_of
 from chainrouter.domain.routing import Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.upstream_errors import Fault, NodeFault, classify
+from chainrouter.domain.verification import Verified
 from chainrouter.jsonrpc.envelope import encode_json
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
@@ -57,6 +58,7 @@ from chainrouter.router.latency import HEDGED_WORK, TailPolicies, TailPolicy
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
 from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.proving import Prover
 from chainrouter.router.writes import already_known, echoes
 
 
@@ -122,6 +124,7 @@ class _Served:
     status: int
     answer: bytes
     elapsed: float = 0.0  # seconds from sending to the answer
+    verified: Verified | None = None  # how the answer was checked (router/proving.py)
 
 
 _PEERS = 3  # routes whose latency may stand in for an unknown one
@@ -198,8 +201,13 @@ class Attempt:
         credits: CreditView,
         ledger: Ledger,
         metrics: RouterMetrics | None = None,
+        prover: Prover | None = None,
+        answered_false: Callable[[int, str], None] | None = None,
     ) -> None:
         self._cooldowns = cooldowns
+        self._prover = prover
+        # A node whose answer a proof showed false: reported here (cooled down by default).
+        self._answered_false = answered_false or (lambda node_id, why: cooldowns.failed(node_id))
         self._credits = credits
         self._health = health
         self._capabilities = capabilities
@@ -211,7 +219,8 @@ class Attempt:
         self._tail = tail
         self._limits = limits
         self._clock = clock
-        self._count_attempt = (RouterMetrics() if metrics is None else metrics).attempt
+        self._metrics = RouterMetrics() if metrics is None else metrics
+        self._count_attempt = self._metrics.attempt
         # Each route's limits, by the route's identity, for the snapshot the routes belong to.
         self._snapshot: RouterSnapshot | None = None
         # By the route's identity, the route kept beside them: a call of an older snapshot still
@@ -276,6 +285,8 @@ class Attempt:
             outcome = self._best_doubted(attempts)
         if isinstance(outcome, _Served):
             call.served_by = outcome.route
+            if call.proof is not None and outcome.route is not None:
+                self._note_checked(call, outcome.verified)
             call.end(outcome.scenario, outcome.status, outcome.answer)
         else:
             self._fail(call, attempts.tally)
@@ -355,6 +366,8 @@ class Attempt:
                 attempts.busy -= 1
             tally.tried += 1
             served = self._judge(route, answer, call, tally, elapsed, work, attempts.racing)
+            if served is not None and call.proof is not None and served.route is not None:
+                served = await self._checked(call, served, timeout_s)
             self._count_attempt(node_id, served is not None, elapsed)
             if served is None and (back := credits_given_back(route, elapsed)) is not None:
                 await Acquire([back])  # the provider bills answers: a failure spent nothing
@@ -370,6 +383,7 @@ class Attempt:
                     and not attempts.in_flight
                     and not buckets
                     and work is not Work.WRITE
+                    and call.proof is None
                 ):
                     # The pipeline's whole decision for this call: the native server may apply
                     # it, waiting on the node no longer than a fresh call's attempt would (not
@@ -385,6 +399,35 @@ class Attempt:
             self._settle(attempts, None)
             return None
         return _GAVE_UP if attempts.busy == 0 else None
+
+    async def _checked(
+        self, call: CallContext, served: _Served, timeout_s: float
+    ) -> _Served | None:
+        """`served` once its answer is checked by the call's plan (router/proving.py); None when
+        the check showed it false: the node is reported, and the next route is tried."""
+        prover, plan, route = self._prover, call.proof, served.route
+        if prover is None or plan is None or route is None:
+            return served
+        outcome = await prover.check(call, plan, route, served.answer, timeout_s)
+        if outcome.false is not None:
+            self._metrics.checked(call.request.chain_id, call.call.method, "false")
+            self._answered_false(route.node.node_id, outcome.false)
+            return None
+        served.verified = outcome.verified
+        return served
+
+    def _note_checked(self, call: CallContext, verified: Verified | None) -> None:
+        """The served answer's check: counted, said in `X-Verified`, and an answer not checked
+        is not kept (the cache keeps only what was proven or agreed)."""
+        outcome = "unproven" if verified is None else verified.value
+        self._metrics.checked(call.request.chain_id, call.call.method, outcome)
+        call.verified = verified
+        if verified is None:
+            call.cache_pin = None
+            return
+        call.request.verified_calls += 1
+        if verified is Verified.PROOF:
+            call.request.proven_calls += 1
 
     def _made(
         self, call: CallContext, node_id: int, timeout_s: float, work: Work, attempts: _Attempts

@@ -1,0 +1,369 @@
+"""What the router proves of a node's answer before it serves it (design notes, "Integrity",
+Proofs; docs/integrity.md).
+
+A node's answer is a claim. Where the chain lets the router check it, it does, before the answer
+is served (and, for an answer the cache keeps, before it is kept):
+- **a header** is trusted when its hash is keccak(RLP(header)) and a node of another provider
+  answers the same hash at its number (`TrustedHeaders` keeps the trusted ones);
+- **a state read** pinned to a block (balance, nonce, code, storage) is proven with
+  `eth_getProof` against the trusted header's `stateRoot`;
+- **a block** by number or hash is its own header; with its transactions, their root too;
+- **a receipt** is checked against the whole block's receipts, proven against `receiptsRoot`
+  (fetched once per block and kept), **a transaction** against its block's `transactionsRoot`;
+- a kept answer the chain offers no proof for (an `eth_call`, logs) is **agreed**: asked again
+  of another provider's node, and kept only when both say the same.
+The proofs themselves are `chainrouter.integrity`'s (pure functions over the nodes' JSON); this
+module decides what to prove (`plan`) and fetches what the proof needs (`check`, a program that
+awaits `Forward` commands like the attempt it runs inside: router/stages/attempt.py).
+
+A proof that fails means the node answered something false: the caller's answer comes from
+another node, and the node is reported (`on_false`). A proof that cannot be made (no second
+provider, a node without the block's receipts, a time-out) leaves the answer served unproven:
+not marked, and not kept.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from chainrouter import integrity
+from chainrouter.domain.routing import Route
+from chainrouter.domain.verification import Check, ProofPlan, Verified, VerifyMode
+from chainrouter.integrity import ProofError
+from chainrouter.router.context import CallContext
+from chainrouter.router.contract import Failure, Forward
+
+STATE_READS = frozenset(
+    {"eth_getBalance", "eth_getTransactionCount", "eth_getCode", "eth_getStorageAt"}
+)
+# The methods whose proofs this module fetches for, by check; each is provable by
+# chainrouter.integrity's table (`PROOFS`), which a test holds it to.
+CHECKS = {
+    **dict.fromkeys(STATE_READS, Check.STATE),
+    "eth_getBlockByNumber": Check.BLOCK,
+    "eth_getBlockByHash": Check.BLOCK,
+    "eth_getTransactionReceipt": Check.RECEIPT,
+    "eth_getTransactionByHash": Check.TRANSACTION,
+}
+_TAGS = frozenset({"latest", "pending", "safe", "finalized", "earliest"})
+
+
+def plan(call: CallContext, mode: VerifyMode) -> ProofPlan | None:
+    """What `call`'s answer must be checked by before it is served, if anything: under `cache`,
+    an answer the cache will keep; under `always`, that and every answer the chain can prove.
+    A read at a head tag is not proven (the head may move between the answer and the proof:
+    an honest node would be taken for a false one)."""
+    if mode is VerifyMode.OFF:
+        return None
+    kept = call.looked_up  # the cache looked for it: its answer will be kept
+    check = CHECKS.get(call.call.method)
+    if check is None:
+        return ProofPlan(Check.AGREEMENT) if kept else None
+    if not kept and mode is not VerifyMode.ALWAYS:
+        return None
+    if check is Check.STATE:
+        block = _state_block(call)
+        if block is None:
+            return ProofPlan(Check.AGREEMENT) if kept else None
+        return ProofPlan(check, block)
+    if check is Check.BLOCK and not _pinned_block(call):
+        return ProofPlan(Check.AGREEMENT) if kept else None
+    return ProofPlan(check)
+
+
+def _state_block(call: CallContext) -> int | str | None:
+    """The block a state read names: its number, or its hash (EIP-1898); None for a tag."""
+    params = call.call.params
+    if not isinstance(params, list) or not params:
+        return None
+    ref = params[-1]
+    if isinstance(ref, dict):
+        ref = ref.get("blockHash", ref.get("blockNumber"))
+    if not isinstance(ref, str) or ref in _TAGS:
+        return None
+    if len(ref) == 66:
+        return ref.lower()
+    return call.needs.state_at
+
+
+def _pinned_block(call: CallContext) -> bool:
+    params = call.call.params
+    if call.call.method == "eth_getBlockByHash":
+        return True
+    return isinstance(params, list) and bool(params) and params[0] not in _TAGS
+
+
+class TrustedHeaders:
+    """Headers the router trusts (hash checked, agreed by two providers), newest use last, at
+    most `max_headers` (oldest out first): the roots a proof is checked against."""
+
+    def __init__(self, max_headers: int = 4096) -> None:
+        self._max = max_headers
+        self._by_hash: OrderedDict[tuple[int, str], Mapping[str, Any]] = OrderedDict()
+        self._by_number: dict[tuple[int, int], str] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_hash)
+
+    def by_hash(self, chain_id: int, block_hash: str) -> Mapping[str, Any] | None:
+        header = self._by_hash.get((chain_id, block_hash))
+        if header is not None:
+            self._by_hash.move_to_end((chain_id, block_hash))
+        return header
+
+    def by_number(self, chain_id: int, number: int) -> Mapping[str, Any] | None:
+        block_hash = self._by_number.get((chain_id, number))
+        return None if block_hash is None else self.by_hash(chain_id, block_hash)
+
+    def trust(self, chain_id: int, header: Mapping[str, Any]) -> None:
+        block_hash, number = str(header["hash"]).lower(), int(str(header["number"]), 16)
+        self._by_hash[(chain_id, block_hash)] = header
+        self._by_number[(chain_id, number)] = block_hash
+        while len(self._by_hash) > self._max:
+            (old_chain, _), old = self._by_hash.popitem(last=False)
+            self._by_number.pop((old_chain, int(str(old["number"]), 16)), None)
+
+
+class _UnprovableError(Exception):
+    """The proof could not be made (no second provider, a node's failure): served unproven."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    verified: Verified | None  # None: served unproven
+    false: str | None = None  # why the node's answer is false; None: not shown false
+
+
+UNPROVEN = Outcome(None)
+_OTHERS_TRIED = 2  # nodes of other providers asked to agree, before a check is left unproven
+
+_HEADER_FIELDS = (
+    "hash",
+    "number",
+    "parentHash",
+    "stateRoot",
+    "receiptsRoot",
+    "transactionsRoot",
+)
+
+
+class Prover:
+    """Checks answers by their plan; `modes` gives each chain's `VerifyMode`."""
+
+    def __init__(
+        self,
+        modes: Callable[[int], VerifyMode],
+        headers: TrustedHeaders | None = None,
+        max_receipts_bytes: int = 8 << 20,
+    ) -> None:
+        self.mode = modes
+        self.headers = TrustedHeaders() if headers is None else headers
+        # The receipts of blocks proven, with the block: (chain, block hash) -> both.
+        self._receipts: OrderedDict[tuple[int, str], tuple[Mapping[str, Any], list[Any]]] = (
+            OrderedDict()
+        )
+        # Bounded by the bytes the nodes sent for them (a block's receipts may be megabytes).
+        self._receipt_bytes: dict[tuple[int, str], int] = {}
+        self._held_bytes = 0
+        self._max_receipt_bytes = max_receipts_bytes
+
+    async def check(
+        self, call: CallContext, plan: ProofPlan, route: Route, answer: bytes, timeout_s: float
+    ) -> Outcome:
+        """Check `answer`, given by `route`'s node, by `plan`; the extra calls go to that node and
+        to another provider's, each within `timeout_s`."""
+        try:
+            result = orjson.loads(answer)["result"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return UNPROVEN
+        asking = _Asking(call, route, timeout_s)
+        try:
+            if plan.check is Check.AGREEMENT:
+                agreed = await asking.other(call.call.method, call.call.params) == result
+                return Outcome(Verified.AGREEMENT) if agreed else UNPROVEN
+            if result is None:
+                return UNPROVEN  # an absence is not proven (router/belief.py judges it)
+            if plan.check is Check.STATE:
+                await self._state(asking, plan, result)
+            elif plan.check is Check.BLOCK:
+                await self._block(asking, result)
+            elif plan.check is Check.RECEIPT:
+                await self._receipt(asking, result)
+            else:
+                await self._transaction(asking, result)
+        except ProofError as error:
+            return Outcome(None, error.reason)
+        except _UnprovableError:
+            return UNPROVEN
+        return UNPROVEN if asking.unagreed else Outcome(Verified.PROOF)
+
+    async def _state(self, asking: _Asking, plan: ProofPlan, result: Any) -> None:
+        header = await self._header(asking, plan.block)
+        call = asking.call.call
+        asked = call.params if isinstance(call.params, list) else []
+        method, params = integrity.proof_request(call.method, asked, str(header["hash"]))
+        proof = await asking.same(method, params)
+        code = None
+        if call.method == "eth_getCode":
+            code = bytes.fromhex(str(result)[2:])
+        root = bytes.fromhex(str(header["stateRoot"])[2:])
+        integrity.verify_state_answer(call.method, asked, result, proof, root, code)
+
+    async def _block(self, asking: _Asking, block: Any) -> None:
+        if not isinstance(block, dict):
+            raise ProofError("a block that is not an object")
+        integrity.verify_header(block)
+        await self._agreed(asking, block)
+        transactions = block.get("transactions") or []
+        if transactions and isinstance(transactions[0], dict):
+            integrity.verify_transactions(block)
+
+    async def _receipt(self, asking: _Asking, claimed: Any) -> None:
+        if not isinstance(claimed, dict) or not isinstance(claimed.get("blockHash"), str):
+            raise ProofError("a receipt without its block's hash")
+        header = await self._header(asking, str(claimed["blockHash"]).lower())
+        block, receipts = await self._block_receipts(asking, header)
+        tx_hash = str(asking.call.call.params[0]).lower()  # type: ignore[index]
+        integrity.verify_receipt(block, receipts, tx_hash, claimed)
+
+    async def _transaction(self, asking: _Asking, claimed: Any) -> None:
+        if not isinstance(claimed, dict) or not isinstance(claimed.get("blockHash"), str):
+            return  # pending: in no block yet, nothing to prove it against
+        block = await asking.same("eth_getBlockByHash", [claimed["blockHash"], True])
+        if not isinstance(block, dict):
+            raise _UnprovableError
+        integrity.verify_header(block)
+        await self._agreed(asking, block)
+        tx_hash = str(asking.call.call.params[0]).lower()  # type: ignore[index]
+        integrity.verify_transaction(block, tx_hash, claimed)
+
+    async def _header(self, asking: _Asking, block: int | str | None) -> Mapping[str, Any]:
+        """The trusted header of `block` (a number or a hash): known, or fetched from the
+        answering node, its hash checked, and agreed by another provider's node."""
+        chain_id = asking.call.request.chain_id
+        if block is None:
+            raise _UnprovableError
+        if isinstance(block, int):
+            known = self.headers.by_number(chain_id, block)
+            method, ref = "eth_getBlockByNumber", hex(block)
+        else:
+            known = self.headers.by_hash(chain_id, block)
+            method, ref = "eth_getBlockByHash", block
+        if known is not None:
+            return known
+        header = await asking.same(method, [ref, False])
+        if not isinstance(header, dict):
+            raise _UnprovableError  # the node has no such block: its answer was judged already
+        integrity.verify_header(header)
+        return await self._agreed(asking, header)
+
+    async def _agreed(self, asking: _Asking, header: Mapping[str, Any]) -> Mapping[str, Any]:
+        """`header`, its hash checked: trusted once a node of another provider has the same hash
+        at its number. Where none can say (one provider, their nodes without the block, or one
+        that disagrees: audits decide who is wrong), the proof goes on against it, and an answer
+        it shows false is still false; one it holds is served unproven (`asking.unagreed`)."""
+        chain_id = asking.call.request.chain_id
+        block_hash, number = str(header["hash"]).lower(), int(str(header["number"]), 16)
+        known = self.headers.by_number(chain_id, number)
+        if known is not None:
+            if str(known["hash"]).lower() != block_hash:
+                asking.unagreed = True  # another block than the trusted one: reorged, or forged
+            return known if not asking.unagreed else header
+        try:
+            theirs = await asking.other("eth_getBlockByNumber", [hex(number), False])
+            if not isinstance(theirs, dict):
+                raise _UnprovableError
+            try:
+                integrity.verify_header(theirs)
+            except ProofError as error:  # the other node's claim, not the answering node's
+                raise _UnprovableError from error
+            if str(theirs["hash"]).lower() != block_hash:
+                raise _UnprovableError
+        except _UnprovableError:
+            asking.unagreed = True
+            return header
+        trusted = {name: header[name] for name in _HEADER_FIELDS if name in header}
+        self.headers.trust(chain_id, trusted)
+        return trusted
+
+    async def _block_receipts(
+        self, asking: _Asking, header: Mapping[str, Any]
+    ) -> tuple[Mapping[str, Any], list[Any]]:
+        """The trusted block (its transactions' hashes) and its receipts, proven against its
+        receiptsRoot: kept, or fetched from the answering node."""
+        key = (asking.call.request.chain_id, str(header["hash"]).lower())
+        kept = self._receipts.get(key)
+        if kept is not None:
+            self._receipts.move_to_end(key)
+            return kept
+        block = await asking.same("eth_getBlockByHash", [header["hash"], False])
+        size = asking.last_bytes
+        receipts = await asking.same("eth_getBlockReceipts", [header["hash"]])
+        size += asking.last_bytes
+        if not isinstance(block, dict) or not isinstance(receipts, list):
+            raise _UnprovableError
+        if str(block.get("hash", "")).lower() != key[1]:
+            raise ProofError("the block fetched is not the trusted one")
+        integrity.verify_receipts(block, receipts)
+        if size <= self._max_receipt_bytes:
+            self._receipts[key] = (block, receipts)
+            self._receipt_bytes[key] = size
+            self._held_bytes += size
+            while self._held_bytes > self._max_receipt_bytes:
+                old, _ = self._receipts.popitem(last=False)
+                self._held_bytes -= self._receipt_bytes.pop(old)
+        return block, receipts
+
+
+class _Asking:
+    """The calls one check makes: to the answering node, or to a node of another provider."""
+
+    def __init__(self, call: CallContext, route: Route, timeout_s: float) -> None:
+        self.call = call
+        self._route = route
+        self._timeout_s = timeout_s
+        self._sent = 0
+        self.last_bytes = 0  # the size of the last answer
+        self.unagreed = False  # a header no node of another provider vouched for
+
+    async def same(self, method: str, params: Sequence[Any]) -> Any:
+        return await self._ask(self._route, method, params)
+
+    async def other(self, method: str, params: Any) -> Any:
+        """The answer of a node of another provider: the first two such routes in the call's
+        order are tried."""
+        provider, tried, seen = self._route.node.provider_id, 0, set()
+        for route in (*self.call.ordered, *self.call.routes):
+            node_id = route.node.node_id
+            if route.node.provider_id == provider or node_id in seen:
+                continue
+            seen.add(node_id)
+            tried += 1
+            try:
+                return await self._ask(route, method, params)
+            except _UnprovableError:
+                if tried == _OTHERS_TRIED:
+                    raise
+        raise _UnprovableError  # one provider serves the chain: nothing to agree with
+
+    async def _ask(self, route: Route, method: str, params: Any) -> Any:
+        self._sent += 1
+        body = orjson.dumps(
+            {"jsonrpc": "2.0", "id": self._sent, "method": method, "params": params}
+        )
+        answer = await Forward(route.node.url, body, self._timeout_s)
+        if isinstance(answer, Failure):
+            raise _UnprovableError
+        self.last_bytes = len(answer)
+        try:
+            parsed = orjson.loads(answer)
+        except orjson.JSONDecodeError as error:
+            raise _UnprovableError from error
+        if not isinstance(parsed, dict) or "result" not in parsed:
+            raise _UnprovableError
+        return parsed["result"]

@@ -1,0 +1,302 @@
+"""Answers proven before they are served (design notes, "Integrity", Proofs; router/proving.py).
+
+Two providers' nodes relay to one real anvil (the same chain, as two providers' nodes of a
+public chain are), one of them altering what it answers where a test says so. The pipeline runs
+on the scripted executor, so every call a proof makes is seen; the proofs are real: anvil's
+`eth_getProof`, headers and receipts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from chainrouter.domain.verification import Check, VerifyMode
+from chainrouter.integrity import PROOFS, ProofKind
+from chainrouter.router.contract import Forward
+from chainrouter.router.pipeline import Reply
+from chainrouter.router.proving import CHECKS
+from chainrouter.testing.scripted import Responder
+from tests.anvil import CHAIN_A, DEPLOY_LOGGING, node_result, start_anvil_nodes
+from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
+
+A, B = "http://a.node", "http://b.node"
+RECIPIENT = "0x00000000000000000000000000000000000000aa"
+JSON = {"content-type": "application/json"}
+Lie = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass(frozen=True)
+class Chain:
+    url: str
+    sender: str
+    head: int
+    transfer: str  # a transfer's hash, mined in block 1
+    contract: str  # a contract deployed in block 2
+
+
+@pytest.fixture(scope="module")
+def chain() -> Iterator[Chain]:
+    nodes = start_anvil_nodes((("proofs", CHAIN_A),))
+    anvil = next(nodes)
+    url = anvil.urls["proofs"]
+    sender = node_result(url, "eth_accounts", [])[0]
+    transfer = node_result(
+        url, "eth_sendTransaction", [{"from": sender, "to": RECIPIENT, "value": "0x2a"}]
+    )
+    deployed = node_result(url, "eth_sendTransaction", [{"from": sender, "data": DEPLOY_LOGGING}])
+    contract = node_result(url, "eth_getTransactionReceipt", [deployed])["contractAddress"]
+    node_result(url, "anvil_mine", ["0x10"])  # blocks 1 and 2 final at a depth of 10
+    head = int(node_result(url, "eth_blockNumber", []), 16)
+    yield Chain(url, sender, head, transfer, contract)
+    nodes.close()
+
+
+def relaying(url: str, lie: Lie | None = None, methods: tuple[str, ...] = ()) -> Responder:
+    """A node that answers what the real node answers, but for `methods`, whose result it
+    replaces with `lie(request, result)`."""
+
+    def respond(command: Forward) -> bytes:
+        request = orjson.loads(command.body)
+        answer = httpx.post(url, content=command.body, headers=JSON, timeout=30).json()
+        if lie is not None and request.get("method") in methods and "result" in answer:
+            answer["result"] = lie(request, answer["result"])
+        return orjson.dumps(answer)
+
+    return respond
+
+
+def plus_one(request: dict[str, Any], result: Any) -> Any:
+    return hex(int(result, 16) + 1)
+
+
+PRICED = (
+    "eth_getBalance",
+    "eth_getTransactionCount",
+    "eth_getCode",
+    "eth_getStorageAt",
+    "eth_getBlockByNumber",
+    "eth_getTransactionReceipt",
+    "eth_getTransactionByHash",
+    "eth_call",
+)
+
+
+def world(
+    chain: Chain,
+    verify: VerifyMode,
+    a: Responder | None = None,
+    *,
+    one_provider: bool = False,
+    cache: bool = True,
+    decisions: bool = False,
+) -> ScriptedWorld:
+    """A (cheaper, tried first) and B, both at the real node's head, each its own provider's
+    unless `one_provider`."""
+    return scripted_world(
+        [(A, 100, a or relaying(chain.url)), (B, 200, relaying(chain.url))],
+        methods=PRICED,
+        heads={A: chain.head, B: chain.head},
+        cache_bytes=1 << 20 if cache else 0,
+        finality_depth=10,
+        provider_of={B: A} if one_provider else None,
+        verify=verify,
+        decisions=decisions,
+    )
+
+
+def result(reply: Reply) -> Any:
+    assert reply.status == 200, reply.body
+    return orjson.loads(reply.body)["result"]
+
+
+def verified(reply: Reply) -> str | None:
+    return dict(reply.headers).get("x-verified")
+
+
+def checked(w: ScriptedWorld, outcome: str) -> int:
+    return sum(n for (_, _, how), n in w.deps.metrics.verified.items() if how == outcome)
+
+
+def test_a_final_balance_is_proven_marked_verified_and_kept(chain: Chain) -> None:
+    w = world(chain, VerifyMode.CACHE)
+    call = rpc("eth_getBalance", [RECIPIENT, "0x1"])
+    reply = w.call(call)
+    assert result(reply) == "0x2a"
+    assert verified(reply) == "proof"
+    # The proof: the block's header from the answering node, its hash agreed by the other
+    # provider's node, and the account's proof against its stateRoot.
+    assert w.urls_called() == [A, A, B, A]
+    again = w.call(call)
+    assert result(again) == "0x2a"
+    assert len(w.urls_called()) == 4  # kept: answered from the cache
+    assert checked(w, "proof") == 1
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("eth_getBalance", lambda c: [RECIPIENT, "0x1"]),
+        ("eth_getTransactionCount", lambda c: [c.sender, "0x2"]),
+        ("eth_getCode", lambda c: [c.contract, "0x2"]),
+        ("eth_getStorageAt", lambda c: [c.contract, "0x0", "0x2"]),
+    ],
+)
+def test_a_node_that_alters_a_state_read_is_not_served_and_is_reported(
+    chain: Chain, method: str, params: Callable[[Chain], list[Any]]
+) -> None:
+    def altered(request: dict[str, Any], result: Any) -> Any:
+        if method == "eth_getCode":
+            return result + "00"
+        if method == "eth_getStorageAt":
+            return "0x" + "00" * 31 + "01"
+        return plus_one(request, result)
+
+    w = world(chain, VerifyMode.CACHE, relaying(chain.url, altered, (method,)))
+    truth = node_result(chain.url, method, params(chain))
+    reply = w.call(rpc(method, params(chain)))
+    assert result(reply) == truth  # the other provider's, proven
+    assert verified(reply) == "proof"
+    assert w.cooling() == [A]
+    assert checked(w, "false") == 1
+
+
+def test_with_one_provider_an_answer_is_served_unproven_and_not_kept(chain: Chain) -> None:
+    w = world(chain, VerifyMode.CACHE, one_provider=True)
+    call = rpc("eth_getBalance", [RECIPIENT, "0x1"])
+    reply = w.call(call)
+    assert result(reply) == "0x2a"
+    assert verified(reply) is None
+    forwarded = len(w.urls_called())
+    w.call(call)
+    assert len(w.urls_called()) > forwarded  # not kept: asked of a node again
+    assert checked(w, "unproven") == 2
+
+
+def test_with_one_provider_a_lie_is_still_caught_against_the_nodes_own_header(
+    chain: Chain,
+) -> None:
+    """No second provider vouches for the header, but a balance its own stateRoot does not hold
+    is false all the same."""
+    w = world(
+        chain,
+        VerifyMode.ALWAYS,
+        relaying(chain.url, plus_one, ("eth_getBalance",)),
+        one_provider=True,
+        cache=False,
+    )
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
+    assert result(reply) == "0x2a"
+    assert verified(reply) is None  # the honest node's, unproven: no one vouched for the header
+    assert w.cooling() == [A]
+    assert checked(w, "false") == 1
+
+
+def test_a_block_by_number_is_proven_by_its_hash_and_a_second_provider(chain: Chain) -> None:
+    w = world(chain, VerifyMode.ALWAYS, cache=False)
+    reply = w.call(rpc("eth_getBlockByNumber", ["0x1", True]))
+    assert result(reply)["number"] == "0x1"
+    assert verified(reply) == "proof"
+
+    def forged(request: dict[str, Any], block: Any) -> Any:
+        return {**block, "gasUsed": hex(int(block["gasUsed"], 16) + 1)}
+
+    lying = world(chain, VerifyMode.ALWAYS, relaying(chain.url, forged, ("eth_getBlockByNumber",)))
+    reply = lying.call(rpc("eth_getBlockByNumber", ["0x1", False], request_id=7))
+    assert result(reply) == node_result(chain.url, "eth_getBlockByNumber", ["0x1", False])
+    assert lying.cooling() == [A]
+    # B's block is served, but unproven: the only other provider, A, is the one that lied.
+    assert verified(reply) is None
+
+
+def test_a_receipt_is_proven_against_its_blocks_receipts(chain: Chain) -> None:
+    w = world(chain, VerifyMode.ALWAYS, cache=False)
+    reply = w.call(rpc("eth_getTransactionReceipt", [chain.transfer]))
+    assert result(reply)["transactionHash"] == chain.transfer
+    assert verified(reply) == "proof"
+
+    def failed(request: dict[str, Any], receipt: Any) -> Any:
+        return {**receipt, "status": "0x0"}
+
+    lying = world(
+        chain, VerifyMode.ALWAYS, relaying(chain.url, failed, ("eth_getTransactionReceipt",))
+    )
+    reply = lying.call(rpc("eth_getTransactionReceipt", [chain.transfer]))
+    assert result(reply)["status"] == "0x1"
+    assert lying.cooling() == [A]
+
+
+def test_a_transaction_is_proven_against_its_blocks_transactions(chain: Chain) -> None:
+    w = world(chain, VerifyMode.ALWAYS, cache=False)
+    reply = w.call(rpc("eth_getTransactionByHash", [chain.transfer]))
+    assert result(reply)["hash"] == chain.transfer
+    assert verified(reply) == "proof"
+
+    def redirected(request: dict[str, Any], tx: Any) -> Any:
+        return {**tx, "to": "0x00000000000000000000000000000000000000bb"}
+
+    lying = world(
+        chain, VerifyMode.ALWAYS, relaying(chain.url, redirected, ("eth_getTransactionByHash",))
+    )
+    reply = lying.call(rpc("eth_getTransactionByHash", [chain.transfer]))
+    assert result(reply)["to"] == RECIPIENT
+    assert lying.cooling() == [A]
+
+
+def test_a_kept_answer_the_chain_cannot_prove_is_agreed_by_two_providers(chain: Chain) -> None:
+    call = rpc("eth_call", [{"to": chain.contract, "data": "0x"}, "0x2"])
+    w = world(chain, VerifyMode.CACHE)
+    reply = w.call(call)
+    assert verified(reply) == "agreement"
+    assert w.urls_called() == [A, B]
+
+    def other(request: dict[str, Any], value: Any) -> Any:
+        return "0x01"
+
+    disagreeing = world(chain, VerifyMode.CACHE, relaying(chain.url, other, ("eth_call",)))
+    reply = disagreeing.call(call)
+    assert verified(reply) is None  # served unproven (audits settle who was right) ...
+    disagreeing.call(call)
+    assert disagreeing.urls_called() == [A, B, A, B]  # ... and never kept
+
+
+def test_a_read_at_a_head_tag_is_not_proven(chain: Chain) -> None:
+    w = world(chain, VerifyMode.ALWAYS, cache=False)
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "latest"]))
+    assert result(reply) == "0x2a"
+    assert verified(reply) is None
+    assert w.urls_called() == [A]
+
+
+def test_with_verify_off_nothing_is_asked_beyond_the_call(chain: Chain) -> None:
+    w = world(chain, VerifyMode.OFF)
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
+    assert result(reply) == "0x2a"
+    assert verified(reply) is None
+    assert w.urls_called() == [A]
+
+
+def test_a_proven_call_is_never_handed_over_as_a_decision(chain: Chain) -> None:
+    w = world(chain, VerifyMode.ALWAYS, cache=False, decisions=True)
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
+    assert verified(reply) == "proof"
+    assert w.decided(reply) == []
+    unproven = w.call(rpc("eth_getBalance", [RECIPIENT, "latest"]))
+    assert w.decided(unproven)  # a read at the head still is
+
+
+def test_every_method_the_router_proves_is_one_the_proofs_table_says_is_provable() -> None:
+    kinds = {
+        Check.STATE: ProofKind.STATE,
+        Check.BLOCK: ProofKind.HEADER,
+        Check.RECEIPT: ProofKind.RECEIPTS,
+        Check.TRANSACTION: ProofKind.TRANSACTIONS,
+    }
+    assert {method: kinds[check] for method, check in CHECKS.items()} == {
+        method: PROOFS[method].kind for method in CHECKS
+    }
