@@ -176,7 +176,10 @@ def _check_place(
         block["number"], "number"
     ):
         raise ProofError(f"transaction {index} names another block number")
-    if "gasPrice" in tx and _q(tx, "gasPrice") != effective_gas_price(tx, block):
+    # Mined, a fee-market transaction's gasPrice is what it paid; some clients once answered its
+    # fee cap there, which is not false either.
+    paid = {effective_gas_price(tx, block), _q(tx, "maxFeePerGas") if "maxFeePerGas" in tx else -1}
+    if "gasPrice" in tx and _q(tx, "gasPrice") not in paid:
         raise ProofError(f"transaction {index}'s gasPrice is not what it paid in the block")
     if quantity(field(tx, "transactionIndex", _WHAT), "transactionIndex") != index:
         raise ProofError(f"transaction {index} names another index")
