@@ -1,7 +1,7 @@
 """One real anvil chain for every proof test, made once: a block holding a transaction of each
 type anvil signs (legacy, EIP-2930, EIP-1559 deploying a contract that stores and logs, EIP-7702
-setting an account's code, and a failing call), then a block with an EIP-4844 blob transaction,
-then an empty block.
+setting an account's code, a failing call, and a second contract that logs), then a block with
+an EIP-4844 blob transaction, then an empty block.
 
 Anvil's genesis header names the empty state root whatever its accounts hold: state is proven
 at the blocks after it."""
@@ -21,7 +21,7 @@ from eth_account import Account
 from eth_hash.auto import keccak
 from eth_keys.datatypes import PrivateKey
 
-from tests.anvil import CHAIN_A, LOG_TOPIC, start_anvil_nodes
+from tests.anvil import CHAIN_A, DEPLOY_LOGGING, LOG_TOPIC, start_anvil_nodes
 
 # anvil's first dev accounts (its well-known test mnemonic); the third signs its authorization.
 SENDER = "0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266"
@@ -100,6 +100,7 @@ def _fill(chain: Chain) -> None:
         "s": hex(signed.s),
     }
     _send(chain, "7702", {"to": OTHER, "type": "0x4", "authorizationList": [authorization]})
+    _send(chain, "logging", {"data": DEPLOY_LOGGING, "type": "0x2"})
     chain.rpc("evm_mine", [])
     chain.several = int(chain.rpc("eth_blockNumber", []), 16)
     receipt = chain.rpc("eth_getTransactionReceipt", [chain.hashes["1559"]])

@@ -27,6 +27,6 @@ def test_the_state_reads_are_proven_by_the_get_proof_that_proof_request_names() 
         assert PROOFS[method].fetch == (proof_request(method, ["0x" + "11" * 20, "0x1"], 1)[0],)
 
 
-def test_execution_logs_and_heads_are_not_provable() -> None:
-    for method in ("eth_call", "eth_estimateGas", "eth_getLogs", "eth_blockNumber"):
+def test_execution_and_heads_are_not_provable() -> None:
+    for method in ("eth_call", "eth_estimateGas", "eth_blockNumber"):
         assert PROOFS[method].kind is ProofKind.NONE

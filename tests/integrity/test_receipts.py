@@ -1,6 +1,7 @@
 """Receipts proven against the block's receiptsRoot (integrity/receipts.py): the receipts of
-real blocks with transactions of every type (a reverted one, one that logs) make the root, and
-each eth_getTransactionReceipt answer checks against them; a changed status, log, gas figure,
+real blocks with transactions of every type (a reverted one, one that logs, one that creates a
+contract) make the root, and each eth_getTransactionReceipt answer checks against them and the
+block's transactions; a changed status, log, gas figure, sender, recipient, created contract,
 index or order fails."""
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def test_receipts_of_every_type_make_the_blocks_receipts_root(chain: Chain) -> N
     for number in (chain.several, chain.blob, chain.blob + 1):
         block, receipts = chain.block(number), chain.receipts(number)
         assert receipts_root(receipts).hex() == block["receiptsRoot"][2:]
-        verify_receipts(block, receipts)
+    for number in (chain.several, chain.blob + 1):  # anvil's blob block: test_transactions.py
+        verify_receipts(chain.block(number, full=True), chain.receipts(number))
     several = chain.receipts(chain.several)
     assert {r["type"] for r in several} | {chain.receipts(chain.blob)[0]["type"]} == {
         "0x0",
@@ -36,12 +38,11 @@ def test_receipts_of_every_type_make_the_blocks_receipts_root(chain: Chain) -> N
 
 
 def test_each_receipt_answer_checks_against_the_blocks_receipts(chain: Chain) -> None:
-    for number in (chain.several, chain.blob):
-        block, receipts = chain.block(number), chain.receipts(number)
-        for receipt in receipts:
-            tx_hash = receipt["transactionHash"]
-            claimed = chain.read("eth_getTransactionReceipt", [tx_hash])
-            verify_receipt(block, receipts, tx_hash, claimed)
+    block, receipts = chain.block(chain.several, full=True), chain.receipts(chain.several)
+    for receipt in receipts:
+        tx_hash = receipt["transactionHash"]
+        claimed = chain.read("eth_getTransactionReceipt", [tx_hash])
+        verify_receipt(block, receipts, tx_hash, claimed)
 
 
 def _status(receipt: dict[str, Any]) -> None:
@@ -84,6 +85,26 @@ def _bloom(receipt: dict[str, Any]) -> None:
     receipt["logsBloom"] = "0x" + "ff" * 256
 
 
+def _sender(receipt: dict[str, Any]) -> None:
+    receipt["from"] = "0x" + "12" * 20
+
+
+def _recipient(receipt: dict[str, Any]) -> None:
+    receipt["to"] = "0x" + "12" * 20
+
+
+def _created(receipt: dict[str, Any]) -> None:
+    receipt["contractAddress"] = "0x" + "12" * 20
+
+
+def _price(receipt: dict[str, Any]) -> None:
+    receipt["effectiveGasPrice"] = hex(int(receipt["effectiveGasPrice"], 16) + 1)
+
+
+def _transaction(receipt: dict[str, Any]) -> None:
+    receipt["transactionHash"] = "0x" + "00" * 32
+
+
 CHANGES: list[Callable[[dict[str, Any]], None]] = [
     _status,
     _log_data,
@@ -95,6 +116,11 @@ CHANGES: list[Callable[[dict[str, Any]], None]] = [
     _type,
     _block,
     _bloom,
+    _sender,
+    _recipient,
+    _created,
+    _price,
+    _transaction,
 ]
 
 
@@ -106,8 +132,9 @@ def _logging(receipts: Receipts) -> int:
 def test_a_changed_receipt_fails_in_the_list_and_alone(
     chain: Chain, change: Callable[[dict[str, Any]], None]
 ) -> None:
-    block, receipts = chain.block(chain.several), chain.receipts(chain.several)
+    block, receipts = chain.block(chain.several, full=True), chain.receipts(chain.several)
     index = _logging(receipts)
+    assert receipts[index]["contractAddress"] is not None
     changed = copy.deepcopy(receipts)
     change(changed[index])
     with pytest.raises(ProofError):
@@ -115,22 +142,39 @@ def test_a_changed_receipt_fails_in_the_list_and_alone(
     tx_hash = receipts[index]["transactionHash"]
     with pytest.raises(ProofError):
         verify_receipt(block, receipts, tx_hash, changed[index])
+    verify_receipt(block, receipts, tx_hash, receipts[index])
 
 
 def test_receipts_out_of_order_or_missing_fail(chain: Chain) -> None:
-    block, receipts = chain.block(chain.several), chain.receipts(chain.several)
+    block, receipts = chain.block(chain.several, full=True), chain.receipts(chain.several)
     with pytest.raises(ProofError):
         verify_receipts(block, [receipts[1], receipts[0], *receipts[2:]])
     with pytest.raises(ProofError, match="receipts for"):
         verify_receipts(block, receipts[:-1])
     with pytest.raises(ProofError):
-        verify_receipts(chain.block(chain.blob), receipts)  # another block's
+        verify_receipts(chain.block(chain.blob + 1, full=True), receipts)  # another block's
 
 
 def test_null_for_a_receipt_the_block_holds_fails(chain: Chain) -> None:
-    block, receipts = chain.block(chain.several), chain.receipts(chain.several)
+    block, receipts = chain.block(chain.several, full=True), chain.receipts(chain.several)
     tx_hash = receipts[0]["transactionHash"]
     with pytest.raises(ProofError, match="unknown"):
         verify_receipt(block, receipts, tx_hash, None)
     with pytest.raises(ProofError, match="no receipt"):
         verify_receipt(block, receipts, "0x" + "00" * 32, receipts[0])
+
+
+def test_with_the_transactions_hashes_only_the_root_and_places_are_proven(chain: Chain) -> None:
+    """A block fetched without its transactions binds no receipt to its transaction beyond the
+    block's list of hashes, which its header does not commit to: what a receipt repeats of its
+    transaction is checked only with the full transactions."""
+    hashes_only, receipts = chain.block(chain.several), chain.receipts(chain.several)
+    verify_receipts(hashes_only, receipts)
+    tx_hash = receipts[0]["transactionHash"]
+    verify_receipt(hashes_only, receipts, tx_hash, receipts[0])
+    with pytest.raises(ProofError):
+        verify_receipt(hashes_only, receipts, tx_hash, {**receipts[0], "status": "0x0"})
+    other_sender = {**receipts[0], "from": "0x" + "12" * 20}
+    verify_receipt(hashes_only, receipts, tx_hash, other_sender)
+    with pytest.raises(ProofError, match="sender"):
+        verify_receipt(chain.block(chain.several, full=True), receipts, tx_hash, other_sender)

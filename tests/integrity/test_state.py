@@ -71,6 +71,15 @@ def test_the_proven_account_is_what_the_state_holds(chain: Chain) -> None:
     assert verify_account(root, ABSENT, absent).empty
 
 
+def test_what_a_proof_answer_states_beside_its_proof_is_not_read(chain: Chain) -> None:
+    root = _root(chain, chain.several)
+    result, proof = _answer_and_proof(chain, "eth_getBalance", [SENDER], chain.several)
+    stated = {**proof, "balance": hex(int(result, 16) + 1), "nonce": "0x0"}
+    verify_state_answer("eth_getBalance", [SENDER], result, stated, root)
+    with pytest.raises(ProofError):
+        verify_state_answer("eth_getBalance", [SENDER], stated["balance"], stated, root)
+
+
 def _forged(method: str, result: str) -> str:
     if method == "eth_getCode":
         return result + "00" if result != "0x" else "0x00"

@@ -84,11 +84,13 @@ def test_a_changed_transaction_fails_in_the_list_and_alone(
 
 def test_a_transaction_answered_with_another_sender_or_place_fails(chain: Chain) -> None:
     block = chain.block(chain.several, full=True)
-    tx = block["transactions"][1]
+    tx = block["transactions"][2]
+    assert tx["type"] == "0x2"  # its gasPrice is derived, not signed
     for name, value in (
         ("from", "0x" + "12" * 20),
         ("transactionIndex", "0x0"),
         ("blockHash", "0x" + "00" * 32),
+        ("gasPrice", hex(int(tx["gasPrice"], 16) + 1)),
     ):
         with pytest.raises(ProofError):
             verify_transaction(block, tx["hash"], {**tx, name: value})

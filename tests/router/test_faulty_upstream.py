@@ -139,6 +139,7 @@ def test_lie_alters_the_named_methods_answers_well_formed(
         "eth_getTransactionReceipt",
         "eth_getBlockByNumber",
         "eth_getLogs",
+        "eth_getProof",
     ]
     lying = upstream.url(f"/relay/{port}/lie/{','.join(named)}/t4")
     contract = node_result(node, "eth_getTransactionReceipt", [tx])["contractAddress"]
@@ -151,6 +152,7 @@ def test_lie_alters_the_named_methods_answers_well_formed(
         ("eth_getTransactionReceipt", [tx]),
         ("eth_getBlockByNumber", ["latest", False]),
         ("eth_getLogs", [{"fromBlock": "0x0"}]),
+        ("eth_getProof", [SENDER, [], "latest"]),
     ]
     for method, params in calls:
         truth, lie = node_result(node, method, params), _ask(lying, method, params)["result"]
@@ -160,6 +162,10 @@ def test_lie_alters_the_named_methods_answers_well_formed(
             assert lie.startswith("0x"), method
             if method in ("eth_getCode", "eth_call", "eth_getStorageAt"):
                 assert len(lie) == len(truth), method
+    proof = _ask(lying, "eth_getProof", [SENDER, [], "latest"])["result"]
+    truth = node_result(node, "eth_getProof", [SENDER, [], "latest"])
+    assert proof["accountProof"] == truth["accountProof"]
+    assert proof["balance"] != truth["balance"]
     receipt = _ask(lying, "eth_getTransactionReceipt", [tx])["result"]
     assert receipt["status"] == "0x0"
     assert {k: v for k, v in receipt.items() if k != "status"} == {

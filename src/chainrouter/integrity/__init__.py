@@ -4,6 +4,7 @@ fetches what `PROOFS` says a proof needs and hands it over."""
 
 from chainrouter.integrity.errors import ProofError
 from chainrouter.integrity.headers import header_hash, verify_header, verify_parent_chain
+from chainrouter.integrity.logs import verify_logs
 from chainrouter.integrity.methods import PROOFS, ProofKind, ProofPlan
 from chainrouter.integrity.receipts import (
     encode_receipt,
@@ -42,6 +43,7 @@ __all__ = [
     "transactions_root",
     "verify_account",
     "verify_header",
+    "verify_logs",
     "verify_parent_chain",
     "verify_receipt",
     "verify_receipts",

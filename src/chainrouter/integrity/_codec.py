@@ -50,6 +50,12 @@ def quantity(value: Any, what: str) -> int:
         raise ProofError(f"{what} is not a 0x hex quantity") from None
 
 
+def mapping(value: Any, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ProofError(f"{what} is not an object")
+    return value
+
+
 def field(obj: Mapping[str, Any], name: str, what: str) -> Any:
     """`obj[name]`, or ProofError naming what lacks it."""
     if not isinstance(obj, Mapping):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from chainrouter.integrity.headers import verify_header
+from chainrouter.integrity.logs import verify_logs
 from chainrouter.integrity.receipts import verify_receipt, verify_receipts
 from chainrouter.integrity.state import verify_account, verify_state_answer
 from chainrouter.integrity.transactions import verify_transaction, verify_transactions
@@ -84,12 +85,12 @@ PROOFS: dict[str, ProofPlan] = {
     ),
     "eth_getTransactionReceipt": ProofPlan(
         ProofKind.RECEIPTS,
-        ("eth_getBlockByHash", "eth_getBlockReceipts"),
+        (*_BLOCK_TXS, "eth_getBlockReceipts"),
         verify_receipt,
-        "the receipt at its index in the block's proven receipts",
+        "the receipt at its index in the block's proven receipts, of its proven transaction",
     ),
     "eth_getBlockReceipts": ProofPlan(
-        ProofKind.RECEIPTS, ("eth_getBlockByHash",), verify_receipts, "the receiptsRoot"
+        ProofKind.RECEIPTS, _BLOCK_TXS, verify_receipts, "the receiptsRoot, with the transactions"
     ),
     "eth_getRawTransactionByHash": ProofPlan(
         ProofKind.SELF, (), None, "keccak of the bytes is the hash asked (not that it was mined)"
@@ -97,9 +98,12 @@ PROOFS: dict[str, ProofPlan] = {
     "eth_call": _none(_EXECUTION),
     "eth_estimateGas": _none(_EXECUTION),
     "eth_createAccessList": _none(_EXECUTION),
-    "eth_getLogs": _none(
-        "a proof needs every block's receipts in the range (a call per block), and an empty "
-        "range proves nothing of blocks the node lacks; audited, and judged by the head rules"
+    "eth_getLogs": ProofPlan(
+        ProofKind.RECEIPTS,
+        (*_BLOCK_TXS, "eth_getBlockReceipts"),
+        verify_logs,
+        "exactly the matching logs of the range's proven receipts: two calls per block, so for "
+        "ranges of final blocks the cache keeps, or one block by hash; else audited",
     ),
     "eth_blockNumber": _none("a node's own head: judged by the head rules, never proven"),
     "eth_gasPrice": _none("a node's estimate: differs between honest nodes; not audited"),

@@ -3,10 +3,16 @@
 The trie holds, at RLP(index), each receipt's consensus encoding: RLP [status (or the state root
 before Byzantium), cumulativeGasUsed, logsBloom, logs], prefixed by the type byte for typed
 transactions. Fetched once per block (`eth_getBlockReceipts`), the whole list is proven; what a
-receipt says beyond its encoding is checked where the list determines it (gasUsed from the
-cumulative gas, each log's index and place, the receipt's place in the block). `from`, `to`,
-`contractAddress` and the gas prices are not in the receipt's encoding: they are proven by the
-block's transactions (transactions.py), or not at all.
+receipt says beyond its encoding is checked where the list determines it: gasUsed from the
+cumulative gas, each log's index and place, the receipt's place in the block.
+
+Which transaction a receipt is of is bound by the block's transactions: given the block with
+full transactions (`eth_getBlockByHash(h, true)`), they are proven too, and each receipt's
+`transactionHash`, `from` (the recovered sender), `to`, `contractAddress` (from the sender and
+nonce) and `effectiveGasPrice` (from the block's base fee) are checked against its transaction.
+Given the block with its transactions' hashes only, a receipt's `transactionHash` is held to
+the block's list, which the header does not commit to: the node's word. `blobGasPrice` is not
+checked.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ from typing import Any
 from chainrouter.integrity._codec import (
     data,
     field,
+    keccak,
     listed,
+    mapping,
     quantity,
     rlp,
     same_hex,
@@ -25,6 +33,11 @@ from chainrouter.integrity._codec import (
 )
 from chainrouter.integrity.errors import ProofError
 from chainrouter.integrity.headers import verify_header
+from chainrouter.integrity.transactions import (
+    effective_gas_price,
+    sender,
+    verify_transactions,
+)
 
 RECEIPT_TYPES = (0, 1, 2, 3, 4)  # legacy, EIP-2930, EIP-1559, EIP-4844, EIP-7702
 _WHAT = "the receipt"
@@ -41,7 +54,7 @@ def _log(log: Mapping[str, Any]) -> list[Any]:
 
 def encode_receipt(receipt: Mapping[str, Any]) -> bytes:
     """The receipt's consensus encoding, as the block's receipts trie holds it."""
-    kind = quantity(receipt.get("type", "0x0"), "type")
+    kind = quantity(mapping(receipt, _WHAT).get("type", "0x0"), "type")
     if kind not in RECEIPT_TYPES:
         raise ProofError(f"receipt type {kind} is not one this router can prove")
     outcome: int | bytes
@@ -66,9 +79,26 @@ def receipts_root(receipts: Sequence[Mapping[str, Any]]) -> bytes:
     return trie_root([encode_receipt(receipt) for receipt in receipts])
 
 
-def _block_tx_hash(block: Mapping[str, Any], index: int) -> Any:
-    tx = block["transactions"][index]
-    return tx.get("hash") if isinstance(tx, Mapping) else tx
+def _check_transaction(receipt: Mapping[str, Any], tx: Mapping[str, Any], where: str) -> None:
+    """What a receipt repeats of its proven transaction."""
+    if not same_hex(field(receipt, "transactionHash", where), tx["hash"]):
+        raise ProofError(f"{where} is not of the block's transaction at its index")
+    origin = sender(tx)
+    if not same_hex(field(receipt, "from", where), origin):
+        raise ProofError(f"{where} names another sender")
+    if field(receipt, "to", where) != tx.get("to") and not same_hex(receipt["to"], tx.get("to")):
+        raise ProofError(f"{where} names another recipient")
+    created = receipt.get("contractAddress")
+    if tx.get("to") is None:
+        nonce = quantity(tx["nonce"], "nonce")
+        address = "0x" + keccak(rlp.encode([data(origin, "from", 20), nonce]))[12:].hex()
+        # geth names the address even where the creation failed; a client that names none for
+        # a failed one says nothing false.
+        failed = receipt.get("status") == "0x0"
+        if not same_hex(created, address) and not (failed and created is None):
+            raise ProofError(f"{where} names another created contract")
+    elif created is not None:
+        raise ProofError(f"{where} names a created contract for a call")
 
 
 def _check_place(
@@ -78,15 +108,23 @@ def _check_place(
     gas_before: int,
     first_log: int,
 ) -> None:
-    """What a receipt says of its place that the proven list and the block determine."""
+    """What a receipt says of its place that the proven lists and the block determine."""
     where = f"receipt {index}"
+    tx = block["transactions"][index]
+    if not isinstance(tx, Mapping):  # the block's list of hashes: the node's word
+        if not same_hex(field(receipt, "transactionHash", where), tx):
+            raise ProofError(f"{where} is not of the block's transaction at its index")
+    else:
+        _check_transaction(receipt, tx, where)
+        if "effectiveGasPrice" in receipt:
+            price = quantity(receipt["effectiveGasPrice"], "effectiveGasPrice")
+            if price != effective_gas_price(tx, block):
+                raise ProofError(f"{where}'s effectiveGasPrice is not its fees' at the block")
     for name, expected in (("blockHash", block["hash"]), ("blockNumber", block["number"])):
         if not same_hex(field(receipt, name, where), expected):
             raise ProofError(f"{where} names another block")
     if quantity(field(receipt, "transactionIndex", where), "transactionIndex") != index:
         raise ProofError(f"{where} names another index")
-    if not same_hex(field(receipt, "transactionHash", where), _block_tx_hash(block, index)):
-        raise ProofError(f"{where} is not of the block's transaction {index}")
     cumulative = quantity(receipt["cumulativeGasUsed"], "cumulativeGasUsed")
     if quantity(field(receipt, "gasUsed", where), "gasUsed") != cumulative - gas_before:
         raise ProofError(f"{where}'s gasUsed is not what the cumulative gas says")
@@ -107,12 +145,16 @@ def _check_place(
 
 def verify_receipts(block: Mapping[str, Any], receipts: Sequence[Mapping[str, Any]]) -> None:
     """The block's whole receipts (an eth_getBlockReceipts answer), shown to make the block's
-    receiptsRoot, one per transaction, each in its place. The block's header is checked
-    against its hash too; the transaction hashes each receipt names are the block's list, proven
-    where the block came with full transactions (verify_transactions)."""
-    verify_header(block)
-    receipts = listed(receipts, "the receipts")
+    receiptsRoot, one per transaction, each in its place; the header is checked against its
+    hash. With the block's full transactions (`eth_getBlockByHash(h, true)`) they are proven
+    too, and each receipt is shown to be of its transaction; with hashes only, a receipt's
+    transaction hash is as the block's list says (see the module's docstring)."""
     transactions = listed(field(block, "transactions", "the block"), "the block's transactions")
+    if transactions and all(isinstance(tx, Mapping) for tx in transactions):
+        verify_transactions(block)
+    else:
+        verify_header(block)
+    receipts = listed(receipts, "the receipts")
     if len(receipts) != len(transactions):
         raise ProofError(f"{len(receipts)} receipts for {len(transactions)} transactions")
     if receipts_root(receipts) != data(block["receiptsRoot"], "receiptsRoot", 32):
@@ -130,9 +172,10 @@ def verify_receipt(
     tx_hash: str,
     claimed: Mapping[str, Any] | None,
 ) -> None:
-    """Judge one eth_getTransactionReceipt answer against the block's whole receipts: its
-    encoding, and everything the proven list determines of its place. `null` for a receipt the
-    block holds is a claim that fails."""
+    """Judge one eth_getTransactionReceipt answer against the block's whole receipts (as
+    verify_receipts proves them: with the block's full transactions, the receipt is bound to
+    its transaction): its encoding, and everything the proven lists determine of it. `null`
+    for a receipt the block holds is a claim that fails."""
     verify_receipts(block, receipts)
     index = next(
         (i for i, r in enumerate(receipts) if same_hex(r.get("transactionHash"), tx_hash)), None

@@ -23,6 +23,7 @@ from chainrouter.integrity._codec import (
     field,
     keccak,
     listed,
+    mapping,
     quantity,
     rlp,
     same_hex,
@@ -77,7 +78,7 @@ def _parity(tx: Mapping[str, Any]) -> int:
 
 
 def _type(tx: Mapping[str, Any]) -> int:
-    return quantity(tx.get("type", "0x0"), "type")
+    return quantity(mapping(tx, _WHAT).get("type", "0x0"), "type")
 
 
 def _unsigned(tx: Mapping[str, Any]) -> list[Any]:
@@ -150,19 +151,36 @@ def verify_transactions(block: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     root = transactions_root(transactions)
     if root != data(block["transactionsRoot"], "transactionsRoot", 32):
         raise ProofError("the transactions do not make the block's transactionsRoot")
-    number = block["number"]
     for index, tx in enumerate(transactions):
         if keccak(encode_transaction(tx)) != data(field(tx, "hash", _WHAT), "hash", 32):
             raise ProofError(f"transaction {index} does not hash to its hash")
-        _check_place(tx, block_hash, number, index)
+        _check_place(tx, block, block_hash, index)
     return list(transactions)
 
 
-def _check_place(tx: Mapping[str, Any], block_hash: bytes, number: Any, index: int) -> None:
+def effective_gas_price(tx: Mapping[str, Any], block: Mapping[str, Any]) -> int:
+    """What the sender paid per gas in this block: its gas price, or for fee-market types the
+    lesser of its fee cap and the block's base fee plus its tip."""
+    if _type(tx) in (LEGACY, ACCESS_LIST):
+        return _q(tx, "gasPrice")
+    base_fee = quantity(field(block, "baseFeePerGas", "the block"), "baseFeePerGas")
+    return min(_q(tx, "maxFeePerGas"), base_fee + _q(tx, "maxPriorityFeePerGas"))
+
+
+def _check_place(
+    tx: Mapping[str, Any], block: Mapping[str, Any], block_hash: bytes, index: int
+) -> None:
     if data(field(tx, "blockHash", _WHAT), "blockHash", 32) != block_hash:
         raise ProofError(f"transaction {index} names another block")
-    if quantity(field(tx, "blockNumber", _WHAT), "blockNumber") != quantity(number, "number"):
+    if quantity(field(tx, "blockNumber", _WHAT), "blockNumber") != quantity(
+        block["number"], "number"
+    ):
         raise ProofError(f"transaction {index} names another block number")
+    # Mined, a fee-market transaction's gasPrice is what it paid; some clients once answered its
+    # fee cap there, which is not false either.
+    paid = {effective_gas_price(tx, block), _q(tx, "maxFeePerGas") if "maxFeePerGas" in tx else -1}
+    if "gasPrice" in tx and _q(tx, "gasPrice") not in paid:
+        raise ProofError(f"transaction {index}'s gasPrice is not what it paid in the block")
     if quantity(field(tx, "transactionIndex", _WHAT), "transactionIndex") != index:
         raise ProofError(f"transaction {index} names another index")
 
@@ -184,6 +202,6 @@ def verify_transaction(
         raise ProofError("the transaction answered is not the one the block holds")
     if not same_hex(field(claimed, "hash", _WHAT), tx_hash):
         raise ProofError("the transaction answered carries another hash")
-    _check_place(claimed, data(block["hash"], "hash", 32), block["number"], index)
+    _check_place(claimed, block, data(block["hash"], "hash", 32), index)
     if not same_hex(field(claimed, "from", _WHAT), sender(proven[index])):
         raise ProofError("the transaction answered names another sender")

@@ -67,7 +67,8 @@ hash) mined past it; a state read pinned past it is geth's -32000 "header not fo
 `eth_call` and `eth_getCode` data with the last byte changed (empty data becomes `0x01`),
 storage words one more, receipts' `status` flipped (`eth_getTransactionReceipt`,
 `eth_getBlockReceipts`), a block's `stateRoot` changed (`eth_getBlockByNumber`,
-`eth_getBlockByHash`: its hash no longer matches), every log's data changed (`eth_getLogs`).
+`eth_getBlockByHash`: its hash no longer matches), every log's data changed (`eth_getLogs`),
+the balance and nonce an `eth_getProof` answer states beside its proof (the proof untouched).
 Other methods, errors and `null` pass unaltered; naming a method without a lie is HTTP 404.
 
 Every node of this server belongs to chain `CHAIN_ID` (31337, anvil's default): where a behaviour
@@ -381,6 +382,17 @@ def _block_lie(result: Any) -> Any:
     return result
 
 
+def _proof_lie(result: Any) -> Any:
+    """The balance and nonce the answer states beside its proof, not the proof itself."""
+    if isinstance(result, dict) and "balance" in result and "nonce" in result:
+        return {
+            **result,
+            "balance": _quantity_lie(result["balance"]),
+            "nonce": _quantity_lie(result["nonce"]),
+        }
+    return result
+
+
 def _logs_lie(result: Any) -> Any:
     if isinstance(result, list):
         return [
@@ -402,6 +414,7 @@ _LIES: dict[str, Callable[[Any], Any]] = {
     "eth_getBlockByNumber": _block_lie,
     "eth_getBlockByHash": _block_lie,
     "eth_getLogs": _logs_lie,
+    "eth_getProof": _proof_lie,
 }
 
 
