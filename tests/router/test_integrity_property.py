@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from chainrouter.domain.verification import VerifyMode
 from chainrouter.router.contract import Failure, FailureKind, Forward
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from chainrouter.testing.scripted import Responder
+from chainrouter.testing.scripted import Responder, Script
 from tests.anvil import CHAIN_A, DEPLOY_LOGGING, node_result, start_anvil_nodes
 from tests.router.scripted_world import rpc, scripted_world
 
@@ -127,7 +127,8 @@ def test_no_answer_a_client_gets_contradicts_the_chain(
     chain: Chain, relays: FaultyUpstream, truth: Any, data: st.DataObject
 ) -> None:
     kinds = data.draw(st.lists(NODE, min_size=3, max_size=3).filter(lambda k: ("honest", 0) in k))
-    nodes, heads = [], {}
+    nodes: list[tuple[str, int, Script]] = []
+    heads: dict[str, int] = {}
     for url, (kind, lag) in zip(URLS, kinds, strict=True):
         port = chain.port
         script: Responder

@@ -301,7 +301,9 @@ class Prover:
         if kept is not None:
             self._receipts.move_to_end(key)
             return kept
-        block = await asking.same("eth_getBlockByHash", [header["hash"], False])
+        # With its transactions: each receipt is then bound to its transaction (its sender,
+        # recipient, created contract), not only to its place in the receipts root.
+        block = await asking.same("eth_getBlockByHash", [header["hash"], True])
         size = asking.last_bytes
         receipts = await asking.same("eth_getBlockReceipts", [header["hash"]])
         size += asking.last_bytes
