@@ -28,6 +28,7 @@ KEY_FIELDS = {
     "rate_limit",
     "rate_limit_interval_sec",
     "spend_alert",
+    "verified",
     "spent_today",
     "created_at",
     "updated_at",
@@ -227,6 +228,23 @@ def test_patch_changes_only_the_given_fields(api: ApiHarness) -> None:
     assert unchanged.json() == patched
 
 
+def test_a_key_asks_for_verified_answers_and_can_stop(api: ApiHarness) -> None:
+    customer = api.customer()
+    assert api.create_key(customer)["verified"] is False  # the chain's setting decides
+    key = api.create_key(customer, verified=True)
+    assert key["verified"] is True
+    [listed] = [
+        k
+        for k in api.client.get("/api-keys", headers=customer.headers).json()
+        if k["id"] == key["id"]
+    ]
+    assert listed["verified"] is True
+    patched = api.client.patch(
+        f"/api-keys/{key['id']}", json={"verified": False}, headers=customer.headers
+    ).json()
+    assert (patched["verified"], patched["name"]) == (False, key["name"])
+
+
 @pytest.mark.parametrize(
     "body",
     [
@@ -239,6 +257,8 @@ def test_patch_changes_only_the_given_fields(api: ApiHarness) -> None:
         {"rate_limit": None},
         {"rate_limit": -5},
         {"rate_limit_interval_sec": 0},
+        {"verified": "yes"},
+        {"verified": None},
     ],
 )
 def test_invalid_patches_are_422(api: ApiHarness, body: dict[str, Any]) -> None:

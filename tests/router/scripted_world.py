@@ -103,10 +103,12 @@ class ScriptedWorld:
         key_id: int,
         customer_id: int = CUSTOMER,
         strategy: RoutingStrategy = RoutingStrategy.ECONOMY,
+        *,
+        verified: bool = False,
     ) -> str:
         """A second API key (of this customer, or another with as much credit), installed."""
         key = generate_secret(SecretKind.API_KEY)
-        access = KeyAccess(key_id, customer_id, ("*",), strategy, False)
+        access = KeyAccess(key_id, customer_id, ("*",), strategy, False, verified=verified)
         snapshot = self.service.snapshot
         keys = {**snapshot.keys_by_hash, hash_secret(key): access}
         self.service.install(dataclasses.replace(snapshot, keys_by_hash=keys))
@@ -266,7 +268,7 @@ def scripted_world(
         coalesce=coalesce,
         cache_prices=CachePrices(cache_prices),
         grants=grants,
-        prover=None if verify is VerifyMode.OFF else Prover(lambda chain_id: verify),
+        prover=Prover(lambda chain_id: verify),
     )
     service = RpcService(snapshot, deps)
     decider = None

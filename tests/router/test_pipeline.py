@@ -53,6 +53,7 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         "CapableRoutes",
         "HasTheBlock",
         "NotBehindSeen",
+        "Verify",
         "CreditHold",
         "Attempt",
     ]

@@ -301,6 +301,18 @@ def test_with_verify_off_nothing_is_asked_beyond_the_call(chain: Chain) -> None:
     assert w.urls_called() == [A]
 
 
+def test_a_key_that_asks_for_verified_answers_gets_proofs_on_a_chain_set_off(
+    chain: Chain,
+) -> None:
+    w = world(chain, VerifyMode.OFF, cache=False)
+    call = rpc("eth_getBalance", [RECIPIENT, "0x1"])
+    assert verified(w.call(call)) is None
+    asking = w.another_key(2, verified=True)
+    reply = w.call(call, key=asking)
+    assert result(reply) == "0x2a"
+    assert verified(reply) == "proof"
+
+
 def test_a_proven_call_is_never_handed_over_as_a_decision(chain: Chain) -> None:
     w = world(chain, VerifyMode.ALWAYS, cache=False, decisions=True)
     reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))

@@ -42,6 +42,16 @@ SpendAlert = Annotated[
 ]
 
 
+Verified = Annotated[
+    StrictBool,
+    Field(
+        description="Every answer the chain lets the router prove is proven before it is "
+        "served (X-Verified: proof), whatever the chain's own setting; the proofs' extra node "
+        'calls make such calls slower (docs/integrity.md, "Verified answers").'
+    ),
+]
+
+
 class ApiKeyCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -51,6 +61,7 @@ class ApiKeyCreate(BaseModel):
     rate_limit: KeyRateLimit = 0
     rate_limit_interval_sec: KeyRateInterval = 1
     spend_alert: SpendAlert = 0
+    verified: Verified = False
 
 
 class ApiKeyUpdate(BaseModel):
@@ -65,6 +76,7 @@ class ApiKeyUpdate(BaseModel):
     rate_limit: KeyRateLimit | None = None
     rate_limit_interval_sec: KeyRateInterval | None = None
     spend_alert: SpendAlert | None = None
+    verified: Verified | None = None
 
     @model_validator(mode="after")
     def _no_nulls(self) -> ApiKeyUpdate:

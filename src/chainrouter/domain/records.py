@@ -77,6 +77,7 @@ class ApiKey:
     rate_limit: int = 0  # calls per `rate_limit_interval_sec`; 0: no limit of its own
     rate_limit_interval_sec: int = 1
     spend_alert_nano: int = 0  # spend per UTC day that raises an alert; 0: none
+    verified: bool = False  # every provable answer proven (docs/integrity.md)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,6 @@ from sqlalchemy import Engine
 
 from chainrouter.domain.cacheable import CachePrices
 from chainrouter.domain.routing import HealthReport, NodeInfo
-from chainrouter.domain.verification import VerifyMode
 from chainrouter.net.client_ip import IpNetwork, parse_networks
 from chainrouter.net.outbound import dial_rule, ssl_context
 from chainrouter.ratelimit import create_limiter
@@ -492,9 +491,7 @@ def _report_end(task: asyncio.Task[None]) -> None:
         log.error("%s stopped", task.get_name(), exc_info=task.exception())
 
 
-def prover_for(settings: Settings) -> Prover | None:
-    """The router's prover, by its settings; None where every chain's `verify` is off."""
+def prover_for(settings: Settings) -> Prover:
+    """The router's prover, with each chain's `verify` setting (a key may ask for more)."""
     default, per_chain = settings.verify, dict(settings.chain_verify)
-    if default is VerifyMode.OFF and all(mode is VerifyMode.OFF for mode in per_chain.values()):
-        return None
     return Prover(lambda chain_id: per_chain.get(chain_id, default))

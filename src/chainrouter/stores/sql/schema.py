@@ -262,6 +262,8 @@ api_keys = Table(
     Column("rate_limit_interval_sec", Integer, nullable=False, server_default="1"),
     # Spend per UTC day above which the dashboard and /account raise an alert; 0: none (0017).
     Column("spend_alert_nano", BigInteger, nullable=False, server_default="0"),
+    # Every provable answer proven, whatever the chain's setting (0020; docs/integrity.md).
+    Column("verified", Boolean, nullable=False, server_default=text("false")),
     *_timestamps(),
 )
 
