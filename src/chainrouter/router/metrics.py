@@ -56,6 +56,7 @@ class RouterMetrics:
         "repeated",
         "requests",
         "verified",
+        "verified_nodes",
         "websocket",
     )
 
@@ -82,6 +83,8 @@ class RouterMetrics:
         # (chain, method, outcome: "proof" | "agreement" | "unproven" | "false") -> answers
         # checked before they were served (router/proving.py)
         self.verified: dict[tuple[int, str, str], int] = {}
+        # (chain, node, outcome) -> the same, by the node whose answer was checked
+        self.verified_nodes: dict[tuple[int, int, str], int] = {}
 
     def request(self, route: str, status: int, count: int = 1) -> None:
         key = (route, status)
@@ -116,9 +119,11 @@ class RouterMetrics:
             counts[_BUCKETS + bisect.bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
         counts[-1] += sum(times)
 
-    def checked(self, chain_id: int, method: str, outcome: str) -> None:
+    def checked(self, chain_id: int, method: str, node_id: int, outcome: str) -> None:
         key = (chain_id, method, outcome)
         self.verified[key] = self.verified.get(key, 0) + 1
+        by_node = (chain_id, node_id, outcome)
+        self.verified_nodes[by_node] = self.verified_nodes.get(by_node, 0) + 1
 
     def attempts(self) -> dict[tuple[int, str], int]:
         """(node, "answered" | "failed") -> attempts."""
@@ -153,6 +158,7 @@ class RouterMetrics:
             "repeated": [[*key, n] for key, n in list(self.repeated.items())],
             "epochs": [[*key, n] for key, n in list(self.epochs.items())],
             "verified": [[*key, n] for key, n in list(self.verified.items())],
+            "verified_nodes": [[*key, n] for key, n in list(self.verified_nodes.items())],
         }
 
     def add(self, data: dict[str, Any]) -> None:
@@ -182,6 +188,9 @@ class RouterMetrics:
         for chain, method, outcome, n in data.get("verified", ()):
             checked = (chain, method, outcome)
             self.verified[checked] = self.verified.get(checked, 0) + n
+        for chain, node, outcome, n in data.get("verified_nodes", ()):
+            by_node = (chain, node, outcome)
+            self.verified_nodes[by_node] = self.verified_nodes.get(by_node, 0) + n
 
     def copy(self) -> RouterMetrics:
         merged = RouterMetrics()

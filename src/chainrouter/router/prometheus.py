@@ -53,7 +53,7 @@ class _RouterCollector(Collector):
         yield from _websocket(counts)
         yield from _cache(counts)
         yield _repeated(counts)
-        yield _verified(counts)
+        yield from _verified(counts)
         yield from _epochs(counts)
         yield from _storage(state.sync)
 
@@ -209,7 +209,7 @@ def _repeated(counts: RouterMetrics) -> Metric:
     return repeated
 
 
-def _verified(counts: RouterMetrics) -> Metric:
+def _verified(counts: RouterMetrics) -> Iterator[Metric]:
     verified = CounterMetricFamily(
         "chainrouter_answers_checked",
         "Nodes' answers checked before they were served (docs/integrity.md, Proofs), by chain, "
@@ -220,7 +220,16 @@ def _verified(counts: RouterMetrics) -> Metric:
     )
     for (chain, method, outcome), n in sorted(counts.verified.items()):
         verified.add_metric([str(chain), method, outcome], n)
-    return verified
+    yield verified
+    by_node = CounterMetricFamily(
+        "chainrouter_node_answers_checked",
+        "The same, by the node whose answer was checked: a node whose answers are found false "
+        "is one to cordon (docs/integrity.md).",
+        labels=["chain", "node", "outcome"],
+    )
+    for (chain, node, outcome), n in sorted(counts.verified_nodes.items()):
+        by_node.add_metric([str(chain), str(node), outcome], n)
+    yield by_node
 
 
 def _nodes(state: RouterState) -> Iterator[Metric]:

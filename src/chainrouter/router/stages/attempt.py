@@ -416,7 +416,8 @@ class Attempt:
             return served
         outcome = await prover.check(call, plan, route, served.answer, timeout_s)
         if outcome.false is not None:
-            self._metrics.checked(call.request.chain_id, call.call.method, "false")
+            node_id = route.node.node_id
+            self._metrics.checked(call.request.chain_id, call.call.method, node_id, "false")
             self._answered_false(route.node.node_id, outcome.false)
             return None
         served.verified = outcome.verified
@@ -426,7 +427,8 @@ class Attempt:
         """The served answer's check: counted, said in `X-Verified`, and an answer not checked
         is not kept (the cache keeps only what was proven or agreed)."""
         outcome = "unproven" if verified is None else verified.value
-        self._metrics.checked(call.request.chain_id, call.call.method, outcome)
+        node_id = -1 if call.served_by is None else call.served_by.node.node_id
+        self._metrics.checked(call.request.chain_id, call.call.method, node_id, outcome)
         call.verified = verified
         if verified is None:
             call.cache_pin = None
