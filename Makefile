@@ -72,6 +72,7 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	$(UV) run python -m bench.faults
 	$(UV) run python -m bench.websocket
 	$(UV) run python -m bench.cache
+	$(UV) run python -m bench.verification
 	$(UV) run python -m bench.usage
 	$(UV) run python -m bench.companion
 

@@ -143,6 +143,9 @@ def _router(
         "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "600",
         "CHAINROUTER_MAX_CONNECTIONS": "4096",
         "CHAINROUTER_CACHE_MAX_BYTES": str(CACHE_BYTES),
+        # One provider: with answers proven or agreed first (the default), nothing would be kept.
+        # This measures the cache; what proofs cost: bench/verification.py.
+        "CHAINROUTER_VERIFY": "off",
         **settings,
     }
     process = subprocess.Popen(
