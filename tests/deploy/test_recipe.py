@@ -76,7 +76,7 @@ def test_a_router_drains_longer_than_the_balancer_takes_to_mark_it_down() -> Non
 def test_each_redis_has_its_memory_bound_and_the_eviction_its_use_needs() -> None:
     files = render(example())
     assert "maxmemory 256mb\nmaxmemory-policy noeviction\n" in files["redis/limits.conf"]
-    assert "maxmemory 1024mb\nmaxmemory-policy volatile-lru\n" in files["redis/cache.conf"]
+    assert "maxmemory 1024mb\nmaxmemory-policy allkeys-lru\n" in files["redis/cache.conf"]
 
 
 def test_postgresql_has_room_for_every_process_pool() -> None:

@@ -9,7 +9,7 @@ writes, under OUT_DIR:
 - `haproxy/haproxy.cfg`: the balancer in front of the N routers (and the API's hosts), checking
   `GET /health`, draining a router that says so, carrying WebSocket connections;
 - `redis/limits.conf`, `redis/cache.conf`: two Redis instances, one per use, each with its
-  memory bound and the eviction policy that use needs;
+  memory bound and the eviction policy that use needs (docs/cache.md);
 - `postgresql/chainrouter.conf`: the PostgreSQL settings the service relies on.
 
 The timings that must agree across files are computed here, once: a router's drain delay is the
@@ -316,12 +316,12 @@ def _redis(site: Site, use: str) -> str:
             "# shares of each limit (docs/deployment.md). Buckets expire with their window.\n"
         )
     else:
-        policy = "volatile-lru"
+        policy = "allkeys-lru"
         memory = site.cache_redis_max_mb
         why = (
-            "# Answers: each kept with a time to live, the least recently used pushed out for\n"
-            "# room. The chains' finality epochs and the keys' seen heads have none and are\n"
-            "# never pushed out (volatile-*); lost all the same, the routers write them back.\n"
+            "# Answers: the least recently used pushed out for room (docs/cache.md). The chains'\n"
+            "# finality epochs are read every second, so LRU keeps them; lost all the same, the\n"
+            "# routers write them back.\n"
         )
     reach = "# Reachable from the routers' network only: firewall the port from the rest.\n"
     return f"""{_HEADER}{why}{reach}bind 0.0.0.0
