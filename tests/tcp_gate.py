@@ -12,8 +12,11 @@ from tests.anvil import free_port
 
 
 class TcpGate:
-    def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, target_port: int, target_host: str = "127.0.0.1", listen_host: str = "127.0.0.1"
+    ) -> None:
         self.port = free_port()
+        self._listen_host = listen_host
         self._target = (target_host, target_port)
         self._lock = threading.Lock()
         self._open_sockets: set[socket.socket] = set()
@@ -21,7 +24,7 @@ class TcpGate:
         self.open()
 
     def open(self) -> None:
-        listener = socket.create_server(("127.0.0.1", self.port), reuse_port=False)
+        listener = socket.create_server((self._listen_host, self.port))
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), daemon=True).start()
 

@@ -254,7 +254,8 @@ def _haproxy(site: Site) -> str:
     )
     bind = site.balancer_bind
     return f"""{_HEADER}global
-    maxconn 100000
+    # Two descriptors a connection (client and router): raise it with the host's file limit.
+    maxconn 8000
     log stdout format raw local0 warning
 
 defaults
