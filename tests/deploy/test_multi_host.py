@@ -2,8 +2,9 @@
 are the hosts, on one bridge; HAProxy with the rendered configuration in front of two routers
 started as their rendered units start them, with the rendered environment, on PostgreSQL and on
 a Redis with the rendered configuration. Under continuous load of distinct billed calls through
-the balancer, one router is sent SIGTERM and started again, then Redis is stopped for 5 s: no
-request fails, and the balance drops by exactly the price of the calls answered.
+the balancer, one router is sent SIGTERM and started again, then Redis is stopped for 5 s, then
+PostgreSQL is cut off for 5 s: no request fails, and the balance drops by exactly the price of
+the calls answered, each written once.
 
 This machine's root namespace is the data host (PostgreSQL, reached through a relay on the
 bridge, and the anvil nodes); the test's own process is the clients."""
@@ -178,7 +179,7 @@ def _wait_redis(address: str) -> None:
 
 
 @pytest.mark.timeout(150)
-def test_two_routers_behind_haproxy_lose_no_request_through_a_restart_and_a_redis_outage(
+def test_two_routers_behind_haproxy_lose_no_request_through_a_restart_and_outages(
     hosts: Hosts, postgresql_database_url: str, tmp_path: Path
 ) -> None:
     haproxy = shutil.which("haproxy")
@@ -308,6 +309,11 @@ def test_two_routers_behind_haproxy_lose_no_request_through_a_restart_and_a_redi
             time.sleep(5)
             redis = start_redis()
             time.sleep(1.5)  # limits shared again
+            # PostgreSQL away for 5 s: served from the snapshot, usage kept for later.
+            gate.shut()
+            time.sleep(5)
+            gate.open()
+            time.sleep(1.5)
         finally:
             load.stop()
             for client in clients:
