@@ -74,6 +74,7 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	$(UV) run python -m bench.cache
 	$(UV) run python -m bench.usage
 	$(UV) run python -m bench.companion
+	$(UV) run python -m bench.deployment
 
 .PHONY: image
 image: setup ## an OCI image of the service with buildah, from a Debian base made by debootstrap (docs/deployment.md)
