@@ -19,7 +19,7 @@ from chainrouter.router.executors.native_websocket import RESTARTING
 from tests.router.conftest import AnvilNodes, rpc
 from tests.router.test_server import ACCOUNT, start_router
 
-DRAIN_S = 2.0
+DRAIN_S = 1.5
 
 
 def _health(base: str) -> tuple[int, dict[str, object]]:
