@@ -33,7 +33,7 @@ async def test_two_routers_without_their_redis_admit_the_limit_between_them_not_
             for router in routers:
                 assert await router.acquire([probe]) == 0
         assert [router.processes for router in routers] == [2, 2]
-        assert len(redis.cli("ZRANGE", MEMBERS_KEY, "0", "-1").split()) == 2
+        assert len(redis.cli("ZRANGE", f"{MEMBERS_KEY}:rpc", "0", "-1").split()) == 2
         redis.stop()
         admitted = [await _admitted(router, bucket, 3 * LIMIT) for router in routers]
         assert admitted == [LIMIT // 2, LIMIT // 2]
@@ -68,15 +68,21 @@ async def test_a_router_that_never_reached_redis_keeps_the_whole_limit() -> None
 
 @pytest.mark.anyio
 @pytest.mark.timeout(30)
-async def test_a_process_not_heard_of_for_the_members_time_no_longer_counts() -> None:
+async def test_only_live_processes_of_the_same_role_count() -> None:
     redis = PrivateRedis()
     try:
         # A router that stopped 20 s ago (Redis time), and one that beats now.
         now = int(redis.cli("TIME").split()[0])
-        redis.cli("ZADD", MEMBERS_KEY, str(now - 20), "gone")
+        redis.cli("ZADD", f"{MEMBERS_KEY}:rpc", str(now - 20), "gone")
         live = RedisLimiter(redis.url, timeout_s=0.5, beat_s=0)
         assert await live.acquire([Bucket("node:x", 5, 60)]) == 0
         assert live.processes == 1
+        # The API's processes take other buckets: they are not counted among the routers.
+        api = RedisLimiter(redis.url, timeout_s=0.5, beat_s=0, role="api")
+        assert await api.acquire([Bucket("ip:x", 5, 60)]) == 0
+        assert await live.acquire([Bucket("node:x", 5, 60)]) == 0
+        assert (live.processes, api.processes) == (1, 1)
+        await api.close()
         await live.close()
     finally:
         redis.stop()

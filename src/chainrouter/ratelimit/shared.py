@@ -10,8 +10,9 @@ call in one hash slot; a single Redis or a primary with replicas is what this is
 When Redis cannot be reached, fails or is slow the router keeps serving: it falls back to its
 own in-process limits and logs it, at most once a minute. Each process then takes its share of
 every limit, so that together they still admit no more than the limit: each one names itself in
-Redis (`MEMBERS_KEY`) every `BEAT_S` while Redis answers, and counts the processes that did in
-the last `MEMBER_TTL_S`; away from Redis, it enforces `limit // processes` (at least 1) of each
+Redis (`MEMBERS_KEY`, one set per role: the routers' buckets are theirs, the API's its own)
+every `BEAT_S` while Redis answers, and counts the processes that did in the last
+`MEMBER_TTL_S`; away from Redis, it enforces `limit // processes` (at least 1) of each
 bucket. A process that never reached Redis counts itself alone.
 
 Redis gets `timeout_s` a call, connecting and waiting for one of the pool's
@@ -40,7 +41,7 @@ REST_S = 1.0  # after Redis failed or was slow, limits are per process this long
 MAX_CONNECTIONS = 32  # per process; calls beyond them wait for one, within the time-out
 
 _PREFIX = "chainrouter:rl:"
-MEMBERS_KEY = "chainrouter:rl-members"  # sorted set: process -> Redis time it last said so
+MEMBERS_KEY = "chainrouter:rl-members"  # + ":role", sorted set: process -> when it said so
 BEAT_S = 5.0  # a process names itself this often, within a call that goes to Redis anyway
 MEMBER_TTL_S = 15  # one not heard of for this long no longer counts
 
@@ -122,7 +123,13 @@ return 0
 
 class RedisLimiter:
     def __init__(
-        self, url: str, *, timeout_s: float, rest_s: float = REST_S, beat_s: float = BEAT_S
+        self,
+        url: str,
+        *,
+        timeout_s: float,
+        rest_s: float = REST_S,
+        beat_s: float = BEAT_S,
+        role: str = "rpc",
     ) -> None:
         pool = BlockingConnectionPool.from_url(
             url,
@@ -136,6 +143,7 @@ class RedisLimiter:
         self._beat = self._redis.register_script(_BEAT)
         self._name = secrets.token_hex(8)
         self._beat_s = beat_s
+        self.members_key = f"{MEMBERS_KEY}:{role}"
         self._beaten_at = float("-inf")  # monotonic
         self.processes = 1  # sharing the limits, as last counted in Redis
         self._fallback = MemoryLimiter()
@@ -170,7 +178,9 @@ class RedisLimiter:
             # connecting, the script loaded again after a restart of Redis, running it).
             async with asyncio.timeout(self._timeout_s):
                 if time.monotonic() - self._beaten_at >= self._beat_s:
-                    counted = await self._beat(keys=[MEMBERS_KEY], args=[self._name, MEMBER_TTL_S])
+                    counted = await self._beat(
+                        keys=[self.members_key], args=[self._name, MEMBER_TTL_S]
+                    )
                     self.processes, self._beaten_at = max(1, int(counted)), time.monotonic()
                 wait_us = await self._script(keys=keys, args=args)
         except (RedisError, OSError, TimeoutError) as exc:
