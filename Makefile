@@ -75,6 +75,15 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	$(UV) run python -m bench.verification
 	$(UV) run python -m bench.usage
 	$(UV) run python -m bench.companion
+	$(UV) run python -m bench.deployment
+
+.PHONY: image
+image: setup ## an OCI image of the service with buildah, from a Debian base made by debootstrap (docs/deployment.md)
+	scripts/image.sh build
+
+.PHONY: image-smoke
+image-smoke: setup ## build the image if needed, then run it in its root filesystem: --help, migrate, serve answering /health
+	scripts/image.sh smoke
 
 .PHONY: migration
 migration: setup ## write a new migration from schema.py changes: make migration m="what changed"

@@ -29,3 +29,12 @@ if ! redis_up; then
   for _ in $(seq 1 30); do redis_up && break; sleep 1; done
   redis_up || { echo "Redis did not come up on 127.0.0.1:6379" >&2; exit 1; }
 fi
+
+# HAProxy, the balancer of the deployment recipe (deploy/, docs/deployment.md), for the multi-host
+# test; only its binary is used (the test starts its own), so Debian's service is left stopped.
+if ! command -v haproxy >/dev/null 2>&1; then
+  echo "installing HAProxy" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq haproxy >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null && apt-get install -y -qq haproxy >/dev/null; }
+fi

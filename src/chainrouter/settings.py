@@ -185,6 +185,22 @@ class Settings(BaseSettings):
         "worker, the API). The native executor stops accepting beyond it, so new ones wait in "
         "the kernel's backlog; uvicorn (the Python executor, the API) answers 503 beyond it.",
     )
+    drain_delay_s: float = Field(
+        default=0.0,
+        ge=0,
+        le=300,
+        description="After SIGTERM, how long a router keeps serving while GET /health answers "
+        "503 draining, so that its load balancer stops sending it new requests before it stops "
+        "accepting: at least the balancer's time to mark it down (HAProxy: inter x fall). A "
+        "second SIGTERM or SIGINT ends the wait. 0: stop accepting at once.",
+    )
+    shutdown_grace_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=600,
+        description="At a stop, how long the requests in flight get to finish once the router "
+        "stops accepting, seconds; then the usage is written and the process exits.",
+    )
     ws_max_subscriptions: int = Field(
         default=100,
         ge=1,

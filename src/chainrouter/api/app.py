@@ -46,7 +46,9 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
             "outbound_allow_private is ON: screening may dial loopback and private addresses. "
             "This is for tests and development only."
         )
-    limiter = create_limiter(settings.redis_url, redis_timeout_s=settings.redis_timeout_s)
+    limiter = create_limiter(
+        settings.redis_url, redis_timeout_s=settings.redis_timeout_s, role="api"
+    )
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -14,13 +14,15 @@ among them) run. So this middleware, in front of the app:
 from __future__ import annotations
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from chainrouter.api.errors import error_response
+from chainrouter.api.errors import database_unavailable, error_response
 from chainrouter.management.access import HEADER, authenticate
 from chainrouter.management.errors import UnauthenticatedError
+from chainrouter.stores.sql.engine import database_away
 
 PRINCIPAL_STATE = "principal"
 # Routes that need a management token: nothing of their bodies is read without one.
@@ -63,6 +65,11 @@ class BodyGuard:
             except UnauthenticatedError as refused:
                 response = error_response(401, refused.code, refused.message, headers=_CLOSE)
                 await response(scope, receive, send)
+                return
+            except SQLAlchemyError as failed:
+                if not database_away(failed):
+                    raise
+                await database_unavailable(failed, _CLOSE)(scope, receive, send)
                 return
             scope.setdefault("state", {})[PRINCIPAL_STATE] = principal
         received = 0

@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ConfigDict
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from chainrouter.api.jsonio import respond
@@ -25,6 +26,7 @@ from chainrouter.management.errors import (
     ScreeningFailedError,
     UnauthenticatedError,
 )
+from chainrouter.stores.sql.engine import database_away
 from chainrouter.validation import error_message, format_path
 
 log = logging.getLogger(__name__)
@@ -139,6 +141,29 @@ async def _http_error(_request: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, code, message, headers=headers)
 
 
+DATABASE_RETRY_AFTER_S = 5  # what a client is told to wait while the database is away
+
+
+async def _database_error(request: Request, exc: Exception) -> Response:
+    """The database is unreachable or restarting: 503 and when to try again, nothing written
+    (the statement's transaction did not commit). A failure that would happen again as it is
+    stays a 500."""
+    if not database_away(exc):
+        return await _unexpected_error(request, exc)
+    return database_unavailable(exc)
+
+
+def database_unavailable(exc: Exception, headers: dict[str, str] | None = None) -> Response:
+    """The answer to a call the database was away for (`database_away`)."""
+    log.warning("database unavailable to the management API: %s", type(exc).__name__)
+    return error_response(
+        503,
+        "database_unavailable",
+        "the database cannot be reached; nothing was changed, try again shortly",
+        headers={"Retry-After": str(DATABASE_RETRY_AFTER_S), **(headers or {})},
+    )
+
+
 async def _unexpected_error(_request: Request, exc: Exception) -> Response:
     log.exception("unexpected error in the management API", exc_info=exc)
     return error_response(500, "internal_error", "internal server error")
@@ -148,4 +173,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ManagementError, _management_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(SQLAlchemyError, _database_error)
     app.add_exception_handler(Exception, _unexpected_error)

@@ -76,6 +76,12 @@ class RouterFace:
         self._request_log = request_log
         self._hub = hub
         self._decider = decider
+        self._draining = False
+
+    def drain(self) -> None:
+        """The router is stopping: `/health` answers 503 from now on, whatever else it finds, so
+        that load balancers send their new requests elsewhere while it still serves these."""
+        self._draining = True
 
     async def respond(self, request: HttpRequest) -> HttpAnswer:
         """The answer to one request (a program: the executor runs it). One coroutine for the
@@ -198,8 +204,10 @@ class RouterFace:
         """200 when the router can serve, 503 when it cannot (router/readiness.py)."""
         sync, ready = self._sync, self._readiness()
         age = ready.storage_contact_age_s
+        serving = ready.ready and not self._draining
+        status = "draining" if self._draining else "ok" if ready.ready else "unavailable"
         body: dict[str, object] = {
-            "status": "ok" if ready.ready else "unavailable",
+            "status": status,
             "configuration_version": sync.version,
             "executor": self._executor,
             # Usage metered but not yet in storage: above 1 for long, something is wrong.
@@ -209,9 +217,9 @@ class RouterFace:
             "chains": ready.chains,
             "chains_without_healthy_node": ready.chains_without_healthy_node,
         }
-        if not ready.ready:
-            body["reasons"] = ready.reasons()
-        return HttpAnswer(200 if ready.ready else 503, self._plain_headers(), orjson.dumps(body))
+        if not serving:
+            body["reasons"] = ["the router is stopping"] * self._draining + ready.reasons()
+        return HttpAnswer(200 if serving else 503, self._plain_headers(), orjson.dumps(body))
 
     def _plain_headers(self) -> Headers:
         # Every response of the router carries a batch id (spec section 1), even these.

@@ -53,6 +53,7 @@ from chainrouter.router.response_cache import (
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
 from chainrouter.router.shared_epochs import SharedEpochs
+from chainrouter.router.shared_heads import SharedHeads
 from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
@@ -93,6 +94,8 @@ class RouterRuntime:
     settle: Settle | None = None
     # The chains' finality epochs shared through the cache's Redis; None: no Redis for answers.
     shared_epochs: SharedEpochs | None = None
+    # The keys' seen heads shared through the limits' Redis; None: no Redis.
+    shared_heads: SharedHeads | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
@@ -149,6 +152,11 @@ class RouterRuntime:
         task = asyncio.create_task(self.sync.run(), name="storage-sync")
         task.add_done_callback(_report_end)
         self._tasks.append(task)
+        if self.shared_heads is not None:
+            self.shared_heads.start(asyncio.get_running_loop())
+            heads = asyncio.create_task(self.shared_heads.follow(), name="shared-heads")
+            heads.add_done_callback(_report_end)
+            self._tasks.append(heads)
         if self.metrics_share is not None:
             shared = asyncio.create_task(self._share_metrics(), name="metrics-share")
             shared.add_done_callback(_report_end)
@@ -208,6 +216,8 @@ class RouterRuntime:
         if not await self.sync.flush():
             self.sync.log_unwritten()
         self.sync.close_journal()
+        if self.shared_heads is not None:
+            await self.shared_heads.close()
         if self.metrics_share is not None:
             self.metrics_share.remove_own()
         if self.hub is not None:
@@ -386,6 +396,11 @@ def build_runtime(
             settings.ws_max_subscriptions, settings.ws_send_queue, settings.max_batch_size
         ),
         shared_epochs=_shared_epochs(settings, cache, finality),
+        shared_heads=None
+        if not settings.redis_url
+        else SharedHeads(
+            seen_heads, settings.redis_url, timeout_s=settings.redis_timeout_s, name=instance
+        ),
         decider=decider,
         settle=settle,
     )

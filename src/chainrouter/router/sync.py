@@ -24,14 +24,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import (
-    DBAPIError,
-    DisconnectionError,
-    InterfaceError,
-    OperationalError,
-    SQLAlchemyError,
-)
-from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+from sqlalchemy.exc import SQLAlchemyError
 
 from chainrouter.domain.money import format_credits
 from chainrouter.domain.plan_cycle import PlanTerms, Standing
@@ -40,7 +33,7 @@ from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.router.journal import UsageJournal
 from chainrouter.router.metering import CreditView, UsageBatch, UsageKey, UsageMeter
 from chainrouter.stores.sql.config_version import read_config_version
-from chainrouter.stores.sql.engine import read_snapshot
+from chainrouter.stores.sql.engine import database_away, read_snapshot
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.stores.sql.plan_usage import plan_standings
 from chainrouter.stores.sql.snapshot import load_router_snapshot
@@ -262,7 +255,7 @@ class StorageSync:
         what one row that can never be written may raise (a program limit, a statement time-out,
         SQLite's errors): if storage still answers, the write failed for itself, and must not
         hold back every later flush."""
-        if not _database_away(exc):
+        if not database_away(exc):
             return False
         if _contended(exc):  # busy, not broken: a reader would pass while the writer waits
             return True
@@ -308,16 +301,6 @@ def split_by_customer(batch: UsageBatch) -> list[UsageBatch]:
         )
         for customer, part in sorted(rows.items())
     ]
-
-
-def _database_away(exc: BaseException) -> bool:
-    """Whether a failed write may well succeed later as it is: the database is unreachable, busy
-    or restarting. Anything else (a constraint, a value out of range, a bug) would fail again."""
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(
-        exc, OperationalError | InterfaceError | DisconnectionError | PoolTimeoutError
-    )
 
 
 # PostgreSQL: lock_not_available, serialization_failure, deadlock_detected.

@@ -8,8 +8,11 @@ event loop and gives the driver its future to wait on.
 
 A worker has two threads. The server's thread runs the Rust server and client, the requests and
 the health checker; the main thread runs an asyncio event loop for the storage sync (its database
-calls in worker threads) and for Redis. Signals reach the main thread: SIGTERM or SIGINT stops the
-server, lets the requests in flight finish, then writes the metered usage.
+calls in worker threads) and for Redis. Signals reach the main thread: SIGTERM or SIGINT drains the
+worker (`drain`): `/health` answers 503 for `drain_delay_s` while it still serves, so that the
+load balancer takes it out first; then its WebSocket clients are told to reconnect (1012), the
+server stops accepting and the requests in flight get `shutdown_grace_s` to finish, and the
+metered usage is written.
 
 With several workers, this process binds the socket and starts each worker as a child process
 sharing it (`python -m chainrouter.router.executors.native FD`).
@@ -34,7 +37,7 @@ from typing import Any, TypeVar
 from chainrouter.net.outbound import DialRule
 from chainrouter.ratelimit.window import Limiter, MemoryLimiter
 from chainrouter.router.contract import Acquire, Program
-from chainrouter.router.executors.native_websocket import websocket_handler
+from chainrouter.router.executors.native_websocket import WsClients, websocket_handler
 from chainrouter.router.executors.process import (
     assemble_worker,
     settings_dial_rule,
@@ -47,7 +50,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _BACKLOG = 2048
-_STOP_GRACE_S = 30.0  # requests in flight get this long to finish at a stop
+_WS_CLOSE_S = 5.0  # WebSocket sessions get this long to end once told to reconnect
 _IDLE_UPSTREAM_S = 30.0  # kept connections to nodes close after this long unused
 _USER_AGENT = "chainrouter"
 
@@ -125,7 +128,9 @@ def serve_native(settings: Settings) -> int:
     )
     if settings.rpc_workers == 1:
         return run_worker(settings, listener, native)
-    return _supervise(settings.rpc_workers, listener)
+    return _supervise(
+        settings.rpc_workers, listener, settings.drain_delay_s + settings.shutdown_grace_s
+    )
 
 
 def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
@@ -153,12 +158,17 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
     deps = runtime.service.deps
     if runtime.settle is not None and deps.grants is not None:
         server.apply_decisions(deps.grants.memo, runtime.settle)
+    clients = WsClients()
     server.accept_websockets(
-        websocket_handler(runtime, executor.driver, loop, settings.ws_max_message_bytes)
+        websocket_handler(runtime, executor.driver, loop, settings.ws_max_message_bytes, clients)
     )
     settle_heap()
     stopping = asyncio.Event()
+    hurry = asyncio.Event()  # a second signal: no more waiting for the balancer
     failures: list[BaseException] = []
+
+    def signalled() -> None:
+        (hurry if stopping.is_set() else stopping).set()
 
     def serve() -> None:
         try:
@@ -175,18 +185,25 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         # the event loop's thread its checks took the interpreter's lock from them.
         await runtime.start_background(executor)
         for signum in (signal.SIGTERM, signal.SIGINT):
-            asyncio.get_running_loop().add_signal_handler(signum, stopping.set)
+            asyncio.get_running_loop().add_signal_handler(signum, signalled)
 
     serving = threading.Thread(target=serve, name="native-server", daemon=True)
     try:
         loop.run_until_complete(start())
         serving.start()
         loop.run_until_complete(stopping.wait())
-        server.stop()
         # The loop keeps running meanwhile: requests in flight may need it (Redis limits).
-        loop.run_until_complete(asyncio.to_thread(serving.join, _STOP_GRACE_S))
-        if serving.is_alive():
-            log.warning("requests still in flight after %.0f s; stopping anyway", _STOP_GRACE_S)
+        loop.run_until_complete(
+            drain(
+                face.drain,
+                clients,
+                server.stop,
+                serving,
+                delay_s=0.0 if failures else settings.drain_delay_s,
+                grace_s=settings.shutdown_grace_s,
+                hurry=hurry,
+            )
+        )
         loop.run_until_complete(runtime.stop())
     finally:
         loop.close()
@@ -194,6 +211,35 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
     for failure in failures:
         log.error("the native server stopped", exc_info=failure)
     return 1 if failures else 0
+
+
+async def drain(
+    mark: Callable[[], None],
+    clients: WsClients,
+    stop_accepting: Callable[[], None],
+    serving: threading.Thread,
+    *,
+    delay_s: float,
+    grace_s: float,
+    hurry: asyncio.Event,
+) -> None:
+    """A worker's stop, up to writing its usage: `mark` it draining (`/health` 503) and go on
+    serving for `delay_s` (or until `hurry`), so that the balancer sends its new requests
+    elsewhere; tell the WebSocket clients to reconnect; stop accepting, and give what is in
+    flight `grace_s` to finish (the server's thread, `serving`, ends when it has)."""
+    mark()
+    if delay_s > 0:
+        log.info("draining: /health answers 503 for %.1f s, then the router stops", delay_s)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay_s):
+                await hurry.wait()
+    closed = await clients.close_all(min(grace_s, _WS_CLOSE_S))
+    if closed:
+        log.info("%d WebSocket clients told to reconnect (1012)", closed)
+    stop_accepting()
+    await asyncio.to_thread(serving.join, grace_s)
+    if serving.is_alive():
+        log.warning("requests still in flight after %.0f s; stopping anyway", grace_s)
 
 
 def _new_event_loop() -> asyncio.AbstractEventLoop:
@@ -207,7 +253,7 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
     return loop
 
 
-def _supervise(workers: int, listener: socket.socket) -> int:
+def _supervise(workers: int, listener: socket.socket, stop_s: float) -> int:
     """Run `workers` child processes on the shared socket until a signal, or one of them dies."""
     fd = listener.fileno()
     # This interpreter and module, with a descriptor number: nothing from outside.
@@ -230,7 +276,9 @@ def _supervise(workers: int, listener: socket.socket) -> int:
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_GRACE_S + 30
+    # A worker's own stop is bounded by its settings (`stop_s`: drain and grace) and the
+    # usage's write: this only catches one that hangs past them.
+    deadline = time.monotonic() + stop_s + 30
     for child in children:
         with contextlib.suppress(subprocess.TimeoutExpired):
             child.wait(max(0.1, deadline - time.monotonic()))

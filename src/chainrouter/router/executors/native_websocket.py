@@ -28,6 +28,7 @@ _TOO_BIG = 1009  # RFC 6455: a message too big to take
 _POLICY = 1008
 _ABORT_S = 5.0  # a client that reads nothing is dropped this long after its close
 _GONE = 1001  # RFC 6455: going away
+RESTARTING = 1012  # IANA's registry: service restart, the client may reconnect (to another router)
 PING_EVERY_S = 20.0
 
 
@@ -97,6 +98,12 @@ class SocketLink:
         self._writer.write(self._frames.send(TextMessage(data=message.decode())))
         await self._writer.drain()
 
+    def start_closing(self, code: int, reason: str) -> None:
+        """Send the close frame; the session ends when the client answers it (`receive`)."""
+        if self._frames.state is ConnectionState.OPEN:
+            with contextlib.suppress(Exception):
+                self._writer.write(self._frames.send(CloseConnection(code=code, reason=reason)))
+
     def abort(self, code: int, reason: str) -> None:
         """The close frame goes after what is queued, then the connection is dropped: at once
         if the client reads, after `_ABORT_S` if it does not."""
@@ -115,15 +122,42 @@ class SocketLink:
         self._writer.close()
 
 
+class WsClients:
+    """The worker's WebSocket clients, so that a stop can tell them to reconnect elsewhere: the
+    server's graceful stop does not wait for a connection once it is upgraded."""
+
+    def __init__(self) -> None:
+        self.links: set[SocketLink] = set()
+        self.tasks: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references
+
+    async def close_all(self, within_s: float) -> int:
+        """Tell every client to reconnect (1012, service restart) and wait, `within_s` at most,
+        for each to answer the close, which ends its session; those that have not by then are
+        dropped. How many there were."""
+        links = list(self.links)
+        for link in links:
+            link.start_closing(RESTARTING, "router restarting; reconnect")
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=within_s)
+        for link in list(self.links):
+            link.abort(RESTARTING, "router restarting; reconnect")
+        return len(links)
+
+
 def websocket_handler(
-    runtime: RouterRuntime, driver: Any, loop: asyncio.AbstractEventLoop, max_bytes: int
+    runtime: RouterRuntime,
+    driver: Any,
+    loop: asyncio.AbstractEventLoop,
+    max_bytes: int,
+    clients: WsClients | None = None,
 ) -> Callable[[HttpRequest, int], None]:
     """What the native server calls, on its thread, with each accepted connection's request
     and descriptor: the session starts on the event loop."""
-    tasks: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references
+    held = clients if clients is not None else WsClients()
+    tasks = held.tasks
 
     def start(request: HttpRequest, fd: int) -> None:
-        task = loop.create_task(_serve(runtime, driver, loop, request, fd, max_bytes))
+        task = loop.create_task(_serve(runtime, driver, loop, request, fd, max_bytes, held))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -140,11 +174,27 @@ async def _serve(
     request: HttpRequest,
     fd: int,
     max_bytes: int,
+    clients: WsClients,
+) -> None:
+    reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
+    link = SocketLink(reader, writer, max_bytes)
+    clients.links.add(link)
+    try:
+        await _session(runtime, driver, loop, request, link, writer)
+    finally:
+        clients.links.discard(link)
+
+
+async def _session(
+    runtime: RouterRuntime,
+    driver: Any,
+    loop: asyncio.AbstractEventLoop,
+    request: HttpRequest,
+    link: SocketLink,
+    writer: asyncio.StreamWriter,
 ) -> None:
     service, hub = runtime.service, runtime.hub
     assert hub is not None
-    reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
-    link = SocketLink(reader, writer, max_bytes)
     chain_segment, api_key = request.path[5:].split("/")
     origin, referer = request.origin, request.referer
     checked = service.check_upgrade(chain_segment, api_key, origin=origin, referer=referer)

@@ -8,6 +8,8 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 SQLITE_BUSY_TIMEOUT_MS = 5000
 
@@ -64,3 +66,14 @@ def read_snapshot(engine: Engine) -> Iterator[Connection]:
 def describe_database(url: str | URL) -> str:
     """The URL for messages and logs, with any password masked."""
     return normalise_database_url(url).render_as_string(hide_password=True)
+
+
+def database_away(exc: BaseException) -> bool:
+    """Whether a failed statement may well succeed later as it is: the database is unreachable,
+    busy or restarting. Anything else (a constraint, a value out of range, a bug) would fail
+    again."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(
+        exc, OperationalError | InterfaceError | DisconnectionError | PoolTimeoutError
+    )

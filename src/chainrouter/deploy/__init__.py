@@ -1,0 +1,2 @@
+"""The deployment recipe: systemd units, the balancer, Redis and PostgreSQL settings, rendered
+from a site description (render.py; docs/deployment.md)."""
