@@ -36,6 +36,7 @@ from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
+from chainrouter.router.stages.audit import Audit
 from chainrouter.router.stages.body import BodyWithinLimit
 from chainrouter.router.stages.book import Book
 from chainrouter.router.stages.cache import Coalesce, FromCache, Land
@@ -100,6 +101,8 @@ class StageDeps:
     cache_prices: CachePrices = field(default_factory=CachePrices)
     # What calls under decisions spend from, on an executor that applies decisions.
     grants: Grants | None = None
+    # Samples the answers nodes gave for audits (router/audits.py); None: no audits.
+    audit: Audit | None = None
 
     @property
     def caching(self) -> bool:
@@ -183,12 +186,16 @@ def calls(deps: StageDeps) -> list[CallStage]:
 
 def closing(deps: StageDeps) -> list[CallStage]:
     """After every keyed call, whatever ended it."""
-    return [*_landing(deps), Book(deps.ledger)]
+    return [*_landing(deps), Book(deps.ledger), *_audited(deps)]
 
 
 def free_closing(deps: StageDeps) -> list[CallStage]:
     """After every call of the free tier: no credits, no usage, no key's head; counted."""
-    return [*_landing(deps), CountFreeCall(deps.metrics)]
+    return [*_landing(deps), CountFreeCall(deps.metrics), *_audited(deps)]
+
+
+def _audited(deps: StageDeps) -> list[CallStage]:
+    return [] if deps.audit is None else [deps.audit]
 
 
 def _landing(deps: StageDeps) -> list[CallStage]:
