@@ -258,7 +258,7 @@ def scripted_world(
             lambda chain_id, method: routes_of[0].snapshot.routes.routes(chain_id, method),
             cordons.cordon,
             cordons.clean,
-            cordoned=cordons.is_cordoned,
+            cordoned=lambda node_id: cordons.is_cordoned(node_id) or node_id in health.out_of_sync,
             **({} if draw is None else {"draw": draw}),
         )
         audit = Audit(

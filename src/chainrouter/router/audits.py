@@ -253,7 +253,8 @@ class Auditor:
     """Chooses the answers to audit and audits them. `offer` (any thread) queues a sample; the
     program `run` asks referees and cordons through `cordon` (router/cordon.py), the one hook
     a failed proof calls too. `clean` is told of each clean audit (the dispute record starts
-    anew from it)."""
+    anew from it). `cordoned` nodes (and those out of sync: another chain, a head far ahead)
+    are neither audited nor asked."""
 
     def __init__(
         self,

@@ -300,7 +300,7 @@ def build_runtime(
             lambda chain_id, method: service_of[0].snapshot.routes.routes(chain_id, method),
             cordons.cordon,
             cordons.clean,
-            cordoned=cordons.is_cordoned,
+            cordoned=lambda node_id: cordons.is_cordoned(node_id) or node_id in health.out_of_sync,
         )
         audit = Audit(
             auditor,
