@@ -99,7 +99,7 @@ impl Entry {
     /// ledger): every `audit_every`-th, counted here, the rate chosen by Python.
     pub fn audit_due(&self) -> bool {
         self.audit_every > 0
-            && (self.served.fetch_add(1, Ordering::Relaxed) + 1) % self.audit_every == 0
+            && (self.served.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(self.audit_every)
     }
 }
 
