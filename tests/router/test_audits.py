@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -14,10 +15,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chainrouter.domain.enums import Scenario
+from chainrouter.domain.routing import NodeInfo
 from chainrouter.router import epochs
 from chainrouter.router.audits import RULES, AuditSettings, Outcome, Rule, comparable, compare
 from chainrouter.router.contract import FailureKind, Receipt
+from chainrouter.router.cordon import Cordons
 from chainrouter.router.fast.settle import Settle
+from chainrouter.router.journal import (
+    ReplayedFlush,
+    UsageJournal,
+    database_fingerprint,
+    replay_journals,
+)
+from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
 from chainrouter.testing.scripted import Script, answering, failing
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
@@ -363,3 +373,29 @@ def test_an_honest_node_is_never_cordoned_by_audits_of_answers_that_legitimately
     w.audit_all()
     assert w.cordons is not None
     assert w.cordons.reasons() == {}
+
+
+def test_a_dispute_survives_a_kill_in_the_journal_refunding_once(tmp_path: Path) -> None:
+    """The dispute is usage like any: journaled as it is metered, so a router killed before its
+    flush replays it, and the refund is in that one flush (its reference: credited once)."""
+    database = database_fingerprint("sqlite:///audits.db")
+    journal = UsageJournal(tmp_path, "r1", database)
+    meter, credits = UsageMeter(journal=journal), CreditView()
+    credits.replace_stored({1: 10**6})
+    cordons = Cordons(meter, credits, lambda node_id: None)
+    meter.record(1, 7, 1, BALANCE, Scenario.FIRST_CHOICE, 100, 5, count=3)
+    credits.settle(1, 0, 300)
+    cordons.served(9, 1, 7, 1, BALANCE, Scenario.FIRST_CHOICE, 5, 100, 3)
+    assert cordons.cordon(NodeInfo(9, 5, 1, "http://liar", provider_id=2), "audit: outvoted")
+    assert credits.available(1) == 10**6  # refunded at once, exactly
+    journal.close(remove=False)  # killed before any flush
+    replayed: list[ReplayedFlush] = []
+    replay_journals(tmp_path, database, replayed.append, marks_kept_s=3600)
+    [flush] = replayed
+    rows: dict[tuple[str, int], list[int]] = {}
+    for (_, _, _, _, scenario, _, plan), (count, nano) in flush.rows.items():
+        total = rows.setdefault((scenario, plan), [0, 0])
+        total[0] += count
+        total[1] += nano
+    assert rows == {(Scenario.FIRST_CHOICE, 5): [0, 0], (Scenario.DISPUTED, 0): [3, 0]}
+    assert flush.spend.get(1, 0) == 0  # charged and refunded in the one flush
