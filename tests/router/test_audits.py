@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlalchemy import create_engine
 
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.routing import NodeInfo
@@ -29,6 +30,8 @@ from chainrouter.router.journal import (
 )
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.prometheus import RouterExposition, RouterState
+from chainrouter.router.sync import StorageSync
 from chainrouter.testing.scripted import Script, answering, failing
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
 
@@ -399,3 +402,32 @@ def test_a_dispute_survives_a_kill_in_the_journal_refunding_once(tmp_path: Path)
         total[1] += nano
     assert rows == {(Scenario.FIRST_CHOICE, 5): [0, 0], (Scenario.DISPUTED, 0): [3, 0]}
     assert flush.spend.get(1, 0) == 0  # charged and refunded in the one flush
+
+
+def test_the_metrics_tell_each_nodes_audits_passed_and_failed() -> None:
+    w = world({"a": FORGED, "b": HONEST, "c": HONEST})
+    w.call(balance())
+    w.audit_all()
+    deps = w.deps
+    sync = StorageSync(
+        create_engine("sqlite://"),
+        deps.meter,
+        deps.credits,
+        lambda snapshot: None,
+        version=1,
+        sync_interval_s=1,
+        flush_interval_s=1,
+    )
+    state = RouterState(
+        lambda: deps.metrics,
+        lambda: w.service.snapshot,
+        deps.health,
+        deps.cooldowns,
+        sync,
+        w.auditor,
+    )
+    text = RouterExposition(state).render().decode()
+    assert 'chainrouter_node_audits_total{node="1",outcome="failed"} 1.0' in text
+    assert 'chainrouter_node_audits_total{node="2",outcome="passed"} 1.0' in text
+    assert 'chainrouter_node_audits_total{node="3",outcome="passed"} 1.0' in text
+    assert "chainrouter_audit_samples_dropped_total 0.0" in text

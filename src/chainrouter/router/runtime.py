@@ -116,6 +116,7 @@ class RouterRuntime:
                 health=self.health,
                 cooldowns=self.cooldowns,
                 sync=self.sync,
+                auditor=self.auditor,
             )
             exposition = RouterExposition(state)
         access = MetricsAccess(self.metrics, exposition, self.metrics_networks)
