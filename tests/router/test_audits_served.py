@@ -115,21 +115,27 @@ async def test_a_lying_node_is_caught_at_its_first_audit_cordoned_and_its_answer
 def test_the_server_samples_every_nth_call_it_serves_under_a_decision(
     router_of: Any,  # noqa: F811
 ) -> None:
+    """At 50 %, every second call a decision serves is audited (the server counts, per
+    decision); the pipeline's own calls are drawn at random. A health check may end a decision
+    early (its epoch), and a call then goes to the pipeline, which decides anew: counted per
+    decision, so at most one call per decision escapes the count."""
     router = router_of(settings={"CHAINROUTER_AUDIT_RATE": "0.5"})
     before = router.asked()
-    for i in range(11):
-        reply = router.post(
-            {"jsonrpc": "2.0", "method": "eth_getBalance", "params": [ADDRESS, AT]}, i
-        )
-        assert reply.status_code == 200
-    assert router.decided_between(10, 10)  # the first was the pipeline's, the rest decided
+    calls = 21
+    for i in range(calls):
+        assert router.post(BALANCE_AT, i).status_code == 200
+    decided = router.decided()
+    assert decided >= calls - 4, decided  # the first the pipeline's, the rest decided, mostly
+    decisions = calls - decided  # each pipeline call's decision served the calls after it
+    least = (decided - decisions) // 2  # the server's samples, however the calls were split
+    most = decided // 2 + (calls - decided)  # and every pipeline call drawn
     deadline = time.monotonic() + 10
     audits = 0
-    while audits < 5:  # every second of the ten decided calls, asked of the other provider
-        assert time.monotonic() < deadline, f"{audits} audits of the decided calls"
+    while audits < least:  # asked again of the other provider's node, off the answers' path
+        assert time.monotonic() < deadline, f"{audits} audits of {decided} decided calls"
         time.sleep(0.05)
         audits = router.asked()[1] - before[1]
     time.sleep(0.3)
     audits = router.asked()[1] - before[1]
-    assert 5 <= audits <= 6  # and the pipeline's call, if its draw sampled it
-    assert router.asked()[0] - before[0] == 11  # the client's answers: all the cheap node's
+    assert least <= audits <= most, (audits, decided)
+    assert router.asked()[0] - before[0] == calls  # the client's answers: all the cheap node's
