@@ -248,7 +248,7 @@ def scripted_world(
     )
     seen_heads = SeenHeads(health)
     meter, metrics = UsageMeter(), RouterMetrics()
-    cordons = Cordons(meter, credits, health.cordon)
+    cordons = Cordons(meter, credits, health.cordon, health.uncordon)
     ledger = Ledger(credits, meter, seen_heads, health, cooldowns, metrics, cache, cordons)
     routes_of: list[RpcService] = []
     auditor = audit = None

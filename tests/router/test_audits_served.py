@@ -110,6 +110,12 @@ async def test_a_lying_node_is_caught_at_its_first_audit_cordoned_and_its_answer
     back = [n for n in world.runtime.current_nodes() if n.url == liar]
     assert back
     assert back[0].watched_until > time.time() + 3600  # watched: audited at the higher rate
+    cordons = world.runtime.ledger.cordons
+    assert cordons is not None
+    assert not cordons.is_cordoned(row.id)
+    assert world.runtime.health.health(row.id).in_sync  # chosen again, on this router too
+    back_to_work = await world.call(rpc("eth_getBalance", [ADDRESS, AT], 10))
+    assert result(back_to_work.body) == hex(head)  # the cheapest again (and watched)
 
 
 def test_the_server_samples_every_nth_call_it_serves_under_a_decision(

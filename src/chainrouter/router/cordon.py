@@ -38,6 +38,7 @@ class Cordons:
         meter: UsageMeter,
         credits: CreditView,
         stop_choosing: Callable[[int], None],
+        resume_choosing: Callable[[int], None] = lambda node_id: None,
         *,
         max_keys: int = 10_000,
         now: Callable[[], float] = time.time,
@@ -45,6 +46,7 @@ class Cordons:
         self._meter = meter
         self._credits = credits
         self._stop_choosing = stop_choosing  # router/health.py: out at once, decisions ended
+        self._resume_choosing = resume_choosing  # and back once lifted
         self._max_keys = max_keys
         self._now = now
         self._lock = threading.Lock()  # the native server books on its own thread
@@ -138,9 +140,12 @@ class Cordons:
         """A snapshot was installed with these nodes: a node cordoned here, in storage, and
         there again was lifted (an administrator's or its provider's action)."""
         with self._lock:
-            for node_id in [n for n in self._stored if n in node_ids]:
+            lifted = [n for n in self._stored if n in node_ids]
+            for node_id in lifted:
                 self._stored.discard(node_id)
                 self._cordoned.pop(node_id, None)
+        for node_id in lifted:
+            self._resume_choosing(node_id)
 
     def take_writes(self) -> list[CordonWrite]:
         with self._lock:

@@ -453,6 +453,18 @@ class HealthMonitor:
         self._out_of_sync.add(node_id)
         self._changed(node_id)
 
+    def uncordon(self, node_id: int) -> None:
+        """The node's cordon was lifted: it stands as its checks say again."""
+        if node_id not in self._cordoned:
+            return
+        self._cordoned.discard(node_id)
+        state = self._states.get(node_id)
+        if state is not None:
+            self._publish(node_id, state)
+        else:
+            self._out_of_sync.discard(node_id)
+            self._changed(node_id)
+
     def forget_except(self, node_ids: set[int]) -> None:
         """Drop what is known of nodes no longer configured."""
         for gone in [n for n in self._states if n not in node_ids]:

@@ -285,7 +285,7 @@ def build_runtime(
     credits.replace_stored(dict(snapshot.balances_nano))
     metrics = RouterMetrics()
     seen_heads = SeenHeads(health)
-    cordons = Cordons(meter, credits, health.cordon)
+    cordons = Cordons(meter, credits, health.cordon, health.uncordon)
     ledger = Ledger(credits, meter, seen_heads, health, cooldowns, metrics, cache, cordons)
     service_of: list[RpcService] = []  # the service, once made: the auditor reads its routes
     auditor = audit = None
