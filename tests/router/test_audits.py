@@ -431,3 +431,27 @@ def test_the_metrics_tell_each_nodes_audits_passed_and_failed() -> None:
     assert 'chainrouter_node_audits_total{node="2",outcome="passed"} 1.0' in text
     assert 'chainrouter_node_audits_total{node="3",outcome="passed"} 1.0' in text
     assert "chainrouter_audit_samples_dropped_total 0.0" in text
+
+
+def test_a_cordon_another_router_made_disputes_what_this_one_served_of_the_node() -> None:
+    w = world({"a": HONEST, "b": HONEST, "c": HONEST}, audits=AuditSettings(rate=0.0))
+    start = w.balance()
+    w.call(balance())
+    w.call(balance())
+    assert w.cordons is not None
+    w.cordons.elsewhere(frozenset({1}))  # the snapshot says node 1 is cordoned
+    usage = w.metered()
+    assert usage[Scenario.DISPUTED] == (2, 0)
+    assert usage[Scenario.FIRST_CHOICE] == (0, 0)
+    assert w.balance() == start
+    [write] = w.cordons.take_writes()
+    assert (write.node_id, write.reason, write.disputed_calls, write.disputed_nano) == (
+        1,
+        "",
+        2,
+        20,
+    )
+    w.cordons.elsewhere(frozenset({1}))  # the next snapshot: nothing twice
+    assert w.cordons.take_writes() == []
+    w.call(balance())
+    assert w.urls_called()[-1] == "http://b"

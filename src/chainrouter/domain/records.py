@@ -205,7 +205,8 @@ class NodeHealthRecord:
 @dataclass(frozen=True, slots=True)
 class CordonWrite:
     """A router's cordon of a node, for storage (router/cordon.py): why, when (Unix seconds),
-    and what of its answers this router disputed."""
+    and what of its answers this router disputed. No reason: another router cordoned it, and
+    this one adds only what it disputed of it."""
 
     node_id: int
     reason: str

@@ -8,7 +8,8 @@ an audit outvoting it (router/audits.py) or a failed proof (design notes, "Integ
   router/metering.py), so its plan is not paid for them, and its customer gets their price back
   in the same flush (its usage entry, under the flush's reference: credited once);
 - the cordon, its reason and the disputed counts wait for storage (`take_writes`, written by
-  router/sync.py: the node's status `cordoned`), which ends the node on every router.
+  router/sync.py: the node's status `cordoned`), which ends the node on every router; each of
+  them then disputes what it served of the node since its own last clean audit (`elsewhere`).
 A cordoned node comes back only by an administrator's or its provider's action, watched (audited
 at the higher rate) for a day (management/nodes.py).
 
@@ -146,6 +147,23 @@ class Cordons:
                 self._cordoned.pop(node_id, None)
         for node_id in lifted:
             self._resume_choosing(node_id)
+
+    def elsewhere(self, node_ids: frozenset[int]) -> None:
+        """A snapshot says these nodes are cordoned (another router's audit, a proof): what
+        this router served of them since its own last clean audit is disputed too, and only
+        the counts are written."""
+        for node_id in node_ids:
+            with self._lock:
+                if node_id in self._cordoned:
+                    continue
+                self._cordoned[node_id] = "cordoned by another router"
+                self._stored.add(node_id)  # in storage: the snapshot that lifts it says so
+                record = self._since_clean.pop(node_id, {})
+            self._stop_choosing(node_id)
+            calls, nano = self._dispute(record)
+            if calls:
+                with self._lock:
+                    self._writes.append(CordonWrite(node_id, "", self._now(), calls, nano))
 
     def take_writes(self) -> list[CordonWrite]:
         with self._lock:

@@ -157,6 +157,7 @@ class StorageSync:
         if self._cordons is not None:
             routes = snapshot.routes
             self._cordons.present({n.node_id for ns in routes.nodes_by_chain.values() for n in ns})
+            self._cordons.elsewhere(snapshot.cordoned)
         self._credits.replace_stored(dict(snapshot.balances_nano))
         log.info("configuration version %d loaded (was %d)", snapshot.version, self.version)
         self.version = snapshot.version

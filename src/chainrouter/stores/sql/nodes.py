@@ -195,18 +195,16 @@ def write_cordons(engine: Engine, writes: Sequence[CordonWrite]) -> None:
     with engine.begin() as connection:
         for write in writes:
             nodes = t.nodes
-            connection.execute(
-                nodes.update()
-                .where(nodes.c.id == write.node_id)
-                .values(
-                    status=NodeStatus.CORDONED.value,
-                    cordon_reason=write.reason[:2000],
-                    cordoned_at=datetime.fromtimestamp(write.at, UTC),
-                    disputed_calls=nodes.c.disputed_calls + write.disputed_calls,
-                    disputed_nano=nodes.c.disputed_nano + write.disputed_nano,
-                    updated_at=utcnow(),
-                )
-            )
+            values: dict[str, Any] = {
+                "disputed_calls": nodes.c.disputed_calls + write.disputed_calls,
+                "disputed_nano": nodes.c.disputed_nano + write.disputed_nano,
+                "updated_at": utcnow(),
+            }
+            if write.reason:  # else another router's cordon: only this router's disputes
+                values["status"] = NodeStatus.CORDONED.value
+                values["cordon_reason"] = write.reason[:2000]
+                values["cordoned_at"] = datetime.fromtimestamp(write.at, UTC)
+            connection.execute(nodes.update().where(nodes.c.id == write.node_id).values(values))
         bump_config_version(connection)
 
 

@@ -42,6 +42,11 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
         balances_nano=balances,
         ws_routes=load_ws_routes(connection),
         cache_generations=cache_generations(connection),
+        cordoned=frozenset(
+            connection.execute(
+                select(t.nodes.c.id).where(t.nodes.c.status == NodeStatus.CORDONED.value)
+            ).scalars()
+        ),
     )
 
 
