@@ -8,9 +8,11 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from random import Random
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine
@@ -455,3 +457,22 @@ def test_a_cordon_another_router_made_disputes_what_this_one_served_of_the_node(
     assert w.cordons.take_writes() == []
     w.call(balance())
     assert w.urls_called()[-1] == "http://b"
+
+
+@pytest.mark.parametrize("seed", [51, 52, 53])
+def test_a_lying_node_is_caught_within_its_first_1000_answers_at_the_default_rate(
+    seed: int,
+) -> None:
+    """At 1 %, a node lying in every answer goes unaudited through 1,000 of them with a chance
+    of 0.99 ** 1000 (4 in 100,000): caught, and cordoned at its first audit."""
+    draw = Random(seed).random
+    w = world({"a": FORGED, "b": HONEST, "c": HONEST}, audits=AuditSettings(), draw=draw)
+    assert w.cordons is not None
+    answered = 0
+    while answered < 1000 and not w.cordons.is_cordoned(1):
+        w.call(balance())
+        answered += 1
+        w.audit_all()
+    assert w.cordons.is_cordoned(1), "not caught in 1,000 answers"
+    assert answered > 1  # found by sampling, not at once
+    assert w.metered()[Scenario.DISPUTED] == (answered, 0)  # every answer it gave, refunded
