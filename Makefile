@@ -69,6 +69,7 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	$(UV) run python -m bench.router
 	$(UV) run python -m bench.mixed
 	$(UV) run python -m bench.pipeline
+	$(UV) run python -m bench.audits
 	$(UV) run python -m bench.faults
 	$(UV) run python -m bench.websocket
 	$(UV) run python -m bench.cache

@@ -12,7 +12,9 @@ import httpx
 
 
 def serve(role: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """`chainrouter serve --role ROLE` with `env`, its output in `log`."""
+    """`chainrouter serve --role ROLE` with `env`, its output in `log`. No audits unless `env`
+    asks: an audit asks another node at random, which tests counting node calls would see."""
+    env = {"CHAINROUTER_AUDIT_RATE": "0", **env}
     with log.open("wb") as output:  # the child keeps its own copy of the descriptor
         return subprocess.Popen(
             [sys.executable, "-m", "chainrouter.cli", "serve", "--role", role],

@@ -2,7 +2,7 @@
 //! do not edit. The name and the fields of every type that crosses the boundary, in the
 //! order declared; `contract.rs` reads and builds the objects by these names only.
 
-pub const VERSION: u32 = 10;
+pub const VERSION: u32 = 11;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `FailureKind`'s values, in declared order.
@@ -66,7 +66,7 @@ pub mod attempted {
 #[allow(dead_code)]
 pub mod decision {
     pub const NAME: &str = "Decision";
-    pub const FIELDS: [&str; 17] = ["call", "scope", "epoch_slots", "epoch_values", "customer_id", "spend_nano", "join_spend_nano", "url", "node_id", "timeout_s", "node_batch", "flight_chain", "flight_seen", "member", "headers", "booking", "judge_each"];
+    pub const FIELDS: [&str; 18] = ["call", "scope", "epoch_slots", "epoch_values", "customer_id", "spend_nano", "join_spend_nano", "url", "node_id", "timeout_s", "node_batch", "flight_chain", "flight_seen", "member", "headers", "booking", "judge_each", "audit_every"];
     pub const CALL: usize = 0;
     pub const SCOPE: usize = 1;
     pub const EPOCH_SLOTS: usize = 2;
@@ -84,19 +84,21 @@ pub mod decision {
     pub const HEADERS: usize = 14;
     pub const BOOKING: usize = 15;
     pub const JUDGE_EACH: usize = 16;
+    pub const AUDIT_EVERY: usize = 17;
 }
 
 /// `Receipt`.
 #[allow(dead_code)]
 pub mod receipt {
     pub const NAME: &str = "Receipt";
-    pub const FIELDS: [&str; 6] = ["decision", "request", "call_id", "answer", "elapsed_s", "joined"];
+    pub const FIELDS: [&str; 7] = ["decision", "request", "call_id", "answer", "elapsed_s", "joined", "audited"];
     pub const DECISION: usize = 0;
     pub const REQUEST: usize = 1;
     pub const CALL_ID: usize = 2;
     pub const ANSWER: usize = 3;
     pub const ELAPSED_S: usize = 4;
     pub const JOINED: usize = 5;
+    pub const AUDITED: usize = 6;
 }
 
 /// `Tally`.

@@ -84,10 +84,23 @@ pub struct Entry {
     pub join_spend: i64,
     /// Every answer goes to the ledger to be read, however plain (settle.rs).
     pub judge_each: bool,
+    /// Every `audit_every`-th call served goes to the ledger with its bytes, for the audits
+    /// (0: none); `served` counts the calls toward it.
+    audit_every: u64,
+    served: AtomicU64,
     pub action: Action,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     made: Instant,
     size: usize,
+}
+
+impl Entry {
+    /// Whether the call this decision serves now is one the audits sample (its bytes go to the
+    /// ledger): every `audit_every`-th, counted here, the rate chosen by Python.
+    pub fn audit_due(&self) -> bool {
+        self.audit_every > 0
+            && (self.served.fetch_add(1, Ordering::Relaxed) + 1).is_multiple_of(self.audit_every)
+    }
 }
 
 /// What a customer's calls under decisions may still spend, held aside for them by Python
@@ -364,6 +377,7 @@ impl Memo {
             return Ok(None);
         };
         let judge_each: bool = get(decision::JUDGE_EACH)?.extract()?;
+        let audit_every: u64 = get(decision::AUDIT_EVERY)?.extract()?;
         let pairs: Vec<(String, String)> = get(decision::HEADERS)?.extract()?;
         let headers = header_pairs(pairs)?;
         let grant = (spend > 0 || join_spend > 0).then(|| self.grant_of(customer));
@@ -380,6 +394,8 @@ impl Memo {
             spend,
             join_spend,
             judge_each,
+            audit_every,
+            served: AtomicU64::new(0),
             action,
             headers,
             made: Instant::now(),
@@ -683,6 +699,8 @@ mod tests {
             spend,
             join_spend: 0,
             judge_each: false,
+            audit_every: 0,
+            served: AtomicU64::new(0),
             action,
             headers: vec![],
             made: Instant::now(),

@@ -291,7 +291,9 @@ async fn settle(
         let parts = match outcome {
             Outcome::Own { outcome: Ok(answer), elapsed } => {
                 waits = true;
-                if let Some((start, end)) = plain_result(answer, &own_id) {
+                let audited = entry.audit_due().then(|| slice(body, planned.object));
+                let plain = if audited.is_none() { plain_result(answer, &own_id) } else { None };
+                if let Some((start, end)) = plain {
                     let head = entry.judge_each.then(|| {
                         result_quantity(&answer[start..end])
                             .and_then(|head| i64::try_from(head).ok())
@@ -307,6 +309,7 @@ async fn settle(
                     answer: Some(answer.clone()),
                     elapsed: *elapsed,
                     joined: false,
+                    audited,
                 }
             }
             Outcome::Joined { answer: Some((answer, leader_id)), elapsed } => {
@@ -317,6 +320,7 @@ async fn settle(
                     answer: Some(answer.clone()),
                     elapsed: *elapsed,
                     joined: true,
+                    audited: None,
                 }
             }
             Outcome::Answer => {

@@ -32,6 +32,8 @@ pub struct ReceiptParts {
     pub answer: Option<Bytes>,
     pub elapsed: f64,
     pub joined: bool,
+    /// The call's bytes, when the audits sample it (memo.rs, `audit_due`).
+    pub audited: Option<Bytes>,
 }
 
 /// A call with nothing to judge, for its decision's `Tally` (with its answer, for a decision
@@ -224,6 +226,7 @@ fn build(
     values[receipt::ANSWER] = Some(parts.answer.as_ref().map(bytes).into_py(py));
     values[receipt::ELAPSED_S] = Some(parts.elapsed.into_py(py));
     values[receipt::JOINED] = Some(parts.joined.into_py(py));
+    values[receipt::AUDITED] = Some(parts.audited.as_ref().map(bytes).into_py(py));
     types.receipt.build(py, values)
 }
 

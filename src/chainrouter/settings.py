@@ -481,6 +481,32 @@ class Settings(BaseSettings):
         description="Per chain, verify in its place. In the environment: a JSON object by "
         'chain ID, e.g. {"1": "always"}.',
     )
+    audit_rate: float = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        description="The share of nodes' answers audited: asked again of another provider's "
+        "node, off the answer's path; a node a majority of two providers outvotes is cordoned "
+        '(docs/integrity.md, "Audits"). 0: no audits.',
+    )
+    chain_audit_rate: dict[int, float] = Field(
+        default_factory=dict,
+        description="Per chain, audit_rate in its place. In the environment: a JSON object by "
+        'chain ID, e.g. {"1": 0.05}.',
+    )
+    audit_watched_rate: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="The share audited of the answers of nodes younger than a day, or back "
+        "from a cordon for less than a day (never below the chain's audit_rate).",
+    )
+    audit_referees: int = Field(
+        default=3,
+        ge=1,
+        le=10,
+        description="Nodes asked at most per audit: the first, and more on a disagreement.",
+    )
     max_logs_block_range: int = Field(
         default=10_000,
         ge=1,
@@ -718,6 +744,16 @@ class Settings(BaseSettings):
         wrong = [chain for chain in value if not 1 <= chain <= MAX_CHAIN_ID]
         if wrong:
             raise ValueError(f"chain IDs must be between 1 and {MAX_CHAIN_ID}: {wrong}")
+        return value
+
+    @field_validator("chain_audit_rate")
+    @classmethod
+    def _audit_chain_ids(cls, value: dict[int, float]) -> dict[int, float]:
+        wrong = [c for c, rate in value.items() if not 1 <= c <= MAX_CHAIN_ID or not 0 <= rate <= 1]
+        if wrong:
+            raise ValueError(
+                f"chain IDs must be between 1 and {MAX_CHAIN_ID}, rates 0 to 1: {wrong}"
+            )
         return value
 
     @field_validator("chain_max_block_lag")

@@ -11,7 +11,9 @@ from jsonschema import Draft202012Validator
 
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import Role
+from chainrouter.domain.records import CordonWrite
 from chainrouter.stores.sql.chains import upsert_chains
+from chainrouter.stores.sql.nodes import write_cordons
 from tests.anvil import AnvilNodes
 from tests.api.conftest import MINING_CHAIN, ApiHarness, MiningNode
 
@@ -305,6 +307,15 @@ def test_every_route_answers_what_it_documents(
     check(c.get("/provider/nodes/9999/status", headers=me), status_path)
     set_body = {"node_id": node["node"]["id"], "status": "disabled by provider"}
     check(c.post("/provider/nodes/status", json=set_body, headers=me), "/provider/nodes/status")
+    # Cordons: a router's write, then the administrator's list and lift (tests/api/test_cordons).
+    write_cordons(api.engine, [CordonWrite(node["node"]["id"], "audit: outvoted", 1.8e9, 2, 9)])
+    check(c.get("/provider/nodes/{}/status".format(node["node"]["id"]), headers=me), status_path)
+    check(c.get("/admin/cordons", headers=admin), "/admin/cordons")
+    check(c.get("/admin/cordons", params={"limit": 0}, headers=admin), "/admin/cordons")
+    lift = "/admin/nodes/{node_id}/lift-cordon"
+    check(c.post(f"/admin/nodes/{node['node']['id']}/lift-cordon", headers=admin), lift)
+    check(c.post(f"/admin/nodes/{node['node']['id']}/lift-cordon", headers=admin), lift)
+    check(c.post("/admin/nodes/99999/lift-cordon", headers=admin), lift)
     check(c.get("/provider/nodes", headers=me), "/provider/nodes")
     check(c.get("/provider/nodes", params={"limit": 0}, headers=me), "/provider/nodes")
     check(c.get("/provider/earnings", headers=me), "/provider/earnings")

@@ -264,6 +264,10 @@ def test_status_reads_follow_health_reports_and_the_providers_setting(
         "latency_ms": None,
         "consecutive_failures": None,
         "checked_at": None,
+        # Never cordoned, nothing disputed (tests/api/test_cordons.py).
+        "cordon_reason": None,
+        "disputed_answers": 0,
+        "disputed_credits": 0,
     }
     now = datetime.now(UTC)
     for report, expected in (
@@ -404,6 +408,10 @@ def test_a_websocket_node_must_deliver_new_heads(
         "latency_ms": None,
         "consecutive_failures": None,
         "checked_at": None,
+        # Never cordoned, nothing disputed (tests/api/test_cordons.py).
+        "cordon_reason": None,
+        "disputed_answers": 0,
+        "disputed_credits": 0,
     }
     now = datetime.now(UTC)
     for report, expected in (

@@ -56,7 +56,8 @@ def test_a_provider_sees_its_earnings_plans_and_how_each_node_is_doing(
     expect(node).to_contain_text("healthy")
     expect(node).to_contain_text("at the chain's head")
     expect(node).to_contain_text(re.compile(r"\d+(\.\d)? ms"))
-    expect(node).to_contain_text("not measured yet")  # audits and disputes: not yet reported
+    expect(node).to_contain_text("none outvoted")  # audits: no answer of it outvoted
+    expect(node.locator("td").nth(7)).to_have_text("none")  # no answer of it disputed
     expect(page.locator("#ws-nodes")).to_contain_text("No WebSocket node")
     page.get_by_role("button", name="Method prices of starter").click()
     methods = page.locator("#plan-methods")

@@ -245,6 +245,8 @@ async def _make_world(
     # the routing, failover and billing tests count what each call does at the nodes.
     settings.setdefault("cache_max_bytes", 0)
     settings.setdefault("coalesce", False)
+    # No audits unless a test asks (tests/router/test_audits_served.py).
+    settings.setdefault("audit_rate", 0)
     router_settings = Settings(database_url=database_url, **settings)
     runtime = build_runtime(router_settings, engine)
     executor = make_executor(

@@ -16,9 +16,11 @@ from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.routing import MethodPrice, NodeInfo, PlanLimits, RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.verification import VerifyMode
+from chainrouter.router.audits import Auditor, AuditSettings
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.contract import Attempted, Decision, Gather
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.cordon import Cordons
 from chainrouter.router.epochs import SLOTS, Epochs
 from chainrouter.router.executors.native import load_native_module
 from chainrouter.router.fast.decisions import Decider
@@ -37,6 +39,7 @@ from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.service import RpcService
 from chainrouter.router.stages import RouterLimits, StageDeps
+from chainrouter.router.stages.audit import Audit, finalized_from
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.testing.scripted import FakeClock, Script, ScriptedExecutor
 
@@ -62,6 +65,13 @@ class ScriptedWorld:
     nodes: list[ScriptedNode]
     deps: StageDeps = field(repr=False)
     decider: Decider | None = None  # with `decisions`: what the native server would be handed
+    cordons: Cordons | None = None
+    auditor: Auditor | None = None  # with `audits`
+
+    def audit_all(self) -> None:
+        """Run every audit waiting (the auditor's program, off the answers' path)."""
+        assert self.auditor is not None, "a world made with audits"
+        self.executor.run(self.auditor.drain())
 
     @property
     def clock(self) -> FakeClock:
@@ -173,6 +183,9 @@ def scripted_world(
     decisions: bool = False,
     provider_of: dict[str, str] | None = None,
     verify: VerifyMode = VerifyMode.OFF,
+    audits: AuditSettings | None = None,
+    draw: Any = None,
+    watched: dict[str, float] | None = None,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
     declare `capabilities` (by URL) and have passed a health check at `heads` (by URL). With
@@ -180,7 +193,9 @@ def scripted_world(
     with `coalesce`, identical calls in flight at once share an attempt; with `decisions`, the
     pipeline hands over its decisions, as to the native server (its real memo holds the
     grants). Each plan is its own provider's, but where `provider_of` names another node's (by
-    URL). `verify`: what nodes' answers are checked by (router/proving.py)."""
+    URL). `verify`: what nodes' answers are checked by (router/proving.py). With `audits`,
+    answers are audited at those settings (`draw`: the sampler's random numbers; `watched`:
+    each node's `watched_until`, by URL)."""
     declared = capabilities or {}
     scripted = [
         ScriptedNode(url, price, script, capabilities=declared.get(url, UNKNOWN))
@@ -200,6 +215,7 @@ def scripted_world(
                 rate_limit=node_rate_limit,
                 capabilities=node.capabilities,
                 provider_id=provider,
+                watched_until=(watched or {}).get(node.url, 0.0),
             )
         )
         plans.append(
@@ -238,7 +254,23 @@ def scripted_world(
     )
     seen_heads = SeenHeads(health)
     meter, metrics = UsageMeter(), RouterMetrics()
-    ledger = Ledger(credits, meter, seen_heads, health, cooldowns, metrics, cache)
+    cordons = Cordons(meter, credits, health.cordon, health.uncordon)
+    ledger = Ledger(credits, meter, seen_heads, health, cooldowns, metrics, cache, cordons)
+    routes_of: list[RpcService] = []
+    auditor = audit = None
+    if audits is not None:
+        auditor = Auditor(
+            audits,
+            lambda chain_id, method: routes_of[0].snapshot.routes.routes(chain_id, method),
+            cordons.cordon,
+            cordons.clean,
+            cordoned=lambda node_id: cordons.is_cordoned(node_id) or node_id in health.out_of_sync,
+            **({} if draw is None else {"draw": draw}),
+        )
+        audit = Audit(
+            auditor,
+            finalized_from(None if finality is None else finality.finalized, health.chain_head),
+        )
     grants = None if fast is None else Grants(fast.memo, credits)
     for info in infos:
         if heads and info.url in heads:
@@ -269,14 +301,21 @@ def scripted_world(
         cache_prices=CachePrices(cache_prices),
         grants=grants,
         prover=Prover(lambda chain_id: verify),
+        cordon=cordons.cordon,
+        audit=audit,
     )
     service = RpcService(snapshot, deps)
+    routes_of.append(service)
     decider = None
     if grants is not None:
         decider = Decider(
-            deps.cache_prices, grants, coalesce=coalesce, node_head=deps.health.node_head
+            deps.cache_prices,
+            grants,
+            coalesce=coalesce,
+            node_head=deps.health.node_head,
+            audit_every=(lambda n, m, p: 0) if audit is None else audit.every,
         )
-    return ScriptedWorld(service, executor, key, scripted, deps, decider)
+    return ScriptedWorld(service, executor, key, scripted, deps, decider, cordons, auditor)
 
 
 def _fast_path() -> FastPath:

@@ -9,6 +9,7 @@ import pytest
 
 from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.errors import RpcCode
+from chainrouter.router.audits import AuditSettings
 from chainrouter.router.context import CallContext
 from chainrouter.router.contract import FailureKind, Forward
 from chainrouter.testing.scripted import answering, failing
@@ -59,6 +60,10 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
     ]
     assert names(service.keyed.closing_stages) == ["Book"]
     assert names(service.public.closing_stages) == ["CountFreeCall"]
+    # With audits on, every call closes through their sampling too, once booked.
+    audited = scripted_world([(A, 1, OK)], audits=AuditSettings()).service
+    assert names(audited.keyed.closing_stages) == ["Book", "Audit"]
+    assert names(audited.public.closing_stages) == ["CountFreeCall", "Audit"]
 
 
 def test_an_unauthenticated_request_is_refused_before_its_body_is_parsed() -> None:

@@ -140,6 +140,9 @@ def launch_router(
         "CHAINROUTER_RPC_SERVER": server,
         "CHAINROUTER_RPC_HOST": host,
         "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its nodes are on loopback
+        # No audits unless a test asks (test_audits_served.py): an audit asks another node at
+        # random, which the tests counting what each node is asked would see.
+        "CHAINROUTER_AUDIT_RATE": "0",
         **settings,
     }
     with (tmp / "router.log").open("ab") as log:

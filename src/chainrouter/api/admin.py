@@ -31,10 +31,11 @@ from chainrouter.domain.records import (
     ChainRequest,
     Customer,
     LedgerLine,
+    Node,
     NodeRequest,
     Provider,
 )
-from chainrouter.management import admin, submissions
+from chainrouter.management import admin, nodes, submissions
 from chainrouter.operator_config.model import (
     MAX_ROW_ID,
     Credits,
@@ -571,3 +572,65 @@ async def reject_node_request(
 ) -> Response:
     await run_in_threadpool(submissions.reject_request, ctx.engine, "node", request_id, body.note)
     return Response(status_code=204)
+
+
+# Cordons --------------------------------------------------------------------------------------
+
+
+class CordonOut(OutModel):
+    node_id: int
+    provider_id: int
+    plan_id: int
+    chain_id: ChainIdOut
+    url: str
+    status: str = Field(description="cordoned, or what it is since the cordon was lifted.")
+    reason: str | None = Field(description="Why it is cordoned; null once lifted.")
+    cordoned_at: datetime | None = Field(description="When it was last cordoned.")
+    disputed_answers: int = Field(
+        description="Its answers disputed by its cordons (those since its last clean audit), "
+        "in all: refunded to the customers, not paid to its provider."
+    )
+    disputed_credits: CreditsOut
+    watched_until: datetime | None = Field(
+        description="Until when its answers are audited at the higher rate, once lifted."
+    )
+
+    @classmethod
+    def of(cls, node: Node) -> CordonOut:
+        return cls(
+            node_id=node.id,
+            provider_id=node.provider_id,
+            plan_id=node.plan_id,
+            chain_id=str(node.chain_id),
+            url=node.url,
+            status=node.status,
+            reason=node.cordon_reason,
+            cordoned_at=node.cordoned_at,
+            disputed_answers=node.disputed_calls,
+            disputed_credits=credits_out(node.disputed_nano),
+            watched_until=node.watched_until,
+        )
+
+
+@router.get(
+    "/cordons",
+    response_model=list[CordonOut],
+    responses=_ERRORS,
+    summary="Nodes cordoned now, or whose answers were ever disputed, latest cordon first",
+)
+async def list_cordons(
+    _: Administrator, ctx: Context, limit: Limit = 100, offset: Offset = 0
+) -> Response:
+    found = await run_in_threadpool(nodes.cordoned_nodes, ctx.engine, limit=limit, offset=offset)
+    return respond([CordonOut.of(node) for node in found])
+
+
+@router.post(
+    "/nodes/{node_id}/lift-cordon",
+    response_model=CordonOut,
+    responses=_ERRORS,
+    summary="Lift a node's cordon: it serves again, audited at the higher rate for a day",
+)
+async def lift_cordon(node_id: PathId, _: Administrator, ctx: Context) -> Response:
+    node = await run_in_threadpool(nodes.lift_cordon, ctx.engine, node_id)
+    return respond(CordonOut.of(node))

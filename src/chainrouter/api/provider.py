@@ -6,6 +6,7 @@ that its existence is never revealed; a token without a provider link is 403
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
@@ -335,8 +336,21 @@ class NodeStatusOut(OutModel):
     node_id: int
     in_sync: bool
     status: str = Field(
-        description="healthy, disabled by provider, pending check, failing or out of sync "
-        "(see docs/provider-api.md)."
+        description="healthy, disabled by provider, pending check, failing, out of sync or "
+        "cordoned (see docs/provider-api.md)."
+    )
+    cordon_reason: str | None = Field(
+        default=None,
+        description="Why the node is cordoned (an audit outvoted it, or a proof failed); null "
+        "when it is not.",
+    )
+    disputed_answers: int = Field(
+        default=0,
+        description="Its answers disputed when it was cordoned (those since its last clean "
+        "audit), in all: refunded to the customers, not paid to you.",
+    )
+    disputed_credits: CreditsOut = Field(
+        default=Decimal(0), description="What those answers would have earned, in credits."
     )
     capabilities: CapabilitiesOut | None = Field(
         default=None,
@@ -438,4 +452,7 @@ def _status_out(report: nodes.NodeStatusReport) -> NodeStatusOut:
         latency_ms=None if health is None or health.latency_ms is None else health.latency_ms,
         consecutive_failures=None if health is None else health.consecutive_failures,
         checked_at=None if health is None else health.checked_at,
+        cordon_reason=report.cordon_reason,
+        disputed_answers=report.disputed_calls,
+        disputed_credits=credits_out(report.disputed_nano),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from chainrouter.domain.enums import NodeSource, NodeStatus
 from chainrouter.domain.urls import normalise_url
@@ -82,5 +82,15 @@ class WsNodeIn(_In):
 
 class NodeStatusIn(_In):
     node_id: RowId
-    status: NodeStatus = Field(description="healthy, disabled by provider or provider-deleted.")
+    status: NodeStatus = Field(
+        description="healthy, disabled by provider or provider-deleted. healthy also brings a "
+        "cordoned node back, watched (audited at the higher rate) for a day."
+    )
     kind: NodeKind = Field(default="http", description="http or ws node.")
+
+    @field_validator("status")
+    @classmethod
+    def _not_cordoned(cls, value: NodeStatus) -> NodeStatus:
+        if value is NodeStatus.CORDONED:
+            raise ValueError("only an audit or a failed proof cordons a node")
+        return value

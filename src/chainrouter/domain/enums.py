@@ -22,6 +22,9 @@ class NodeStatus(StrEnum):
     HEALTHY = "healthy"
     DISABLED_BY_PROVIDER = "disabled by provider"
     PROVIDER_DELETED = "provider-deleted"
+    # Outvoted by an audit or failed a proof: no traffic until an administrator or its provider
+    # lifts it (router/cordon.py).
+    CORDONED = "cordoned"
 
 
 class NodeSource(StrEnum):
@@ -73,6 +76,9 @@ class Scenario(StrEnum):
     INCAPABLE = "incapable"  # no node can serve what the call needs (-32007/11/12/13, -32005)
     SPLIT = "split"  # an eth_getLogs range served in parts by nodes with narrower limits
     CACHE = "cache"  # answered from the response cache, or by an identical call in flight
+    # Answered by a node later outvoted by an audit (or a failed proof) before a clean audit:
+    # refunded, not paid to its provider (router/cordon.py).
+    DISPUTED = "disputed"
     SUBSCRIPTION = (
         "subscription"  # a notification sent to a WebSocket subscriber (method: its kind)
     )

@@ -56,6 +56,8 @@ MEANINGS: dict[Scenario, Meaning] = {
         (-32007, -32011, -32012, -32013, -32005),
         "no node can serve what the call needs (block, state depth or tracing; not billed)",
     ),
+    # The caller got a result, no error: one a later audit (or proof) caught, refunded.
+    Scenario.DISPUTED: _SERVED,
     Scenario.RATE_LIMITED: Meaning(
         Outcome.LIMITED, (-32003,), "every node was rate limited or cooling down"
     ),

@@ -185,6 +185,12 @@ class Node:
     updated_at: datetime
     capabilities: Capabilities = UNKNOWN  # as declared
     verified_capabilities: Capabilities | None = None  # as screening found them
+    # Cordoned (router/cordon.py): why and when; its answers disputed, in all; watched until.
+    cordon_reason: str | None = None
+    cordoned_at: datetime | None = None
+    disputed_calls: int = 0
+    disputed_nano: int = 0
+    watched_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,3 +201,16 @@ class NodeHealthRecord:
     consecutive_failures: int
     checked_at: datetime
     capabilities: Capabilities | None = None  # as the reporting router knows them
+
+
+@dataclass(frozen=True, slots=True)
+class CordonWrite:
+    """A router's cordon of a node, for storage (router/cordon.py): why, when (Unix seconds),
+    and what of its answers this router disputed. No reason: another router cordoned it, and
+    this one adds only what it disputed of it."""
+
+    node_id: int
+    reason: str
+    at: float
+    disputed_calls: int
+    disputed_nano: int

@@ -47,6 +47,9 @@ class NodeInfo:
     capabilities: Capabilities = UNKNOWN  # as declared by its provider or the operator
     # Its plan's provider: a chain's head is the highest that nodes of two providers reached.
     provider_id: int = 0
+    # Until when (Unix seconds) its answers are audited at the higher rate: a day after it was
+    # added, or after it came back from a cordon (router/audits.py).
+    watched_until: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

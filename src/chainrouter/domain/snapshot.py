@@ -19,3 +19,5 @@ class RouterSnapshot:
     ws_routes: WsRouteTable = field(default_factory=WsRouteTable)  # WebSocket nodes, priced
     # chain id -> times an administrator purged its cached answers (part of every cache key)
     cache_generations: Mapping[int, int] = field(default_factory=dict)
+    # Nodes cordoned in storage (router/cordon.py): each router disputes what it served of them.
+    cordoned: frozenset[int] = frozenset()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Literal
 
 from sqlalchemy import Connection, Engine, Table
@@ -30,6 +31,7 @@ from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.nodes import capabilities_column
 from chainrouter.stores.sql.plans import get_plan, known_chain_ids
+from chainrouter.stores.sql.schema import utcnow
 
 HTTP_SCHEMES = frozenset({"http", "https"})
 NodeKind = Literal["http", "ws"]
@@ -38,6 +40,8 @@ NodeKind = Literal["http", "ws"]
 STATUS_PENDING_CHECK = "pending check"
 STATUS_FAILING = "failing"
 STATUS_OUT_OF_SYNC = "out of sync"
+# A node back from a cordon is audited at the higher rate this long (router/audits.py).
+WATCHED_AFTER_CORDON = timedelta(days=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,13 +256,45 @@ def set_node_status(
     """`healthy` enables, `disabled by provider` disables, `provider-deleted` hides (the node is
     then 404 everywhere but here). Spec section 3 allows each from any state: a deleted node
     set `healthy` again (or disabled) comes back with its id, plan and capabilities."""
-    _own_node(engine, provider_id, node_id, kind, deleted=True)
+    owned = _own_node(engine, provider_id, node_id, kind, deleted=True)
     with engine.begin() as connection:
-        store.update_node(connection, _table(kind), node_id, {"status": status.value})
+        values: dict[str, object] = {"status": status.value}
+        if owned.status == NodeStatus.CORDONED.value:
+            values.update(_lifted())
+        store.update_node(connection, _table(kind), node_id, values)
         bump_config_version(connection)
         node = store.find_node(connection, _table(kind), node_id=node_id)
     assert node is not None
     return node
+
+
+def _lifted() -> dict[str, object]:
+    """What a cordon's end writes: the reason gone (its time and the disputed totals kept),
+    watched for a day."""
+    return {"cordon_reason": None, "watched_until": utcnow() + WATCHED_AFTER_CORDON}
+
+
+def lift_cordon(engine: Engine, node_id: int) -> Node:
+    """An administrator's action: the cordoned node serves again, watched for a day. 404 for no
+    such node, 409 for a node not cordoned."""
+    with engine.begin() as connection:
+        node = store.find_node(connection, t.nodes, node_id=node_id)
+        if node is None:
+            raise NotFoundError(f"no node {node_id}")
+        if node.status != NodeStatus.CORDONED.value:
+            raise ConflictError(f"node {node_id} is not cordoned (it is {node.status!r})")
+        values = {"status": NodeStatus.HEALTHY.value, **_lifted()}
+        store.update_node(connection, t.nodes, node_id, values)
+        bump_config_version(connection)
+        lifted = store.find_node(connection, t.nodes, node_id=node_id)
+    assert lifted is not None
+    return lifted
+
+
+def cordoned_nodes(engine: Engine, *, limit: int, offset: int) -> list[Node]:
+    """Nodes cordoned now, or ever disputed: the administrator's list, latest cordon first."""
+    with engine.connect() as connection:
+        return store.cordoned_nodes(connection, limit=limit, offset=offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +307,10 @@ class NodeStatusReport:
     health: NodeHealthRecord | None = None  # what routers last reported of it, if any did
     # The highest head an in-sync node of its chain last reported (the rule screening uses).
     chain_head: int | None = None
+    # Why it is cordoned (status `cordoned`); its answers disputed, in all (router/cordon.py).
+    cordon_reason: str | None = None
+    disputed_calls: int = 0
+    disputed_nano: int = 0
 
     @property
     def head_lag(self) -> int | None:
@@ -314,4 +354,14 @@ def _report(connection: Connection, node: Node) -> NodeStatusReport:
     else:
         in_sync, status = True, NodeStatus.HEALTHY.value
     head = store.chain_head(connection, node.chain_id)
-    return NodeStatusReport(node.id, in_sync, status, known, health, head)
+    return NodeStatusReport(
+        node.id,
+        in_sync,
+        status,
+        known,
+        health,
+        head,
+        node.cordon_reason,
+        node.disputed_calls,
+        node.disputed_nano,
+    )

@@ -39,7 +39,7 @@ from chainrouter.ratelimit.window import Bucket
 
 # 9: one data plane: decisions in `HttpAnswer`, `Attempted` calls in `HttpRequest`, `Coalesce`,
 # `Receipt` and `Verdict`; the Rust side generated from this module.
-VERSION = 10
+VERSION = 11
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -144,6 +144,10 @@ class Decision:
     booking: object  # what the ledger books a call of this scope as (router/ledger.py)
     # Every answer goes to the ledger to be read (an `eth_blockNumber`'s head), plain or not.
     judge_each: bool = False
+    # Every `audit_every`-th call the decision serves goes to the ledger as a `Receipt` with the
+    # call's bytes (`audited`), however plain its answer, for the audits to sample
+    # (router/audits.py: the rate is theirs, the server only counts). 0: none.
+    audit_every: int = 0
 
 
 @dataclass(slots=True)
@@ -170,6 +174,9 @@ class Receipt:
     answer: bytes | None  # the node's answer (a failure never comes here); None for an answer
     elapsed_s: float
     joined: bool  # it took the answer of an identical call in flight (coalescing)
+    # The call as the client wrote it, when it is its decision's `audit_every`-th: the audits'
+    # sample (router/audits.py). None: not sampled.
+    audited: bytes | None = None
 
 
 @dataclass(slots=True)

@@ -157,6 +157,7 @@ class HealthMonitor:
         self._lagging: set[int] = set()  # more than their chain's lag behind its head
         self._latency_ms: dict[int, float] = {}  # smoothed; absent: not measured yet
         self._first_check_out: set[int] = set()  # never heard from, their first check in flight
+        self._cordoned: set[int] = set()  # out whatever their checks say (router/cordon.py)
         self.recent = RecentLatency()  # by kind of call: for hedges and time-outs
         self._chain_heads: dict[int, int] = {}
         self._chain_moved: dict[int, tuple[int, float]] = {}  # chain -> (head, when it rose)
@@ -431,7 +432,11 @@ class HealthMonitor:
             behind = chain_head - state.head
             if behind > 0:
                 behind = max(0, behind - since)
-        out = state.wrong_chain or (behind is not None and behind < -_IMPLAUSIBLE_LEAD)
+        out = (
+            state.wrong_chain
+            or (behind is not None and behind < -_IMPLAUSIBLE_LEAD)
+            or node_id in self._cordoned
+        )
         lagging = not out and behind is not None and behind > self.max_lag(chain_id)
         if out != (node_id in self._out_of_sync) or lagging != (node_id in self._lagging):
             self._changed(node_id)
@@ -440,6 +445,25 @@ class HealthMonitor:
                 member.add(node_id)
             else:
                 member.discard(node_id)
+
+    def cordon(self, node_id: int) -> None:
+        """The node is cordoned (router/cordon.py): out at once, and stays out whatever its
+        checks say, until storage drops it from the snapshot."""
+        self._cordoned.add(node_id)
+        self._out_of_sync.add(node_id)
+        self._changed(node_id)
+
+    def uncordon(self, node_id: int) -> None:
+        """The node's cordon was lifted: it stands as its checks say again."""
+        if node_id not in self._cordoned:
+            return
+        self._cordoned.discard(node_id)
+        state = self._states.get(node_id)
+        if state is not None:
+            self._publish(node_id, state)
+        else:
+            self._out_of_sync.discard(node_id)
+            self._changed(node_id)
 
     def forget_except(self, node_ids: set[int]) -> None:
         """Drop what is known of nodes no longer configured."""
@@ -459,6 +483,7 @@ class HealthMonitor:
         self._provider_of.pop(node_id, None)
         self._latency_ms.pop(node_id, None)
         self._first_check_out.discard(node_id)
+        self._cordoned.discard(node_id)
         chain_id = self._chain_of.pop(node_id, None)
         if chain_id is not None:
             self._members.get(chain_id, set()).discard(node_id)

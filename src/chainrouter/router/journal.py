@@ -266,9 +266,11 @@ def _add(flush: ReplayedFlush, fields: Any) -> None:
         return
     customer, api_key, chain, method, scenario, hour, credits, *rest = fields
     plan = rest[0] if rest else 0
-    count = rest[1] if len(rest) > 1 else 1  # a rotated file's rows carry their count
+    # A rotated file's rows carry their count, and so do calls taken back: a dispute moves
+    # calls out of their scenario with a negative count (router/cordon.py).
+    count = rest[1] if len(rest) > 1 else 1
     values = (customer, api_key, chain, hour, credits, plan, count)
-    if not all(isinstance(v, int) for v in values) or count < 1:
+    if not all(isinstance(v, int) for v in values) or count == 0:
         return
     if not isinstance(method, str) or scenario not in Scenario._value2member_map_:
         return

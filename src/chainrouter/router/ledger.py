@@ -26,6 +26,7 @@ from chainrouter.domain.routing import NodeInfo
 from chainrouter.router.belief import HEAD_METHOD, NOTHING_EXPECTED, Expected, head_told
 from chainrouter.router.context import CallContext
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.cordon import Cordons
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.metering import UNSUPPORTED_METHOD_NAME, CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
@@ -33,6 +34,7 @@ from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 
 _SERVED = (Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED)
+_NODES_ANSWERS = (*_SERVED, Scenario.SPLIT)  # what a cordon may dispute
 _JOINED = Scenario.CACHE  # eth_blockNumber is never kept: a cache answer to it is a joined one
 
 
@@ -65,8 +67,11 @@ class Ledger:
         cooldowns: MemoryCooldowns,
         metrics: RouterMetrics,
         cache: ResponseCache | None = None,
+        cordons: Cordons | None = None,
     ) -> None:
         self._credits = credits
+        # Told what each node answered, for the disputes should it be cordoned (router/cordon.py).
+        self.cordons = cordons
         self._meter = meter
         self._seen = seen_heads
         self._health = health
@@ -115,6 +120,19 @@ class Ledger:
                 cost_nano,
                 plan_id,
             )
+        cordons = self.cordons
+        if cordons is not None and served_by is not None and scenario in _NODES_ANSWERS:
+            for route in call.ranges_served_by or (served_by,):
+                cordons.served(
+                    route.node.node_id,
+                    access.customer_id,
+                    access.key_id,
+                    request.chain_id,
+                    method,
+                    scenario,
+                    route.plan.plan_id,
+                    route.price.cost_nano,
+                )
         if method == HEAD_METHOD and (
             (scenario in _SERVED and served_by is not None) or scenario is _JOINED
         ):
@@ -179,6 +197,18 @@ class Ledger:
         node = booking.node
         stat = (chain_id, method)
         if node is not None and own:
+            if self.cordons is not None:
+                self.cordons.served(
+                    node.node_id,
+                    customer,
+                    booking.key_id,
+                    chain_id,
+                    method,
+                    booking.scenario,
+                    booking.plan_id,
+                    booking.cost_nano,
+                    own,
+                )
             self._metrics.answered(node.node_id, times)
             self._cooldowns.succeeded(node.node_id)
             self._health.observe_answers(node.node_id, booking.work, times)

@@ -61,9 +61,13 @@ class UsageMeter:
         plan_id: int = 0,
         *,
         count: int = 1,
+        hour: int | None = None,
     ) -> None:
-        """`count` calls alike, each costing `credits_nano`."""
-        hour = int(time.time()) // _HOUR * _HOUR
+        """`count` calls alike, each costing `credits_nano`, in this hour or the one given
+        (Unix seconds; a dispute moves calls in the hour they were served: router/cordon.py).
+        A negative `count` takes calls back."""
+        if hour is None:
+            hour = int(time.time()) // _HOUR * _HOUR
         # The member, not `.value`: a StrEnum member is already the string, and `.value` is a
         # Python-level property, run on every call.
         key = (customer_id, key_id, chain_id, method, scenario, hour, plan_id)

@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from chainrouter.domain.money import NANO_PER_CREDIT
 from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.router.audits import Auditor
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.metrics import LATENCY_BOUNDS_S, RouterMetrics
@@ -38,6 +39,7 @@ class RouterState:
     health: HealthMonitor
     cooldowns: MemoryCooldowns
     sync: StorageSync
+    auditor: Auditor | None = None  # this worker's audits (router/audits.py)
 
 
 class _RouterCollector(Collector):
@@ -50,6 +52,7 @@ class _RouterCollector(Collector):
         yield from _traffic(counts)
         yield from _attempts(counts, state.snapshot())
         yield from _nodes(state)
+        yield from _audits(state.auditor)
         yield from _websocket(counts)
         yield from _cache(counts)
         yield _repeated(counts)
@@ -269,6 +272,26 @@ def _nodes(state: RouterState) -> Iterator[Metric]:
     yield up
     yield lag
     yield failures
+
+
+def _audits(auditor: Auditor | None) -> Iterator[Metric]:
+    if auditor is None:
+        return
+    audits = CounterMetricFamily(
+        "chainrouter_node_audits",
+        "Audits of the node's answers (docs/integrity.md, Audits), by outcome: passed (a referee "
+        "agreed, or it was in the majority) or failed (outvoted: cordoned). This worker's.",
+        labels=["node", "outcome"],
+    )
+    for node_id, standing in sorted(auditor.standings.items()):
+        audits.add_metric([str(node_id), "passed"], float(standing.passed))
+        audits.add_metric([str(node_id), "failed"], float(standing.failed))
+    yield audits
+    yield CounterMetricFamily(
+        "chainrouter_audit_samples_dropped",
+        "Sampled answers not audited: the audit queue was full. This worker's.",
+        value=float(auditor.dropped),
+    )
 
 
 def _storage(sync: StorageSync) -> Iterator[Metric]:

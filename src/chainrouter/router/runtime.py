@@ -18,8 +18,10 @@ from chainrouter.net.client_ip import IpNetwork, parse_networks
 from chainrouter.net.outbound import dial_rule, ssl_context
 from chainrouter.ratelimit import create_limiter
 from chainrouter.ratelimit.window import Limiter
+from chainrouter.router.audits import Auditor, AuditSettings
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.cooldown import MemoryCooldowns
+from chainrouter.router.cordon import Cordons
 from chainrouter.router.epochs import Epochs
 from chainrouter.router.executors import Executor
 from chainrouter.router.fast.decisions import Decider
@@ -55,6 +57,7 @@ from chainrouter.router.service import RpcService
 from chainrouter.router.shared_epochs import SharedEpochs
 from chainrouter.router.shared_heads import SharedHeads
 from chainrouter.router.stages import RouterLimits, StageDeps
+from chainrouter.router.stages.audit import Audit, finalized_from
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
 from chainrouter.router.ws.feed import Connect
@@ -96,6 +99,8 @@ class RouterRuntime:
     shared_epochs: SharedEpochs | None = None
     # The keys' seen heads shared through the limits' Redis; None: no Redis.
     shared_heads: SharedHeads | None = None
+    # Audits of the answers nodes give (router/audits.py); None: off.
+    auditor: Auditor | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
     _stopped: bool = False
 
@@ -115,6 +120,7 @@ class RouterRuntime:
                 health=self.health,
                 cooldowns=self.cooldowns,
                 sync=self.sync,
+                auditor=self.auditor,
             )
             exposition = RouterExposition(state)
         access = MetricsAccess(self.metrics, exposition, self.metrics_networks)
@@ -172,6 +178,8 @@ class RouterRuntime:
                 self._tasks.append(checks)
             if self.prober is not None:
                 executor.spawn(self.prober.run(self.current_nodes))
+        if self.auditor is not None:
+            executor.spawn(self.auditor.run())
 
     async def _share_metrics(self) -> None:
         """Leave this worker's counts for the other workers' scrapes, every few seconds."""
@@ -203,6 +211,8 @@ class RouterRuntime:
             return
         self._stopped = True
         self.health.stop()  # wherever it runs
+        if self.auditor is not None:
+            self.auditor.stop()
         if self.shared_epochs is not None:
             self.shared_epochs.stop()
         if self.prober is not None:
@@ -286,7 +296,28 @@ def build_runtime(
     credits.replace_stored(dict(snapshot.balances_nano))
     metrics = RouterMetrics()
     seen_heads = SeenHeads(health)
-    ledger = Ledger(credits, meter, seen_heads, health, cooldowns, metrics, cache)
+    cordons = Cordons(meter, credits, health.cordon, health.uncordon)
+    ledger = Ledger(credits, meter, seen_heads, health, cooldowns, metrics, cache, cordons)
+    service_of: list[RpcService] = []  # the service, once made: the auditor reads its routes
+    auditor = audit = None
+    if settings.audit_rate > 0 or settings.chain_audit_rate:
+        auditor = Auditor(
+            AuditSettings(
+                rate=settings.audit_rate,
+                chain_rate=dict(settings.chain_audit_rate),
+                watched_rate=settings.audit_watched_rate,
+                referees=settings.audit_referees,
+                timeout_s=settings.upstream_timeout_s,
+            ),
+            lambda chain_id, method: service_of[0].snapshot.routes.routes(chain_id, method),
+            cordons.cordon,
+            cordons.clean,
+            cordoned=lambda node_id: cordons.is_cordoned(node_id) or node_id in health.out_of_sync,
+        )
+        audit = Audit(
+            auditor,
+            finalized_from(None if finality is None else finality.finalized, health.chain_head),
+        )
     grants = None if fast is None else Grants(fast.memo, credits)
     deps = StageDeps(
         limits=RouterLimits(
@@ -320,7 +351,9 @@ def build_runtime(
         coalesce=settings.coalesce,
         cache_prices=CachePrices(settings.cache_prices_nano()),
         prover=prover_for(settings),
+        cordon=cordons.cordon,
         grants=grants,
+        audit=audit,
     )
     request_log = RequestLog(logging.getLevelNamesMapping()[settings.request_log_level.name])
     service = RpcService(
@@ -329,6 +362,7 @@ def build_runtime(
         keep_requests=request_log.enabled,
         batch_ids=None if fast is None else fast.memo.next_batch_id,
     )
+    service_of.append(service)
     decider = settle = None
     if grants is not None:
         batch_max = settings.upstream_batch_max
@@ -344,8 +378,11 @@ def build_runtime(
             forwards=settings.repeat_forwards,
             batch_of=batch_of,
             node_head=health.node_head,
+            audit_every=(lambda n, m, p: 0) if audit is None else audit.every,
         )
-        settle = Settle(ledger, grants, metrics, health.node_head)
+        settle = Settle(
+            ledger, grants, metrics, health.node_head, None if audit is None else audit.receipt
+        )
     connect = _ws_connector(settings)
     ws_health = WsNodeHealth(
         connect,
@@ -369,6 +406,7 @@ def build_runtime(
         ws_health_reports=ws_health.take_reports,
         instance=instance,
         journal=journal,
+        cordons=cordons,
     )
     return RouterRuntime(
         service,
@@ -403,6 +441,7 @@ def build_runtime(
         ),
         decider=decider,
         settle=settle,
+        auditor=auditor,
     )
 
 

@@ -30,11 +30,13 @@ from chainrouter.domain.money import format_credits
 from chainrouter.domain.plan_cycle import PlanTerms, Standing
 from chainrouter.domain.routing import HealthReport
 from chainrouter.domain.snapshot import RouterSnapshot
+from chainrouter.router.cordon import Cordons
 from chainrouter.router.journal import UsageJournal
 from chainrouter.router.metering import CreditView, UsageBatch, UsageKey, UsageMeter
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.engine import database_away, read_snapshot
 from chainrouter.stores.sql.node_health import write_node_health
+from chainrouter.stores.sql.nodes import write_cordons
 from chainrouter.stores.sql.plan_usage import plan_standings
 from chainrouter.stores.sql.snapshot import load_router_snapshot
 from chainrouter.stores.sql.usage import read_balances, write_usage
@@ -70,8 +72,10 @@ class StorageSync:
         ws_health_reports: Callable[[], list[HealthReport]] | None = None,
         instance: str | None = None,
         journal: UsageJournal | None = None,
+        cordons: Cordons | None = None,
     ) -> None:
         self.engine = engine
+        self._cordons = cordons  # cordons to store (router/cordon.py)
         self._meter = meter
         self._credits = credits
         self._install = install
@@ -107,6 +111,7 @@ class StorageSync:
                 last_flush = time.monotonic()
                 await self.flush()
                 await self.report_health()
+                await self.write_cordons()
 
     async def report_health(self) -> None:
         """Store what this router's health checker saw since the last report."""
@@ -119,6 +124,21 @@ class StorageSync:
             except SQLAlchemyError as exc:  # each node is reported again after its next check
                 log.warning("cannot store node health: %s", _first_line(exc))
 
+    async def write_cordons(self) -> None:
+        """Store the cordons made since the last round; kept for the next if storage fails."""
+        if self._cordons is None:
+            return
+        writes = self._cordons.take_writes()
+        if not writes:
+            return
+        try:
+            await asyncio.to_thread(write_cordons, self.engine, writes)
+        except SQLAlchemyError as exc:
+            self._cordons.put_back(writes)
+            log.warning("cannot store cordons: %s", _first_line(exc))
+            return
+        self._cordons.stored(writes)
+
     async def refresh(self) -> bool:
         """Load and install a new snapshot if the configuration changed; True if it did."""
         version = await asyncio.to_thread(_read_version, self.engine)
@@ -127,6 +147,10 @@ class StorageSync:
             return False
         snapshot = await asyncio.to_thread(load_snapshot, self.engine)
         self._install(snapshot)
+        if self._cordons is not None:
+            routes = snapshot.routes
+            self._cordons.present({n.node_id for ns in routes.nodes_by_chain.values() for n in ns})
+            self._cordons.elsewhere(snapshot.cordoned)
         self._credits.replace_stored(dict(snapshot.balances_nano))
         log.info("configuration version %d loaded (was %d)", snapshot.version, self.version)
         self.version = snapshot.version

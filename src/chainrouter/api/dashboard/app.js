@@ -5091,7 +5091,8 @@ var STATUSES = {
   "pending check": "waiting for its first health check",
   "out of sync": "out of sync: behind the chain's head, no traffic",
   failing: "failing its health checks: no traffic until it recovers",
-  "disabled by provider": "disabled by you"
+  "disabled by provider": "disabled by you",
+  cordoned: "cordoned: an audit caught a wrong answer, no traffic"
 };
 var plans = [];
 async function loadProvider() {
@@ -5172,8 +5173,14 @@ function headCell(status) {
   const behind = lag === null || lag === void 0 ? "" : lag === 0 ? ", at the chain's head" : `, ${count(lag, "block")} behind`;
   return `block ${Number(status.head_block).toLocaleString()}${behind}`;
 }
-function measured(value) {
-  return value === null || value === void 0 ? withTitle("not measured yet", "The routers do not audit answers yet") : String(value);
+function audited(status) {
+  if (status.status === "cordoned") return withTitle("outvoted: cordoned", status.cordon_reason || "cordoned");
+  return withTitle("none outvoted", "Routers ask a share of its answers again of other providers' nodes; none has outvoted it");
+}
+function disputed(status) {
+  const answers = status.disputed_answers || 0;
+  if (!answers) return "none";
+  return withTitle(`${count(answers, "answer")}, ${credits(status.disputed_credits)}`, "Refunded to the customers, not paid to you");
 }
 function nodeActions(listed) {
   const { node, status, kind } = listed;
@@ -5181,6 +5188,8 @@ function nodeActions(listed) {
   const actions = element("span", null, { class: "actions" });
   if (status.status === "disabled by provider") {
     actions.append(button("Enable", () => setStatus(listed, "healthy"), { "aria-label": `Enable ${name}` }));
+  } else if (status.status === "cordoned") {
+    actions.append(button("Bring back", () => setStatus(listed, "healthy"), { "aria-label": `Bring back ${name}` }));
   } else {
     actions.append(button("Disable", () => setStatus(listed, "disabled by provider"), { "aria-label": `Disable ${name}`, class: "danger" }));
   }
@@ -5227,8 +5236,8 @@ async function loadNodes() {
         statusCell(l.status),
         headCell(l.status),
         ms(l.status.latency_ms),
-        measured(l.status.audits),
-        measured(l.status.disputes),
+        audited(l.status),
+        disputed(l.status),
         l.status.checked_at ? when(l.status.checked_at) : "none yet",
         nodeActions(l)
       ])

@@ -10,6 +10,8 @@ pipeline decide otherwise for a call in the same scope:
   never kept by the cache (the next one would be a hit), not split,
   not an `eth_chainId` (whose answer the router checks against the chain);
 - an **answer**: a hit of the response cache (kept, final), given again under the caller's id.
+A forward carries the share of its calls the audits sample (`audit_every`): the server hands
+those to the ledger with their bytes (router/stages/audit.py).
 A request logged call by call (the request log) hands nothing over: each call must be seen.
 
 The scope is `MASKED` (calls alike but for their id and every parameter but the block one) for
@@ -48,6 +50,7 @@ class Decider:
         forwards: bool = True,
         batch_of: Callable[[NodeInfo], int] = lambda node: 1,
         node_head: Callable[[int], int | None] = lambda node_id: None,
+        audit_every: Callable[[NodeInfo, str, Any], int] = lambda node, method, params: 0,
     ) -> None:
         self._prices = prices
         self._grants = grants
@@ -56,6 +59,8 @@ class Decider:
         # The most calls of a request sent to the node in one batch (router/capabilities.py).
         self._batch_of = batch_of
         self._node_head = node_head  # the head each node last told (router/health.py)
+        # The share of a forward's calls the audits sample (router/stages/audit.py, `every`).
+        self._audit_every = audit_every
 
     @staticmethod
     def masks() -> dict[str, int]:
@@ -134,6 +139,7 @@ class Decider:
             timeout_s=within_s,
             flight_chain=request.chain_id if self._coalesce and call.cache_key else 0,
             flight_seen=-1 if call.flight_seen is None else call.flight_seen,
+            audit_every=self._audit_every(route.node, method, call.call.params),
         )
 
     def _answer(self, call: CallContext, headers: list[tuple[str, str]]) -> Decision | None:
@@ -176,6 +182,7 @@ class Decider:
         flight_chain: int = 0,
         flight_seen: int = -1,
         member: bytes | None = None,
+        audit_every: int = 0,
     ) -> Decision:
         rpc = call.call
         masked = not call.params_read and rpc.method in _MASKS and isinstance(rpc.params, list)
@@ -200,6 +207,7 @@ class Decider:
             booking=booking,
             # The ledger reads every answer of a call that tells the key's head.
             judge_each=rpc.method == HEAD_METHOD,
+            audit_every=audit_every,
         )
 
 

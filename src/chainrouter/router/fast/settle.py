@@ -63,8 +63,11 @@ class Settle:
         grants: Grants,
         metrics: RouterMetrics,
         node_head: Callable[[int], int | None],
+        audited: Callable[[Receipt], None] | None = None,
     ) -> None:
         self._ledger = ledger
+        # Told of each served receipt the server sampled for the audits (router/stages/audit.py).
+        self._audited = audited
         self._grants = grants
         self._metrics = metrics
         self._node_head = node_head  # the head each node last told (router/health.py)
@@ -88,6 +91,10 @@ class Settle:
                 continue
             pairs = zip(judged_request, judged, strict=True)
             taken += [(request, receipt, call) for receipt, call in pairs if call is not None]
+            if self._audited is not None:
+                for receipt in judged_request:
+                    if receipt.audited is not None:
+                        self._audited(receipt)
             verdicts += [self._verdict(receipt) for receipt in judged_request]
         told = [(tally, self._heads(tally, refused)) for tally in tallies]
         served: dict[int, _Served] = {}  # by the decision's identity

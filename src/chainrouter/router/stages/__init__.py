@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from chainrouter.domain.cacheable import CachePrices
+from chainrouter.domain.routing import NodeInfo
 from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.cooldown import MemoryCooldowns
@@ -37,6 +38,7 @@ from chainrouter.router.proving import Prover
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
 from chainrouter.router.stages.attempt import Attempt, AttemptLimits
+from chainrouter.router.stages.audit import Audit
 from chainrouter.router.stages.body import BodyWithinLimit
 from chainrouter.router.stages.book import Book
 from chainrouter.router.stages.cache import Coalesce, FromCache, Land
@@ -104,6 +106,11 @@ class StageDeps:
     grants: Grants | None = None
     # What nodes' answers are checked by before they are served; None: nothing is.
     prover: Prover | None = None
+    # Where a node whose answer a proof showed false is reported (router/cordon.py); None: it
+    # is only cooled down.
+    cordon: Callable[[NodeInfo, str], object] | None = None
+    # Samples the answers nodes gave for audits (router/audits.py); None: no audits.
+    audit: Audit | None = None
 
     @property
     def caching(self) -> bool:
@@ -184,18 +191,23 @@ def calls(deps: StageDeps) -> list[CallStage]:
             deps.ledger,
             deps.metrics,
             deps.prover,
+            deps.cordon,
         ),
     ]
 
 
 def closing(deps: StageDeps) -> list[CallStage]:
     """After every keyed call, whatever ended it."""
-    return [*_landing(deps), Book(deps.ledger)]
+    return [*_landing(deps), Book(deps.ledger), *_audited(deps)]
 
 
 def free_closing(deps: StageDeps) -> list[CallStage]:
     """After every call of the free tier: no credits, no usage, no key's head; counted."""
-    return [*_landing(deps), CountFreeCall(deps.metrics)]
+    return [*_landing(deps), CountFreeCall(deps.metrics), *_audited(deps)]
+
+
+def _audited(deps: StageDeps) -> list[CallStage]:
+    return [] if deps.audit is None else [deps.audit]
 
 
 def _landing(deps: StageDeps) -> list[CallStage]:

@@ -39,7 +39,7 @@ import orjson
 
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.requirements import Needs, Work, work_of
-from chainrouter.domain.routing import Route
+from chainrouter.domain.routing import NodeInfo, Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.upstream_errors import Fault, NodeFault, classify
 from chainrouter.domain.verification import Verified
@@ -202,12 +202,13 @@ class Attempt:
         ledger: Ledger,
         metrics: RouterMetrics | None = None,
         prover: Prover | None = None,
-        answered_false: Callable[[int, str], None] | None = None,
+        answered_false: Callable[[NodeInfo, str], object] | None = None,
     ) -> None:
         self._cooldowns = cooldowns
         self._prover = prover
-        # A node whose answer a proof showed false: reported here (cooled down by default).
-        self._answered_false = answered_false or (lambda node_id, why: cooldowns.failed(node_id))
+        # A node whose answer a proof showed false: reported here (router/cordon.py: out at once,
+        # its answers since its last clean audit disputed), and cooled down either way.
+        self._answered_false = answered_false
         self._credits = credits
         self._health = health
         self._capabilities = capabilities
@@ -418,7 +419,9 @@ class Attempt:
         if outcome.false is not None:
             node_id = route.node.node_id
             self._metrics.checked(call.request.chain_id, call.call.method, node_id, "false")
-            self._answered_false(route.node.node_id, outcome.false)
+            self._cooldowns.failed(node_id)
+            if self._answered_false is not None:
+                self._answered_false(route.node, f"a proof failed: {outcome.false}")
             return None
         served.verified = outcome.verified
         return served

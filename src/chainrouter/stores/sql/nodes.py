@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row, Table, func, select
+from sqlalchemy import Connection, Engine, Row, Table, func, select
 
 from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeSource, NodeStatus
-from chainrouter.domain.records import Node, NodeHealthRecord
+from chainrouter.domain.records import CordonWrite, Node, NodeHealthRecord
 from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.schema import utcnow
 
 
@@ -97,6 +100,11 @@ def _node(row: Row[Any], ws: bool) -> Node:
         verified_capabilities=None
         if ws or values["verified_capabilities"] is None
         else Capabilities.from_json(values["verified_capabilities"]),
+        cordon_reason=None if ws else values["cordon_reason"],
+        cordoned_at=None if ws else values["cordoned_at"],
+        disputed_calls=0 if ws else values["disputed_calls"],
+        disputed_nano=0 if ws else values["disputed_nano"],
+        watched_until=None if ws else values["watched_until"],
     )
 
 
@@ -179,3 +187,36 @@ def chain_head(
         query = query.where(t.nodes.c.id != excluding)
     head = connection.execute(query).scalar_one_or_none()
     return None if head is None else int(head)
+
+
+def write_cordons(engine: Engine, writes: Sequence[CordonWrite]) -> None:
+    """Routers' cordons (router/cordon.py): each node `cordoned` with its reason, its disputed
+    answers added to its totals; the configuration version bumped, so that every router drops it."""
+    with engine.begin() as connection:
+        for write in writes:
+            nodes = t.nodes
+            values: dict[str, Any] = {
+                "disputed_calls": nodes.c.disputed_calls + write.disputed_calls,
+                "disputed_nano": nodes.c.disputed_nano + write.disputed_nano,
+                "updated_at": utcnow(),
+            }
+            if write.reason:  # else another router's cordon: only this router's disputes
+                values["status"] = NodeStatus.CORDONED.value
+                values["cordon_reason"] = write.reason[:2000]
+                values["cordoned_at"] = datetime.fromtimestamp(write.at, UTC)
+            connection.execute(nodes.update().where(nodes.c.id == write.node_id).values(values))
+        bump_config_version(connection)
+
+
+def cordoned_nodes(connection: Connection, *, limit: int, offset: int) -> list[Node]:
+    """Every cordoned or disputed node, the latest cordon first (the administrator's list)."""
+    table = _with_provider(t.nodes)
+    rows = connection.execute(
+        table.where(
+            (t.nodes.c.status == NodeStatus.CORDONED.value) | (t.nodes.c.disputed_calls > 0)
+        )
+        .order_by(t.nodes.c.cordoned_at.desc(), t.nodes.c.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return [_node(row, False) for row in rows]

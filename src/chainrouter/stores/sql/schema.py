@@ -196,6 +196,13 @@ nodes = Table(
     Column("status", String(40), nullable=False, server_default="healthy"),
     Column("capabilities", JSON),  # as declared (Capabilities.as_json); null: none declared
     Column("verified_capabilities", JSON),  # as screening's probes found them
+    # A cordon (status `cordoned`): why and when; what its answers disputed came to in all; and
+    # until when it is audited at the higher rate once back (router/cordon.py).
+    Column("cordon_reason", Text),
+    Column("cordoned_at", UtcDateTime()),
+    Column("watched_until", UtcDateTime()),
+    Column("disputed_calls", BigInteger, nullable=False, server_default="0"),
+    Column("disputed_nano", BigInteger, nullable=False, server_default="0"),
     *_timestamps(),
     CheckConstraint("rate_limit >= 0", name="rate_limit_not_negative"),
     CheckConstraint("rate_limit_interval_sec > 0", name="interval_positive"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -42,6 +43,11 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
         balances_nano=balances,
         ws_routes=load_ws_routes(connection),
         cache_generations=cache_generations(connection),
+        cordoned=frozenset(
+            connection.execute(
+                select(t.nodes.c.id).where(t.nodes.c.status == NodeStatus.CORDONED.value)
+            ).scalars()
+        ),
     )
 
 
@@ -89,6 +95,7 @@ def load_route_table(connection: Connection) -> RouteTable:
             rate_limit_interval_s=row.rate_limit_interval_sec,
             capabilities=_capabilities(row.capabilities, row.verified_capabilities),
             provider_id=provider_of[row.plan_id],
+            watched_until=_watched_until(row.created_at, row.watched_until),
         )
         for row in connection.execute(
             select(t.nodes).where(t.nodes.c.status == NodeStatus.HEALTHY.value)
@@ -130,3 +137,14 @@ def _capabilities(declared: dict[str, Any] | None, verified: dict[str, Any] | No
     if declared is None and verified is None:
         return UNKNOWN
     return Capabilities.from_json(declared).overridden_by(Capabilities.from_json(verified))
+
+
+_WATCHED_YOUNG = timedelta(days=1)
+
+
+def _watched_until(created_at: datetime, watched_until: datetime | None) -> float:
+    """Until when a node's answers are audited at the higher rate (Unix seconds): a day from
+    its registration, or the end of its watch once back from a cordon, whichever is later."""
+    young = created_at + _WATCHED_YOUNG
+    until = young if watched_until is None else max(young, watched_until)
+    return until.timestamp()

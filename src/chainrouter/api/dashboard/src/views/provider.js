@@ -19,6 +19,7 @@ const STATUSES = {
   "out of sync": "out of sync: behind the chain's head, no traffic",
   failing: "failing its health checks: no traffic until it recovers",
   "disabled by provider": "disabled by you",
+  cordoned: "cordoned: an audit caught a wrong answer, no traffic",
 };
 
 let plans = [];
@@ -107,9 +108,16 @@ function headCell(status) {
   return `block ${Number(status.head_block).toLocaleString()}${behind}`;
 }
 
-// Audits and disputes arrive with the integrity checks: shown when the status API gives them.
-function measured(value) {
-  return value === null || value === undefined ? withTitle("not measured yet", "The routers do not audit answers yet") : String(value);
+// What audits found (docs/integrity.md, "Audits"): the cordon's reason, and the answers disputed.
+function audited(status) {
+  if (status.status === "cordoned") return withTitle("outvoted: cordoned", status.cordon_reason || "cordoned");
+  return withTitle("none outvoted", "Routers ask a share of its answers again of other providers' nodes; none has outvoted it");
+}
+
+function disputed(status) {
+  const answers = status.disputed_answers || 0;
+  if (!answers) return "none";
+  return withTitle(`${count(answers, "answer")}, ${credits(status.disputed_credits)}`, "Refunded to the customers, not paid to you");
 }
 
 function nodeActions(listed) {
@@ -118,6 +126,8 @@ function nodeActions(listed) {
   const actions = element("span", null, { class: "actions" });
   if (status.status === "disabled by provider") {
     actions.append(button("Enable", () => setStatus(listed, "healthy"), { "aria-label": `Enable ${name}` }));
+  } else if (status.status === "cordoned") {
+    actions.append(button("Bring back", () => setStatus(listed, "healthy"), { "aria-label": `Bring back ${name}` }));
   } else {
     actions.append(button("Disable", () => setStatus(listed, "disabled by provider"), { "aria-label": `Disable ${name}`, class: "danger" }));
   }
@@ -167,8 +177,8 @@ async function loadNodes() {
         statusCell(l.status),
         headCell(l.status),
         ms(l.status.latency_ms),
-        measured(l.status.audits),
-        measured(l.status.disputes),
+        audited(l.status),
+        disputed(l.status),
         l.status.checked_at ? when(l.status.checked_at) : "none yet",
         nodeActions(l),
       ]),
