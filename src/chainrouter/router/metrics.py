@@ -55,6 +55,7 @@ class RouterMetrics:
         "notifications",
         "repeated",
         "requests",
+        "seen_heads",
         "websocket",
     )
 
@@ -78,6 +79,9 @@ class RouterMetrics:
         # counts are read or exported: ("adopted" | "published", chain) -> regresses, and
         # ("read", 0) -> 1 once the worker has read the shared epochs.
         self.epochs: dict[tuple[str, int], int] = {}
+        # The keys' seen heads shared through Redis (router/shared_heads.py), read when counts
+        # are read or exported: "published" | "adopted" | "failures" -> n.
+        self.seen_heads: dict[str, int] = {}
 
     def request(self, route: str, status: int, count: int = 1) -> None:
         key = (route, status)
@@ -144,6 +148,7 @@ class RouterMetrics:
             "cache": [[*key, n] for key, n in list(self.cache.items())],
             "repeated": [[*key, n] for key, n in list(self.repeated.items())],
             "epochs": [[*key, n] for key, n in list(self.epochs.items())],
+            "seen_heads": [[name, n] for name, n in list(self.seen_heads.items())],
         }
 
     def add(self, data: dict[str, Any]) -> None:
@@ -170,6 +175,8 @@ class RouterMetrics:
             self.repeated[(chain, method)] = self.repeated.get((chain, method), 0) + n
         for series, chain, n in data.get("epochs", ()):
             self.epochs[(series, chain)] = self.epochs.get((series, chain), 0) + n
+        for name, n in data.get("seen_heads", ()):
+            self.seen_heads[name] = self.seen_heads.get(name, 0) + n
 
     def copy(self) -> RouterMetrics:
         merged = RouterMetrics()
@@ -183,6 +190,7 @@ def with_metered(
     websocket: dict[str, int] | None = None,
     cache: dict[tuple[str, int, str], int] | None = None,
     epochs: dict[tuple[str, int], int] | None = None,
+    seen_heads: dict[str, int] | None = None,
 ) -> RouterMetrics:
     """A copy of `metrics` with the keyed calls, WebSocket notifications and credits the usage
     meter counted, and the WebSocket gauges, cache counts and shared epochs' counts as they are
@@ -202,6 +210,8 @@ def with_metered(
         counts.cache = dict(cache)
     if epochs is not None:
         counts.epochs = dict(epochs)
+    if seen_heads is not None:
+        counts.seen_heads = dict(seen_heads)
     return counts
 
 
