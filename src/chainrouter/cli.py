@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
@@ -223,28 +224,35 @@ def _serve_rpc(settings: Settings) -> int:
     # handlers it found: these make that a clean exit (status 0), the usage written.
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: None)
-    uvicorn.run(
-        "chainrouter.router.executors.asgi:create_app",
-        factory=True,
-        host=settings.rpc_host,
-        port=settings.rpc_port,
-        workers=settings.rpc_workers if settings.rpc_workers > 1 else None,
-        loop="uvloop",
-        http=BoundedHttpTools,  # bounds set by each worker from its settings (executors/asgi.py)
-        ws_max_size=settings.ws_max_message_bytes,
-        limit_concurrency=settings.max_connections,
-        lifespan="on",
+    options: dict[str, Any] = {
+        "factory": True,
+        "host": settings.rpc_host,
+        "port": settings.rpc_port,
+        "loop": "uvloop",
+        "http": BoundedHttpTools,  # bounds set by each worker from its settings (executors/asgi.py)
+        "ws_max_size": settings.ws_max_message_bytes,
+        "limit_concurrency": settings.max_connections,
+        "lifespan": "on",
         # The client's address is the router's to decide (trusted proxies), never uvicorn's.
-        proxy_headers=False,
-        server_header=False,
-        date_header=False,
-        access_log=False,
-        log_level=settings.log_level.value,
-        log_config=None,  # its records go through our handler (logs.py): JSON or text alike
-        backlog=2048,
-        timeout_graceful_shutdown=30,
-    )
-    return 0
+        "proxy_headers": False,
+        "server_header": False,
+        "date_header": False,
+        "access_log": False,
+        "log_level": settings.log_level.value,
+        "log_config": None,  # its records go through our handler (logs.py): JSON or text alike
+        "backlog": 2048,
+        "timeout_graceful_shutdown": settings.shutdown_grace_s,
+    }
+    app = "chainrouter.router.executors.asgi:create_app"
+    if settings.rpc_workers > 1:
+        # uvicorn's supervisor stops its workers itself: no drain delay (docs/deployment.md).
+        uvicorn.run(app, workers=settings.rpc_workers, **options)
+        return 0
+    from chainrouter.router.executors.asgi import DrainingServer
+
+    server = DrainingServer(uvicorn.Config(app, **options), delay_s=settings.drain_delay_s)
+    server.run()
+    return 0 if server.started else EXIT_FAILED  # as uvicorn.run: a failed start is a failure
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -4,6 +4,7 @@ holds in total, and the head one router served it is never undercut by the other
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -114,3 +115,7 @@ def test_the_head_a_key_was_served_on_one_router_is_the_floor_on_the_other(pair:
         time.sleep(0.1)
     time.sleep(2.5)  # router two's health checks have seen x2 answer, and x1's head
     assert _head(pair, 1) >= served
+    scraped = httpx.get(f"{pair.routers[1].base}/metrics").text
+    adopted = re.search(r"(?m)^chainrouter_seen_heads_adopted_total (\S+)$", scraped)
+    assert adopted is not None
+    assert float(adopted[1]) >= 1

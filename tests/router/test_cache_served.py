@@ -16,7 +16,7 @@ import pytest
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.router.memory_cache import MemoryCache
-from chainrouter.router.response_cache import EPOCHS_KEY, ResponseCache, redis_tier
+from chainrouter.router.response_cache import EPOCHS_KEY, REDIS_REST_S, ResponseCache, redis_tier
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -122,7 +122,7 @@ async def test_identical_calls_that_arrive_together_reach_a_slow_node_once(
         _stop([router])
 
 
-async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
+async def test_routers_share_answers_through_redis_serve_on_when_it_stops_and_share_when_back(
     final_blocks_node: AnvilNodes, upstream_server: FaultyUpstream, tmp_path: Path
 ) -> None:
     port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
@@ -168,6 +168,14 @@ async def test_routers_share_answers_through_redis_and_serve_on_when_it_stops(
             node_answer(5, 6),
         ]
         assert upstream_server.requests[path] == asked + 2  # each router asked once for block 6
+        # Redis back (empty): answers are shared through it again once each router asks it.
+        redis = PrivateRedis(redis.port)
+        time.sleep(REDIS_REST_S + 0.5)
+        assert ask(one, 9, 9).headers["x-cache"] == "MISS"
+        redis.wait_for_keys(1)
+        healed = ask(other, 9, 10)
+        assert healed.headers["x-cache"] == "HIT"
+        assert healed.content == node_answer(9, 10)
     finally:
         _stop(routers)
         redis.stop()

@@ -1,4 +1,5 @@
-"""A router's stop by SIGTERM, behind a load balancer (router/executors/native.py, `drain`):
+"""A router's stop by SIGTERM, behind a load balancer (router/executors/native.py, `drain`; on
+the Python executor, executors/asgi.py, `DrainingServer`):
 `/health` turns 503 "draining" at once while the router goes on serving for the drain delay,
 WebSocket clients are told to reconnect (1012), the requests in flight finish, the usage is
 written, and the process exits within its bound."""
@@ -27,14 +28,15 @@ def _health(base: str) -> tuple[int, dict[str, object]]:
     return answer.status_code, answer.json()
 
 
+@pytest.mark.parametrize("server", ["native", "python"])
 @pytest.mark.timeout(60)
 def test_sigterm_drains_serves_through_the_delay_closes_websockets_and_writes_usage(
-    tmp_path: Path, anvil: AnvilNodes
+    tmp_path: Path, anvil: AnvilNodes, server: str
 ) -> None:
     served = start_router(
         tmp_path,
         anvil,
-        "native",
+        server,
         CHAINROUTER_DRAIN_DELAY_S=str(DRAIN_S),
         CHAINROUTER_SHUTDOWN_GRACE_S="5",
     )

@@ -187,6 +187,7 @@ def test_any_worker_answers_for_all_and_a_gone_worker_is_dropped(tmp_path: Path)
     mine.websocket, other.websocket = {"connections": 2, "feeds": 1}, {"connections": 3, "feeds": 1}
     mine.epochs = {("read", 0): 1, ("adopted", 1): 2}
     other.epochs = {("read", 0): 1, ("adopted", 1): 1, ("published", 1): 1}
+    mine.seen_heads, other.seen_heads = {"published": 2, "adopted": 1}, {"adopted": 4}
     MetricsShare(tmp_path, pid=os.getpid() + 0).export(mine)  # its own file: not read twice
     # Another live worker (a real process) and a worker that is gone.
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -205,6 +206,7 @@ def test_any_worker_answers_for_all_and_a_gone_worker_is_dropped(tmp_path: Path)
         # Each worker shares the epochs on its own: the workers that read them, and the
         # regresses each adopted or published, add up.
         assert merged.epochs == {("read", 0): 2, ("adopted", 1): 3, ("published", 1): 1}
+        assert merged.seen_heads == {"published": 2, "adopted": 5}
         assert not (tmp_path / f"{dead.pid}.metrics.json").exists()
         assert json.loads((tmp_path / f"{sleeper.pid}.metrics.json").read_text())["calls"]
     finally:

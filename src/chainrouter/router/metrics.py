@@ -55,6 +55,7 @@ class RouterMetrics:
         "notifications",
         "repeated",
         "requests",
+        "seen_heads",
         "verified",
         "verified_nodes",
         "websocket",
@@ -85,6 +86,9 @@ class RouterMetrics:
         self.verified: dict[tuple[int, str, str], int] = {}
         # (chain, node, outcome) -> the same, by the node whose answer was checked
         self.verified_nodes: dict[tuple[int, int, str], int] = {}
+        # The keys' seen heads shared through Redis (router/shared_heads.py), read when counts
+        # are read or exported: "published" | "adopted" | "failures" -> n.
+        self.seen_heads: dict[str, int] = {}
 
     def request(self, route: str, status: int, count: int = 1) -> None:
         key = (route, status)
@@ -159,6 +163,7 @@ class RouterMetrics:
             "epochs": [[*key, n] for key, n in list(self.epochs.items())],
             "verified": [[*key, n] for key, n in list(self.verified.items())],
             "verified_nodes": [[*key, n] for key, n in list(self.verified_nodes.items())],
+            "seen_heads": [[name, n] for name, n in list(self.seen_heads.items())],
         }
 
     def add(self, data: dict[str, Any]) -> None:
@@ -191,6 +196,8 @@ class RouterMetrics:
         for chain, node, outcome, n in data.get("verified_nodes", ()):
             by_node = (chain, node, outcome)
             self.verified_nodes[by_node] = self.verified_nodes.get(by_node, 0) + n
+        for name, n in data.get("seen_heads", ()):
+            self.seen_heads[name] = self.seen_heads.get(name, 0) + n
 
     def copy(self) -> RouterMetrics:
         merged = RouterMetrics()
@@ -204,6 +211,7 @@ def with_metered(
     websocket: dict[str, int] | None = None,
     cache: dict[tuple[str, int, str], int] | None = None,
     epochs: dict[tuple[str, int], int] | None = None,
+    seen_heads: dict[str, int] | None = None,
 ) -> RouterMetrics:
     """A copy of `metrics` with the keyed calls, WebSocket notifications and credits the usage
     meter counted, and the WebSocket gauges, cache counts and shared epochs' counts as they are
@@ -223,6 +231,8 @@ def with_metered(
         counts.cache = dict(cache)
     if epochs is not None:
         counts.epochs = dict(epochs)
+    if seen_heads is not None:
+        counts.seen_heads = dict(seen_heads)
     return counts
 
 

@@ -58,6 +58,7 @@ class _RouterCollector(Collector):
         yield _repeated(counts)
         yield from _verified(counts)
         yield from _epochs(counts)
+        yield from _seen_heads(counts)
         yield from _storage(state.sync)
 
 
@@ -197,6 +198,23 @@ def _epochs(counts: RouterMetrics) -> Iterator[Metric]:
         yield from families.values()
         read.add_metric([], known)
         yield read
+
+
+_SEEN_HEADS = {
+    "published": "Raises of a key's seen head on this router, sent to the others through Redis.",
+    "adopted": "Raises of a key's seen head on another router, adopted by this one.",
+    "failures": "Calls to Redis for the keys' seen heads that failed or timed out.",
+}
+
+
+def _seen_heads(counts: RouterMetrics) -> Iterator[Metric]:
+    """The keys' seen heads routers share through Redis (docs/deployment.md)."""
+    if not counts.seen_heads:  # no Redis: nothing is shared
+        return
+    for name, text in _SEEN_HEADS.items():
+        family = CounterMetricFamily(f"chainrouter_seen_heads_{name}", text)
+        family.add_metric([], counts.seen_heads.get(name, 0))
+        yield family
 
 
 def _repeated(counts: RouterMetrics) -> Metric:

@@ -192,14 +192,15 @@ class RouterRuntime:
 
     def _counts_now(self) -> RouterMetrics:
         """This worker's counts: the request path's, the meter's, the WebSocket gauges, the
-        response cache's, the shared epochs'."""
+        response cache's, the shared epochs' and seen heads'."""
         deps = self.service.deps
         websocket = None if self.hub is None else self.hub.gauges()
         forwarded, answered, coalesced = self.ledger.counts()
         self.metrics.repeated = forwarded
         cache = cache_counts(deps.cache, coalesced, answered)
         epochs = None if self.shared_epochs is None else self.shared_epochs.counts()
-        return with_metered(self.metrics, deps.meter, websocket, cache, epochs)
+        heads = None if self.shared_heads is None else self.shared_heads.counts()
+        return with_metered(self.metrics, deps.meter, websocket, cache, epochs, heads)
 
     def current_nodes(self) -> list[NodeInfo]:
         routes = self.service.snapshot.routes

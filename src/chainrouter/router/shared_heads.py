@@ -115,6 +115,10 @@ class SharedHeads:
         if self._seen.adopt(key_id, chain_id, block):
             self.adopted += 1
 
+    def counts(self) -> dict[str, int]:
+        """For the metrics (`RouterMetrics.seen_heads`)."""
+        return {"published": self.published, "adopted": self.adopted, "failures": self.failures}
+
     def _failed(self, exc: BaseException) -> None:
         self.failures += 1
         now = time.monotonic()

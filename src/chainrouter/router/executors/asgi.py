@@ -8,8 +8,13 @@ measurement (docs/decisions.md, "The executors"); it also serves the management 
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
+
+import uvicorn
 
 from chainrouter.net.client_ip import IpNetwork
 from chainrouter.net.http_bounds import BoundedHttpTools
@@ -24,6 +29,8 @@ from chainrouter.router.executors.websocket import serve_websocket
 from chainrouter.router.http_face import RouterFace
 from chainrouter.router.runtime import RouterRuntime
 from chainrouter.settings import Settings
+
+log = logging.getLogger(__name__)
 
 _WANTED = {
     b"origin": "origin",
@@ -51,6 +58,11 @@ class RouterApp:
         self.executor = executor
         self._face = runtime.face(trusted, executor)
         self._max_body = runtime.service.max_body_bytes
+
+    def drain(self) -> None:
+        """`/health` answers 503 from now on (the router is stopping)."""
+        if self._face is not None:
+            self._face.drain()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -109,6 +121,33 @@ class RouterApp:
                     await self.executor.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server for one worker, draining at SIGTERM or SIGINT as the native executor
+    does (docs/deployment.md, "Draining"): `/health` answers 503 at once while the router
+    serves on for `delay_s`, so that the load balancer takes it out; then uvicorn's own stop
+    (no new connections, WebSocket clients closed with 1012, what is in flight finished). A
+    second signal stops at once."""
+
+    def __init__(self, config: uvicorn.Config, *, delay_s: float) -> None:
+        super().__init__(config)
+        self._delay_s = delay_s
+        self._timer: threading.Timer | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._delay_s <= 0 or self._timer is not None:
+            if self._timer is not None:
+                self._timer.cancel()
+            super().handle_exit(sig, frame)
+            return
+        app = self.config.loaded_app
+        if isinstance(app, RouterApp):
+            app.drain()
+        log.info("draining: /health answers 503 for %.1f s, then the router stops", self._delay_s)
+        self._timer = threading.Timer(self._delay_s, super().handle_exit, (sig, frame))
+        self._timer.daemon = True
+        self._timer.start()
 
 
 def _executor(runtime: RouterRuntime, settings: Settings) -> PythonExecutor:
