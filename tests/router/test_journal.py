@@ -36,6 +36,7 @@ from chainrouter.router.sync import split_by_customer
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.usage import FLUSH_MARK_RETENTION, write_usage
+from tests.redis_servers import PrivateRedis
 from tests.router.conftest import CHAIN_A, AnvilNodes, WorldFactory, provider, rpc, world_config
 from tests.router.test_server import ACCOUNT, Served, start_router, start_router_on
 
@@ -492,7 +493,10 @@ def test_two_routers_on_postgresql_and_redis_killed_lose_no_charge_and_charge_no
     start again, each replays its own journal, and every call either served is charged once."""
     # Not coalesced: every call is to reach a node, and be charged its price (coalescing and its
     # bills: tests/router/test_coalescing.py).
-    shared = {"CHAINROUTER_REDIS_URL": "redis://127.0.0.1:6379/0", "CHAINROUTER_COALESCE": "false"}
+    # A Redis of its own: the routers share keys' heads through it, and a test beside it with
+    # key 1 of its own database must not see them.
+    redis = PrivateRedis()
+    shared = {"CHAINROUTER_REDIS_URL": redis.url, "CHAINROUTER_COALESCE": "false"}
     first = start_router_on(tmp_path / "one", anvil, "native", postgresql_database_url, **shared)
     second = start_router(tmp_path / "two", anvil, "python", beside=first, **shared)
     engine = create_database_engine(postgresql_database_url)
@@ -541,3 +545,4 @@ def test_two_routers_on_postgresql_and_redis_killed_lose_no_charge_and_charge_no
             assert connection.execute(balance).scalar_one() == after  # nothing more, nothing twice
     finally:
         engine.dispose()
+        redis.stop()
