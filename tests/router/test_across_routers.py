@@ -1,10 +1,12 @@
 """Two router processes taking one key's calls in turn, as a balancer spreads them, on one
 database and one Redis (docs/deployment.md, "Agreement across routers"): the key's rate limit
-holds in total, and the head one router served it is never undercut by the other."""
+holds in total, and the head one router served it is never undercut by the other. And their
+stop: a second SIGTERM ends the drain delay."""
 
 from __future__ import annotations
 
 import re
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from tests.router.conftest import CHAIN_A, api_key, provider, rpc, world_config
 from tests.router.test_server import Served, launch_router
 
 LIMIT = 10
+DRAIN_S = 60
 
 
 @dataclass
@@ -70,6 +73,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
     settings = {
         "CHAINROUTER_REDIS_URL": redis.url,
         "CHAINROUTER_HEALTH_CHECK_INTERVAL_S": "1",
+        "CHAINROUTER_DRAIN_DELAY_S": str(DRAIN_S),  # as behind a balancer
     }
     secret = keys["reader"]["secret"]
     try:
@@ -82,10 +86,18 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
         yield made
     finally:
         for router in made.routers:
-            router.process.terminate()
-            router.process.wait(20)
+            _stop_now(router)
         redis.stop()
         nodes_iter.close()
+
+
+def _stop_now(router: Served) -> None:
+    """SIGTERM, and again: no balancer to wait for."""
+    if router.process.poll() is None:
+        router.process.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        router.process.send_signal(signal.SIGTERM)
+    router.process.wait(20)
 
 
 def test_a_keys_rate_limit_holds_in_total_across_two_routers(pair: Pair) -> None:
@@ -119,3 +131,14 @@ def test_the_head_a_key_was_served_on_one_router_is_the_floor_on_the_other(pair:
     adopted = re.search(r"(?m)^chainrouter_seen_heads_adopted_total (\S+)$", scraped)
     assert adopted is not None
     assert float(adopted[1]) >= 1
+
+
+def test_a_second_sigterm_ends_the_drain_delay(pair: Pair) -> None:
+    router = pair.routers[1]
+    started = time.monotonic()
+    router.process.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert httpx.get(f"{router.base}/health").status_code == 503  # draining
+    router.process.send_signal(signal.SIGTERM)
+    assert router.process.wait(20) == 0
+    assert time.monotonic() - started < 20  # not the drain delay's 60 s

@@ -13,10 +13,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import func, select
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from chainrouter.router.executors.native_websocket import RESTARTING
+from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.engine import create_database_engine
 from tests.router.conftest import AnvilNodes, rpc
 from tests.router.test_server import ACCOUNT, start_router
 
@@ -75,17 +78,23 @@ def test_sigterm_drains_serves_through_the_delay_closes_websockets_and_writes_us
     assert code == RESTARTING  # reconnect: to another router, through the balancer
     assert told_s >= DRAIN_S  # not before the balancer had its time
     assert exit_status == 0
-    eth_get_balance_nano = 200  # the cheap provider's price, 0.0000002 credits
-    assert before - served.balance() == billed * eth_get_balance_nano
+    # Written at the stop: the calls answered while draining, each charged the price of the
+    # node that served it (the first call may go to either provider's while checks settle).
+    calls, credits = _written_usage(served.database_url, "eth_getBalance")
+    assert calls == billed
+    assert before - served.balance() == credits >= billed * 200
 
 
-@pytest.mark.timeout(60)
-def test_a_second_sigterm_ends_the_drain_delay(tmp_path: Path, anvil: AnvilNodes) -> None:
-    served = start_router(tmp_path, anvil, "native", CHAINROUTER_DRAIN_DELAY_S="60")
-    started = time.monotonic()
-    served.process.send_signal(signal.SIGTERM)
-    time.sleep(0.5)
-    assert _health(served.base)[0] == 503
-    served.process.send_signal(signal.SIGTERM)
-    assert served.process.wait(20) == 0
-    assert time.monotonic() - started < 20  # not the 60 s of the delay
+def _written_usage(database_url: str, method: str) -> tuple[int, int]:
+    engine = create_database_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            calls, credits = connection.execute(
+                select(
+                    func.sum(t.usage_aggregates.c.request_count),
+                    func.sum(t.usage_aggregates.c.credits_nano),
+                ).where(t.usage_aggregates.c.method == method)
+            ).one()
+    finally:
+        engine.dispose()
+    return int(calls), int(credits)

@@ -16,7 +16,7 @@ from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.epochs import Epochs
 from chainrouter.router.health import HealthMonitor
 from chainrouter.router.seen_heads import SeenHeads
-from chainrouter.router.shared_heads import STREAM_KEY, SharedHeads
+from chainrouter.router.shared_heads import SharedHeads
 from tests.redis_servers import PrivateRedis
 
 KEY, CHAIN = 7, 1
@@ -25,7 +25,7 @@ KEY, CHAIN = 7, 1
 class Router:
     """What one router process has of it: its seen heads, its epochs, the sharing."""
 
-    def __init__(self, url: str, name: str) -> None:
+    def __init__(self, url: str, name: str, database: str = "one") -> None:
         self.epochs = Epochs()
         health = HealthMonitor(
             MemoryCooldowns(),
@@ -37,7 +37,7 @@ class Router:
             epoch_store=self.epochs,
         )
         self.seen = SeenHeads(health)
-        self.shared = SharedHeads(self.seen, url, timeout_s=0.5, name=name)
+        self.shared = SharedHeads(self.seen, url, timeout_s=0.5, name=name, scope=database)
         self.following: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -96,7 +96,7 @@ async def test_a_router_started_later_adopts_the_last_minute(redis: PrivateRedis
     a.start()
     try:
         a.seen.saw(KEY, CHAIN, 55, None)
-        await _until(lambda: redis.cli("XLEN", STREAM_KEY).strip() == b"1")
+        await _until(lambda: redis.cli("XLEN", a.shared.stream).strip() == b"1")
         late = Router(redis.url, "late")
         late.start()
         try:
@@ -128,3 +128,26 @@ async def test_sharing_goes_on_after_redis_was_away(redis: PrivateRedis) -> None
     finally:
         await a.close()
         await b.close()
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(30)
+async def test_routers_of_another_database_on_the_same_redis_share_nothing(
+    redis: PrivateRedis,
+) -> None:
+    """Key ids are a database's own: key 7 of staging is not key 7 of production."""
+    production = Router(redis.url, "a", database="production")
+    same = Router(redis.url, "b", database="production")
+    staging = Router(redis.url, "c", database="staging")
+    routers = (production, same, staging)
+    for router in routers:
+        router.start()
+    try:
+        await asyncio.sleep(0.1)
+        production.seen.saw(KEY, CHAIN, 300, None)
+        await _until(lambda: same.seen.seen(KEY, CHAIN) == 300)
+        await asyncio.sleep(0.2)
+        assert staging.seen.seen(KEY, CHAIN) is None
+    finally:
+        for router in routers:
+            await router.close()

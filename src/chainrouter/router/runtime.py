@@ -438,7 +438,11 @@ def build_runtime(
         shared_heads=None
         if not settings.redis_url
         else SharedHeads(
-            seen_heads, settings.redis_url, timeout_s=settings.redis_timeout_s, name=instance
+            seen_heads,
+            settings.redis_url,
+            timeout_s=settings.redis_timeout_s,
+            name=instance,
+            scope=database_fingerprint(engine.url.render_as_string(hide_password=True)),
         ),
         decider=decider,
         settle=settle,

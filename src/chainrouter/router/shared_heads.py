@@ -3,8 +3,10 @@
 is not told an older head by one than another told it.
 
 Each router keeps its own `SeenHeads`. When a key sees a newer block on a router (an answer it
-was served), that router appends (key, chain, block, router) to a Redis stream (`STREAM_KEY`,
-trimmed to about `STREAM_MAX` entries), without waiting for it. Every router follows the stream
+was served), that router appends (key, chain, block, router) to a Redis stream (`STREAM_KEY`
+and its database's fingerprint: key ids are a database's own, so routers of another database
+on the same Redis, a staging beside production, share nothing with these; trimmed to about
+`STREAM_MAX` entries), without waiting for it. Every router follows the stream
 with a blocking read on its event loop and adopts the others' entries: the key's seen block is
 raised (never lowered), and its decisions dropped (`epochs.seen`). Another router's block thus
 reaches this one within about Redis's round trip; a key that moves to another router faster
@@ -41,9 +43,12 @@ _WARN_EVERY_S = 60.0
 
 
 class SharedHeads:
-    def __init__(self, seen: SeenHeads, url: str, *, timeout_s: float, name: str) -> None:
+    def __init__(
+        self, seen: SeenHeads, url: str, *, timeout_s: float, name: str, scope: str
+    ) -> None:
         self._seen = seen
         self._name = name
+        self.stream = f"{STREAM_KEY}:{scope}"
         self._timeout_s = timeout_s
         # Appends are bounded by `timeout_s`; the follower's blocking read waits longer.
         self._writer: Redis = Redis.from_url(
@@ -82,7 +87,7 @@ class SharedHeads:
         fields = {"r": self._name, "k": key_id, "c": chain_id, "b": block}
         try:
             async with asyncio.timeout(self._timeout_s):
-                await self._writer.xadd(STREAM_KEY, fields, maxlen=STREAM_MAX, approximate=True)  # type: ignore[arg-type]
+                await self._writer.xadd(self.stream, fields, maxlen=STREAM_MAX, approximate=True)  # type: ignore[arg-type]
             self.published += 1
         except (RedisError, OSError, TimeoutError) as exc:
             self._failed(exc)
@@ -95,7 +100,7 @@ class SharedHeads:
         last = f"{int(time.time() * 1000) - CATCH_UP_S * 1000}-0"
         while not self._stopped:
             try:
-                found = await self._reader.xread({STREAM_KEY: last}, count=_BATCH, block=_BLOCK_MS)
+                found = await self._reader.xread({self.stream: last}, count=_BATCH, block=_BLOCK_MS)
             except (RedisError, OSError, TimeoutError) as exc:
                 self._failed(exc)
                 await asyncio.sleep(_RETRY_S)
