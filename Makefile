@@ -31,11 +31,11 @@ demo: setup ## run a demo: three anvil nodes, two providers, router and API (Ctr
 	$(UV) run python scripts/demo.py
 
 .PHONY: test
-test: setup ## run the whole test suite: the native crate's own tests, then pytest (starts local PostgreSQL and Redis if they are down, installs Debian's chromium for the dashboard's browser tests)
+test: setup ## run the whole test suite: the native crate's own tests, then pytest in two processes, each test module whole in one (starts local PostgreSQL and Redis if they are down, installs Debian's chromium for the dashboard's browser tests)
 	scripts/native.sh .venv/bin/python test
 	scripts/services.sh
 	scripts/browser.sh
-	$(UV) run pytest
+	$(UV) run pytest -n 2 --dist loadfile
 
 .PHONY: lint
 lint: setup ## ruff lint and format check; rustfmt and clippy on the native executor
