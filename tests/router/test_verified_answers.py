@@ -185,11 +185,10 @@ def test_with_one_provider_an_answer_is_served_unproven_and_not_kept(chain: Chai
     assert checked(w, "unproven") == 2
 
 
-def test_with_one_provider_a_lie_is_still_caught_against_the_nodes_own_header(
-    chain: Chain,
-) -> None:
+def test_with_one_provider_a_lie_is_not_served_and_its_node_not_accused(chain: Chain) -> None:
     """No second provider vouches for the header, but a balance its own stateRoot does not hold
-    is false all the same."""
+    is not served; the other node's answer, which holds, is (unproven). One provider's nodes do
+    not vouch against each other: nobody is cordoned."""
     w = world(
         chain,
         VerifyMode.ALWAYS,
@@ -199,9 +198,30 @@ def test_with_one_provider_a_lie_is_still_caught_against_the_nodes_own_header(
     )
     reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
     assert result(reply) == "0x2a"
-    assert verified(reply) is None  # the honest node's, unproven: no one vouched for the header
-    assert cordoned(w) == [A]
-    assert checked(w, "false") == 1
+    assert verified(reply) is None
+    assert cordoned(w) == []
+
+
+def test_a_proof_that_fails_for_every_node_alike_accuses_none(chain: Chain) -> None:
+    """Both providers answer a block whose hash its fields do not make (a chain whose headers
+    are of another kind, or whose transactions the proofs do not know): the proofs do not fit
+    this chain; the caller who asked must not be able to cordon its nodes."""
+
+    def other_kind(request: dict[str, Any], block: Any) -> Any:
+        return {**block, "extraData": "0x01"}
+
+    both = relaying(chain.url, other_kind, ("eth_getBlockByNumber",))
+    w = scripted_world(
+        [(A, 100, both), (B, 200, relaying(chain.url, other_kind, ("eth_getBlockByNumber",)))],
+        methods=PRICED,
+        heads={A: chain.head, B: chain.head},
+        verify=VerifyMode.ALWAYS,
+    )
+    reply = w.call(rpc("eth_getBlockByNumber", ["0x1", False]))
+    assert result(reply)["extraData"] == "0x01"  # served as the nodes give it, unproven
+    assert verified(reply) is None
+    assert cordoned(w) == []
+    assert checked(w, "false") == 0
 
 
 def test_a_block_by_number_is_proven_by_its_hash_and_a_second_provider(chain: Chain) -> None:

@@ -136,7 +136,10 @@ class _UnprovableError(Exception):
 @dataclass(frozen=True, slots=True)
 class Outcome:
     verified: Verified | None  # None: served unproven
-    false: str | None = None  # why the node's answer is false; None: not shown false
+    false: str | None = None  # why the proof refuted the answer; None: it did not
+    # The proof ran and held, against a header no other provider vouched for: the answer fits
+    # its own chain's roots, so the proofs fit this chain (router/stages/attempt.py).
+    held: bool = False
 
 
 UNPROVEN = Outcome(None)
@@ -200,7 +203,7 @@ class Prover:
             return Outcome(None, error.reason)
         except _UnprovableError:
             return UNPROVEN
-        return UNPROVEN if asking.unagreed else Outcome(Verified.PROOF)
+        return Outcome(None, held=True) if asking.unagreed else Outcome(Verified.PROOF, held=True)
 
     async def _state(self, asking: _Asking, plan: ProofPlan, result: Any) -> None:
         header = await self._header(asking, plan.block)

@@ -78,6 +78,7 @@ class _Tally:
         "free_in",
         "missing",
         "rate_limited",
+        "refuted",
         "rejections",
         "skipped",
         "suspects",
@@ -96,6 +97,8 @@ class _Tally:
         self.faults: list[NodeFault] = []  # nodes that said they cannot serve the call
         self.missing: bytes | None = None  # the last node's own "no such block" error answer
         self.doubted: list[_Served] = []  # answers not believed (router/belief.py)
+        # Answers a proof refuted, with why: false once another provider's answer is proven.
+        self.refuted: list[tuple[_Served, str]] = []
         # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
         self.rejections: list[tuple[int, str]] = []
         # Nodes that timed out on, or answered too much to, a call whose size is the caller's
@@ -284,6 +287,11 @@ class Attempt:
         call.attempts = attempts.tally.tried
         if not isinstance(outcome, _Served) and attempts.tally.doubted:
             outcome = self._best_doubted(attempts)
+        if not isinstance(outcome, _Served) and attempts.tally.refuted:
+            # Every answer failed its proof alike: the proofs do not fit this chain (a header
+            # of its own kind, a transaction type they do not know), not every node lying.
+            outcome = attempts.tally.refuted[0][0]
+            outcome.verified = None
         if isinstance(outcome, _Served):
             call.served_by = outcome.route
             if call.proof is not None and outcome.route is not None:
@@ -372,7 +380,7 @@ class Attempt:
                 # race as given up while this answer may still be served.
                 attempts.busy += 1
                 try:
-                    served = await self._checked(call, served, timeout_s)
+                    served = await self._checked(call, served, timeout_s, tally)
                 finally:
                     attempts.busy -= 1
             self._count_attempt(node_id, served is not None, elapsed)
@@ -408,23 +416,40 @@ class Attempt:
         return _GAVE_UP if attempts.busy == 0 else None
 
     async def _checked(
-        self, call: CallContext, served: _Served, timeout_s: float
+        self, call: CallContext, served: _Served, timeout_s: float, tally: _Tally
     ) -> _Served | None:
         """`served` once its answer is checked by the call's plan (router/proving.py); None when
-        the check showed it false: the node is reported, and the next route is tried."""
+        the check refuted it, and the next route is tried.
+
+        A refuted node is reported only once another provider's answer to the same call held
+        the same proof: the caller chose the call, and a proof that fails for every node alike
+        (a chain whose headers or transactions are of a kind the proofs do not know) says
+        nothing of the nodes. Nothing a caller sends may change a node's standing."""
         prover, plan, route = self._prover, call.proof, served.route
         if prover is None or plan is None or route is None:
             return served
         outcome = await prover.check(call, plan, route, served.answer, timeout_s)
         if outcome.false is not None:
+            tally.refuted.append((served, outcome.false))
+            return None
+        served.verified = outcome.verified
+        if outcome.held and tally.refuted:
+            self._report_refuted(call, route, tally)
+        return served
+
+    def _report_refuted(self, call: CallContext, proven: Route, tally: _Tally) -> None:
+        """The nodes whose answers were refuted, now that another provider's held the same
+        proof: cooled down, and cordoned with the reason."""
+        for refuted, why in tally.refuted:
+            route = refuted.route
+            if route is None or route.node.provider_id == proven.node.provider_id:
+                continue  # one provider's nodes do not vouch against each other
             node_id = route.node.node_id
             self._metrics.checked(call.request.chain_id, call.call.method, node_id, "false")
             self._cooldowns.failed(node_id)
             if self._answered_false is not None:
-                self._answered_false(route.node, f"a proof failed: {outcome.false}")
-            return None
-        served.verified = outcome.verified
-        return served
+                self._answered_false(route.node, f"a proof failed: {why}")
+        tally.refuted.clear()
 
     def _note_checked(self, call: CallContext, verified: Verified | None) -> None:
         """The served answer's check: counted, said in `X-Verified`, and an answer not checked
