@@ -15,13 +15,15 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chainrouter.domain.requirements import work_of
 from chainrouter.domain.verification import Check, VerifyMode
 from chainrouter.integrity import PROOFS, ProofKind
 from chainrouter.router.contract import Forward
 from chainrouter.router.pipeline import Reply
-from chainrouter.router.proving import CHECKS
+from chainrouter.router.proving import CHECKS, TrustedHeaders
 from chainrouter.testing.scripted import Responder, slow
 from tests.anvil import CHAIN_A, DEPLOY_LOGGING, node_result, start_anvil_nodes
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
@@ -358,3 +360,39 @@ def test_every_method_the_router_proves_is_one_the_proofs_table_says_is_provable
     assert {method: kinds[check] for method, check in CHECKS.items()} == {
         method: PROOFS[method].kind for method in CHECKS
     }
+
+
+def test_a_storage_read_that_names_no_block_is_not_taken_for_one_pinned_to_a_hash(
+    chain: Chain,
+) -> None:
+    """eth_getStorageAt(address, slot) reads the head: a 32-byte slot is no block hash."""
+    w = world(chain, VerifyMode.ALWAYS, cache=False)
+    slot = "0x" + "00" * 32
+    reply = w.call(rpc("eth_getStorageAt", [chain.contract, slot]))
+    assert reply.status == 200
+    assert verified(reply) is None
+    assert w.urls_called() == [A]  # nothing asked for a proof
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 20), st.integers(0, 3)), max_size=60),
+    st.integers(1, 8),
+)
+def test_trusted_headers_stay_within_their_bound_and_find_what_they_hold(
+    trusted: list[tuple[int, int]], bound: int
+) -> None:
+    headers = TrustedHeaders(bound)
+    for number, fork in trusted:
+        headers.trust(1, {"hash": f"0x{number:04x}{fork:060x}", "number": hex(number)})
+    assert len(headers) <= bound
+    for number, _ in trusted:
+        found = headers.by_number(1, number)
+        if found is not None:  # what the index names is held, and is of that number
+            assert int(str(found["number"]), 16) == number
+    if trusted:  # the last one trusted is always found
+        number, fork = trusted[-1]
+        assert headers.by_number(1, number) == {
+            "hash": f"0x{number:04x}{fork:060x}",
+            "number": hex(number),
+        }

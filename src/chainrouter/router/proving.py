@@ -38,9 +38,14 @@ from chainrouter.integrity import ProofError
 from chainrouter.router.context import CallContext
 from chainrouter.router.contract import Failure, Forward
 
-STATE_READS = frozenset(
-    {"eth_getBalance", "eth_getTransactionCount", "eth_getCode", "eth_getStorageAt"}
-)
+# Where each state read names its block.
+_BLOCK_PARAM = {
+    "eth_getBalance": 1,
+    "eth_getTransactionCount": 1,
+    "eth_getCode": 1,
+    "eth_getStorageAt": 2,
+}
+STATE_READS = frozenset(_BLOCK_PARAM)
 # The methods whose proofs this module fetches for, by check; each is provable by
 # chainrouter.integrity's table (`PROOFS`), which a test holds it to.
 CHECKS = {
@@ -77,11 +82,13 @@ def plan(call: CallContext, mode: VerifyMode) -> ProofPlan | None:
 
 
 def _state_block(call: CallContext) -> int | str | None:
-    """The block a state read names: its number, or its hash (EIP-1898); None for a tag."""
+    """The block a state read names: its number, or its hash (EIP-1898); None for a tag, or
+    none named (a slot's 32 bytes are never read as a block's hash)."""
     params = call.call.params
-    if not isinstance(params, list) or not params:
+    at = _BLOCK_PARAM[call.call.method]
+    if not isinstance(params, list) or len(params) <= at:
         return None
-    ref = params[-1]
+    ref = params[at]
     if isinstance(ref, dict):
         ref = ref.get("blockHash", ref.get("blockNumber"))
     if not isinstance(ref, str) or ref in _TAGS:
@@ -125,8 +132,10 @@ class TrustedHeaders:
         self._by_hash[(chain_id, block_hash)] = header
         self._by_number[(chain_id, number)] = block_hash
         while len(self._by_hash) > self._max:
-            (old_chain, _), old = self._by_hash.popitem(last=False)
-            self._by_number.pop((old_chain, int(str(old["number"]), 16)), None)
+            (old_chain, old_hash), old = self._by_hash.popitem(last=False)
+            at = (old_chain, int(str(old["number"]), 16))
+            if self._by_number.get(at) == old_hash:  # not a later block of that number's
+                del self._by_number[at]
 
 
 class _UnprovableError(Exception):
