@@ -84,6 +84,8 @@ pub struct Entry {
     pub join_spend: i64,
     /// Every answer goes to the ledger to be read, however plain (settle.rs).
     pub judge_each: bool,
+    /// The most bytes its request's answers may take (`Decision.max_answer_bytes`; 0: any).
+    pub max_answer_bytes: usize,
     pub action: Action,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     made: Instant,
@@ -364,6 +366,7 @@ impl Memo {
             return Ok(None);
         };
         let judge_each: bool = get(decision::JUDGE_EACH)?.extract()?;
+        let max_answer_bytes: usize = get(decision::MAX_ANSWER_BYTES)?.extract()?;
         let pairs: Vec<(String, String)> = get(decision::HEADERS)?.extract()?;
         let headers = header_pairs(pairs)?;
         let grant = (spend > 0 || join_spend > 0).then(|| self.grant_of(customer));
@@ -380,6 +383,7 @@ impl Memo {
             spend,
             join_spend,
             judge_each,
+            max_answer_bytes,
             action,
             headers,
             made: Instant::now(),
@@ -683,6 +687,7 @@ mod tests {
             spend,
             join_spend: 0,
             judge_each: false,
+            max_answer_bytes: 0,
             action,
             headers: vec![],
             made: Instant::now(),

@@ -227,6 +227,14 @@ class Settings(BaseSettings):
         description="Largest upstream answer accepted, in bytes; a larger one counts as a "
         "failure of that node and the router fails over.",
     )
+    max_answer_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=0,
+        description="Largest answer to one RPC request (one call, or a whole batch), in bytes: "
+        "the calls' answers are counted as they end, and one that would take the request past "
+        "it gets an error of its own instead (-32014, the bound in `data`), unbilled; the "
+        "batch's other items keep their answers. 0: no bound (for measurements only).",
+    )
     upstream_timeout_s: float = Field(
         default=10.0,
         gt=0,
@@ -475,6 +483,13 @@ class Settings(BaseSettings):
     )
     free_tier_ip_interval_s: float = Field(
         default=60.0, gt=0, description="The free tier's per-IP interval, seconds."
+    )
+    free_tier_ip_answer_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1,
+        description="Bytes of answers one client IP may receive from the free tier per "
+        "free_tier_ip_interval_s, beside its calls; an answer past it gets HTTP 429, -32029 "
+        "instead (per router process, or per Redis when redis_url is set).",
     )
     free_tier_capacity_per_s: int = Field(
         default=200,

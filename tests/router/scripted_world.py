@@ -168,6 +168,8 @@ def scripted_world(
     finality_depth: int = 10,
     decisions: bool = False,
     provider_of: dict[str, str] | None = None,
+    max_answer_bytes: int = 16 << 20,
+    free_answer_bytes: int = 1 << 20,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
     declare `capabilities` (by URL) and have passed a health check at `heads` (by URL). With
@@ -175,7 +177,8 @@ def scripted_world(
     with `coalesce`, identical calls in flight at once share an attempt; with `decisions`, the
     pipeline hands over its decisions, as to the native server (its real memo holds the
     grants). Each plan is its own provider's, but where `provider_of` names another node's (by
-    URL)."""
+    URL). `max_answer_bytes` bounds a request's answers, `free_answer_bytes` the free tier's per
+    IP and minute."""
     declared = capabilities or {}
     scripted = [
         ScriptedNode(url, price, script, capabilities=declared.get(url, UNKNOWN))
@@ -245,8 +248,9 @@ def scripted_world(
             attempt_timeout_s=attempt_timeout_s,
             deadline_s=deadline_s,
             max_logs_block_range=10_000,
+            max_answer_bytes=max_answer_bytes,
         ),
-        free_tier=FreeTierLimits(True, 100, 60.0, 1000, None),
+        free_tier=FreeTierLimits(True, 100, 60.0, 1000, None, free_answer_bytes),
         health=health,
         capabilities=CapabilityBook(health),
         seen_heads=seen_heads,
@@ -268,7 +272,11 @@ def scripted_world(
     decider = None
     if grants is not None:
         decider = Decider(
-            deps.cache_prices, grants, coalesce=coalesce, node_head=deps.health.node_head
+            deps.cache_prices,
+            grants,
+            coalesce=coalesce,
+            node_head=deps.health.node_head,
+            max_answer_bytes=max_answer_bytes,
         )
     return ScriptedWorld(service, executor, key, scripted, deps, decider)
 

@@ -38,8 +38,9 @@ from chainrouter.domain.enums import Scenario
 from chainrouter.ratelimit.window import Bucket
 
 # 9: one data plane: decisions in `HttpAnswer`, `Attempted` calls in `HttpRequest`, `Coalesce`,
-# `Receipt` and `Verdict`; the Rust side generated from this module.
-VERSION = 10
+# `Receipt` and `Verdict`; the Rust side generated from this module. 11: a decision's
+# `max_answer_bytes`.
+VERSION = 11
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -144,6 +145,10 @@ class Decision:
     booking: object  # what the ledger books a call of this scope as (router/ledger.py)
     # Every answer goes to the ledger to be read (an `eth_blockNumber`'s head), plain or not.
     judge_each: bool = False
+    # The bound on the bytes of its request's answers (router/stages/bounds.py): a request
+    # whose answers pass it is not served under decisions but handed to the pipeline, which
+    # withholds the answers past it. 0: no bound.
+    max_answer_bytes: int = 0
 
 
 @dataclass(slots=True)

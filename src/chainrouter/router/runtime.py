@@ -286,6 +286,7 @@ def build_runtime(
             max_logs_block_range=settings.max_logs_block_range,
             logs_split_max_parts=settings.logs_split_max_parts,
             logs_split_concurrency=settings.logs_split_concurrency,
+            max_answer_bytes=settings.max_answer_bytes,
         ),
         free_tier=FreeTierLimits(
             enabled=settings.free_tier_enabled,
@@ -293,6 +294,7 @@ def build_runtime(
             ip_interval_s=settings.free_tier_ip_interval_s,
             capacity_per_s=settings.free_tier_capacity_per_s,
             signup_url=settings.signup_url,
+            ip_answer_bytes=settings.free_tier_ip_answer_bytes,
         ),
         health=health,
         capabilities=capabilities,
@@ -332,6 +334,7 @@ def build_runtime(
             forwards=settings.repeat_forwards,
             batch_of=batch_of,
             node_head=health.node_head,
+            max_answer_bytes=deps.limits.max_answer_bytes,
         )
         settle = Settle(ledger, grants, metrics, health.node_head)
     connect = _ws_connector(settings)

@@ -48,6 +48,7 @@ class Decider:
         forwards: bool = True,
         batch_of: Callable[[NodeInfo], int] = lambda node: 1,
         node_head: Callable[[int], int | None] = lambda node_id: None,
+        max_answer_bytes: int = 0,
     ) -> None:
         self._prices = prices
         self._grants = grants
@@ -56,6 +57,8 @@ class Decider:
         # The most calls of a request sent to the node in one batch (router/capabilities.py).
         self._batch_of = batch_of
         self._node_head = node_head  # the head each node last told (router/health.py)
+        # The bound on a request's answers, `AnswerWithinBound`'s (router/stages/bounds.py).
+        self._max_answer_bytes = max_answer_bytes
 
     @staticmethod
     def masks() -> dict[str, int]:
@@ -161,8 +164,8 @@ class Decider:
             member=member,
         )
 
-    @staticmethod
     def _decision(
+        self,
         call: CallContext,
         headers: list[tuple[str, str]],
         booking: Booking,
@@ -200,6 +203,7 @@ class Decider:
             booking=booking,
             # The ledger reads every answer of a call that tells the key's head.
             judge_each=rpc.method == HEAD_METHOD,
+            max_answer_bytes=self._max_answer_bytes,
         )
 
 

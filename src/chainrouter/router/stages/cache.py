@@ -19,6 +19,7 @@ import orjson
 
 from chainrouter.domain.cacheable import COALESCED, CachePrices, cache_key, keepable, pinned
 from chainrouter.domain.enums import Scenario
+from chainrouter.domain.routing import Route
 from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
@@ -196,9 +197,22 @@ class Land:
         if key is None:
             return
         leading, landed = call.leading, None
+        # What the call ended with, before any bound withheld it from its own client: the calls
+        # that joined have bounds of their own.
+        withheld = call.withheld
+        scenario, status, answer, retry_s, served_by = (
+            (call.scenario, call.status, call.answer, call.retry_after_s, call.served_by)
+            if withheld is None
+            else (
+                withheld.scenario,
+                withheld.status,
+                withheld.answer,
+                withheld.retry_after_s,
+                withheld.served_by,
+            )
+        )
         try:  # whatever happens here, the calls that joined are let go
-            scenario = call.scenario
-            keeps = self._keeps(call)
+            keeps = self._keeps(call, scenario, served_by)
             # A refusal for credits is the leader's customer's own, not the call's outcome: the
             # calls that joined are attempted on their own.
             shares = (
@@ -208,33 +222,35 @@ class Land:
             )
             if not (keeps or shares):
                 return
-            exact = exact_member(call.answer)
+            exact = exact_member(answer)
             if exact is None:
                 return  # not one JSON-RPC answer read exactly: neither kept nor shared
             parsed, member = exact
             if shares and scenario is not None:
-                landed = Landed(scenario, call.status, member, call.retry_after_s)
-            if keeps and "result" in parsed:
-                self._keep(call, key, parsed["result"], member)
+                landed = Landed(scenario, status, member, retry_s)
+            if keeps and "result" in parsed and served_by is not None:
+                self._keep(call, key, parsed["result"], member, served_by)
         finally:
             if leading is not None:
                 call.leading = None
                 leading.land(landed)
 
-    def _keeps(self, call: CallContext) -> bool:
+    def _keeps(self, call: CallContext, scenario: Scenario | None, served_by: Route | None) -> bool:
         """Whether the call's answer is one the cache may keep, if final."""
         return (
             call.cache_pin is not None
-            and call.scenario in SERVED
-            and call.scenario is not Scenario.SPLIT  # its parts' nodes: too many heads to judge
-            and call.served_by is not None
+            and scenario in SERVED
+            and scenario is not Scenario.SPLIT  # its parts' nodes: too many heads to judge
+            and served_by is not None
             and self._cache is not None
         )
 
-    def _keep(self, call: CallContext, key: str, result: Any, member: bytes) -> None:
-        pin, served_by = call.cache_pin, call.served_by
+    def _keep(
+        self, call: CallContext, key: str, result: Any, member: bytes, served_by: Route
+    ) -> None:
+        pin = call.cache_pin
         cache, finality = self._cache, self._finality
-        if pin is None or served_by is None or cache is None or finality is None:
+        if pin is None or cache is None or finality is None:
             return
         finalized = finality.finalized(call.request.chain_id)
         if keepable(pin, result, finalized, self._node_head(served_by.node.node_id)):
