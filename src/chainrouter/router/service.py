@@ -48,12 +48,13 @@ class RpcService:
             **kept,
             **decided,
         )
+        # No `X-Cache` on the free tier: it would tell an anonymous caller what others asked.
         self.public = Pipeline(
             stages.public(deps),
             calls,
             stages.free_closing(deps),
             stages.free_answered(deps),
-            **kept,
+            keep_requests=keep_requests,
         )
         self.upgrade_stages = tuple(stages.websocket(deps))
         # The next batch id; a native worker's comes from its memo (one sequence with its own).

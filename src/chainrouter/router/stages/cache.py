@@ -7,7 +7,7 @@ coalescing"; docs/cache.md).
   in flight is joined instead of sending another; the first one leads (the executor's flight
   table, through the `Coalesce` command).
 - `Land`, closing: the leader's outcome goes to the calls that joined it, and an answer that can
-  no longer change is kept.
+  no longer change is kept, if a key's: the free tier reads the cache but never writes it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from chainrouter.router.finality import Finality
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
 from chainrouter.router.response_cache import ResponseCache
+from chainrouter.router.stages.credit import may_hold
 
 SERVED = frozenset({Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED, Scenario.SPLIT})
 
@@ -108,7 +109,8 @@ class FromCache:
         if value is None or not _json(value):  # garbage in Redis is a miss, never an answer
             cache.memory.count((call.request.chain_id, call.call.method), hit=False)
             return
-        cache.keep(key, value, shared=False)
+        if call.request.access is not None:  # the free tier writes no cache, this one neither
+            cache.keep(key, value, shared=False)
         self._answer(call, value)
 
     def _answer(self, call: CallContext, result: bytes) -> None:
@@ -129,9 +131,11 @@ def end_from_cache(
     request = call.request
     price = prices.price_nano(request.chain_id, call.call.method)
     access = request.access
-    more = price - call.held_nano  # what the call holds already counts towards the price
-    if access is not None and more > 0:
-        if not credits.hold(access.customer_id, more, check=not access.bypass_credit_check):
+    # What the call holds already counts towards the price.
+    more = max(price - call.held_nano, 0)
+    if access is not None:
+        # The credit rule first: a customer with nothing left gets no answer, a free one neither.
+        if not may_hold(credits, access, more):
             failure = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
             call.end(Scenario.INSUFFICIENT_CREDITS, 402, error_response(failure, call.call.id_json))
             return
@@ -236,9 +240,11 @@ class Land:
                 leading.land(landed)
 
     def _keeps(self, call: CallContext, scenario: Scenario | None, served_by: Route | None) -> bool:
-        """Whether the call's answer is one the cache may keep, if final."""
+        """Whether the call's answer is one the cache may keep, if final: never a free-tier
+        call's (anonymous callers would fill, and evict, what paying customers share)."""
         return (
-            call.cache_pin is not None
+            call.request.access is not None
+            and call.cache_pin is not None
             and scenario in SERVED
             and scenario is not Scenario.SPLIT  # its parts' nodes: too many heads to judge
             and served_by is not None

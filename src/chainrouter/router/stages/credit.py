@@ -3,6 +3,7 @@ settles it when the call ends: router/ledger.py)."""
 
 from __future__ import annotations
 
+from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
@@ -12,12 +13,26 @@ from chainrouter.router.fast.grants import Grants
 from chainrouter.router.metering import CreditView
 
 
+def may_hold(credits: CreditView, access: KeyAccess, amount_nano: int) -> bool:
+    """The credit rule, for a call a node answers and an answer from the cache alike: unless the
+    key bypasses the check, `amount_nano` is held only if that much is left, and a customer with
+    nothing left (at or below zero) is served nothing, not even a free answer (design notes,
+    "Bounds"). Held: True, and the hold ends with the ledger's `settle`."""
+    customer = access.customer_id
+    if access.bypass_credit_check:
+        return credits.hold(customer, amount_nano, check=False)
+    if amount_nano <= 0 and credits.available(customer) <= 0:
+        return False
+    return credits.hold(customer, amount_nano)
+
+
 class CreditHold:
     """The first route's price is held against the customer's balance while the call is in
     flight, so that concurrent calls cannot spend the same credits (a failover or hedge to a
     dearer route holds the difference first: router/stages/attempt.py); for a split
     eth_getLogs, each range's dearest route that can take it. Unless the key bypasses the
-    check, a balance that cannot cover it ends the call: HTTP 402, -32601; what the customer's
+    check, a balance that cannot cover it, or nothing left at all for a free call, ends the
+    call (`may_hold`): HTTP 402, -32601; what the customer's
     grant for calls under decisions holds aside is taken back first (router/fast/grants.py).
     The free tier pays nothing and holds nothing."""
 
@@ -30,11 +45,10 @@ class CreditHold:
         access = call.request.access
         if access is None:
             return
-        price = self._price(call)
-        check, customer = not access.bypass_credit_check, access.customer_id
-        held = self._credits.hold(customer, price, check=check)
-        if not held and self._grants is not None and self._grants.reclaim(customer):
-            held = self._credits.hold(customer, price, check=check)
+        price, credits = self._price(call), self._credits
+        held = may_hold(credits, access, price)
+        if not held and self._grants is not None and self._grants.reclaim(access.customer_id):
+            held = may_hold(credits, access, price)
         if held:
             call.held_nano = price
             return
