@@ -197,6 +197,15 @@ class Settings(BaseSettings):
         description="Most WebSocket connections one API key holds open at once, per router "
         "process.",
     )
+    ws_recheck_interval_s: float = Field(
+        default=0.5,
+        gt=0,
+        le=1.0,
+        description="How often each router process runs the upgrade's access checks again on "
+        "its open WebSocket connections, seconds: a key deactivated, revoked or re-domained, "
+        "or a customer out of credits, loses its connections within this after the router "
+        "reloads its configuration (sync_interval_s), whether or not they are sent anything.",
+    )
     ws_send_queue: int = Field(
         default=1000,
         ge=2,

@@ -16,6 +16,7 @@ from chainrouter.domain.enums import RoutingStrategy, Scenario
 from chainrouter.domain.routing import RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router.context import RequestContext
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.pipeline import Reply
@@ -24,7 +25,9 @@ from chainrouter.router.ws.heads import Head
 from chainrouter.router.ws.protocol import SubscriptionKind
 from chainrouter.router.ws.session import (
     KEY_REVOKED,
+    ORIGIN_NOT_ALLOWED,
     OUT_OF_CREDITS,
+    POLICY,
     SLOW_CLIENT,
     WsLimits,
     WsSession,
@@ -91,7 +94,13 @@ async def _no_calls(body: bytes) -> Reply:
     raise AssertionError("no calls in these stories")
 
 
-def _session(link: Link, hub: Hub, balance: int, queue: int = 1000) -> tuple[WsSession, UsageMeter]:
+def _session(
+    link: Link,
+    hub: Hub,
+    balance: int,
+    queue: int = 1000,
+    recheck: Any = None,
+) -> tuple[WsSession, UsageMeter]:
     snapshot = RouterSnapshot(0, {}, RouteTable.build([], [], []), {})
     request = RequestContext(snapshot, 0, "b1", b"", str(CHAIN), "crk_x", None, None, None)
     request.access = KeyAccess(KEY_ID, CUSTOMER, ("*",), RoutingStrategy.ECONOMY, False)
@@ -99,7 +108,9 @@ def _session(link: Link, hub: Hub, balance: int, queue: int = 1000) -> tuple[WsS
     credits = CreditView()
     credits.replace_stored({CUSTOMER: balance})
     meter = UsageMeter()
-    session = WsSession(link, request, hub, _no_calls, credits, meter, WsLimits(100, queue))
+    session = WsSession(
+        link, request, hub, _no_calls, credits, meter, WsLimits(100, queue), recheck
+    )
     return session, meter
 
 
@@ -185,3 +196,36 @@ async def test_a_client_that_does_not_read_is_dropped_and_the_others_go_on() -> 
     assert len(hub.the_feed.fanout) == 1  # the fine client's subscription alone
     fine.said.put_nowait(None)
     await asyncio.wait_for(tasks[1], 5)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "closed"),
+    [
+        (401, RpcCode.SERVER_ERROR, KEY_REVOKED),
+        (403, RpcCode.SERVER_ERROR, ORIGIN_NOT_ALLOWED),
+        (402, RpcCode.INSUFFICIENT_CREDITS, OUT_OF_CREDITS),
+        (422, RpcCode.CHAIN_NOT_SUPPORTED, POLICY),
+    ],
+)
+async def test_a_connection_its_checks_refuse_now_ends_its_subscriptions_and_says_why(
+    status: int, code: RpcCode, closed: int
+) -> None:
+    """The upgrade's checks run again (the hub's `recheck`) refuse the connection: however
+    quiet its subscriptions, they end with the refusal, and the close code tells why."""
+    refusal = RpcError(status, code, "refused now")
+    link, hub = Link(), Hub()
+    verdict: list[RpcError | None] = [None]
+    session, meter = _session(link, hub, balance=10**9, recheck=lambda: verdict[0])
+    running = asyncio.create_task(session.run())
+    await _subscribe(link)
+    assert session.recheck() is None
+    verdict[0] = refusal
+    assert session.recheck() is refusal
+    session.refused(refusal)
+    await asyncio.wait_for(running, 5)
+    assert link.got[-1]["error"] == {"code": int(code), "message": "refused now"}
+    assert link.closed is not None
+    assert link.closed[0] == closed
+    assert session.closing
+    assert hub.left == 1  # off the feed
+    assert not meter.take().rows

@@ -382,6 +382,7 @@ def build_runtime(
             health.chain_head,
             max_connections_per_key=settings.ws_max_connections_per_key,
             health=ws_health,
+            recheck_interval_s=settings.ws_recheck_interval_s,
         ),
         ws_limits=WsLimits(
             settings.ws_max_subscriptions, settings.ws_send_queue, settings.max_batch_size

@@ -178,13 +178,26 @@ async def _serve(
         return await answered
 
     deps = service.deps
-    session = WsSession(link, checked, hub, handle, deps.credits, deps.meter, runtime.ws_limits)
+    session = WsSession(
+        link,
+        checked,
+        hub,
+        handle,
+        deps.credits,
+        deps.meter,
+        runtime.ws_limits,
+        lambda: (
+            service.check_upgrade(chain_segment, api_key, origin=origin, referer=referer).refusal
+        ),
+    )
     pinging = asyncio.create_task(link.keep_alive())
+    hub.watch(session)
     try:
         await session.run()
     except Exception:
         log.exception("a WebSocket session failed")
     finally:
+        hub.unwatch(session)
         pinging.cancel()
         hub.close(access.key_id)
         writer.close()

@@ -92,8 +92,17 @@ async def serve_websocket(
             deps.credits,
             deps.meter,
             runtime.ws_limits,
+            lambda: (
+                service.check_upgrade(
+                    chain_segment, api_key, origin=origin, referer=referer
+                ).refusal
+            ),
         )
-        await session.run()
+        hub.watch(session)
+        try:
+            await session.run()
+        finally:
+            hub.unwatch(session)
     finally:
         hub.close(access.key_id)
 

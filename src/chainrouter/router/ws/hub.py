@@ -2,22 +2,41 @@
 client subscribes and stopped when its last one leaves, so that every client of a chain shares
 one upstream subscription. Feeds try nodes in the order the WebSocket nodes' health gives for
 their strategy (`node_health.py`). The hub also counts each key's open connections (a bound per
-key)."""
+key), and runs the upgrade's access checks again on every open connection twice a second, so
+that a key deactivated, revoked or re-domained, or a customer out of credits, loses its
+connections within that and the configuration's reload (`recheck`), whether or not they are
+sent anything."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Protocol
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.jsonrpc.errors import RpcError
 from chainrouter.router.ws.fanout import Sink
 from chainrouter.router.ws.feed import DEFAULT_POLICY, ChainFeed, Connect, FeedPolicy
 from chainrouter.router.ws.node_health import WsNodeHealth
 from chainrouter.router.ws.protocol import SubscriptionKind
+
+
+class Watched(Protocol):
+    """An open connection whose access the hub checks again (router/ws/session.py)."""
+
+    @property
+    def checked_as(self) -> Hashable: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    def recheck(self) -> RpcError | None: ...
+
+    def refused(self, refusal: RpcError) -> None: ...
 
 
 class Hub:
@@ -30,6 +49,7 @@ class Hub:
         max_connections_per_key: int = 100,
         policy: FeedPolicy = DEFAULT_POLICY,
         health: WsNodeHealth | None = None,
+        recheck_interval_s: float = 0.5,
     ) -> None:
         self._snapshot = snapshot
         self._connect = connect
@@ -41,6 +61,9 @@ class Hub:
         self._connections: dict[int, int] = {}  # key id -> open connections
         self._keys_of: RouterSnapshot | None = None  # the snapshot `_live_keys` was read from
         self._live_keys: frozenset[int] = frozenset()
+        self._watched: dict[Watched, None] = {}  # open connections, in the order they opened
+        self._recheck_s = recheck_interval_s
+        self._watcher: asyncio.Task[None] | None = None
 
     def key_live(self, key_id: int) -> bool:
         """Whether the key is still in the configuration (not revoked or deleted since its
@@ -76,6 +99,37 @@ class Hub:
             self._connections[key_id] = held
         else:
             self._connections.pop(key_id, None)
+
+    def watch(self, connection: Watched) -> None:
+        """Check `connection`'s access again with every other's from now on, until `unwatch`."""
+        self._watched[connection] = None
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._rechecking(), name="ws-recheck")
+
+    def unwatch(self, connection: Watched) -> None:
+        self._watched.pop(connection, None)
+
+    def recheck(self) -> int:
+        """Run the upgrade's checks again for every open connection, once per distinct chain,
+        key and page (their verdict is the same), and close the ones now refused. How many."""
+        verdicts: dict[Hashable, RpcError | None] = {}
+        closed = 0
+        for connection in list(self._watched):
+            if connection.closing:
+                continue
+            key = connection.checked_as
+            if key not in verdicts:
+                verdicts[key] = connection.recheck()
+            refusal = verdicts[key]
+            if refusal is not None:
+                connection.refused(refusal)
+                closed += 1
+        return closed
+
+    async def _rechecking(self) -> None:
+        while self._watched:
+            await asyncio.sleep(self._recheck_s)
+            self.recheck()
 
     # -- feeds (router/ws/session.py's SessionHub) ---------------------------------------------
 
@@ -115,6 +169,9 @@ class Hub:
 
     async def stop(self) -> None:
         tasks = [task for _, task in self._feeds.values()]
+        if self._watcher is not None:
+            tasks.append(self._watcher)
+            self._watcher = None
         self._feeds.clear()
         for task in tasks:
             task.cancel()

@@ -38,12 +38,21 @@ from chainrouter.router.ws.protocol import (
 
 log = logging.getLogger(__name__)
 
-# Close codes (docs/websocket.md): 1000 normal; 4001 key revoked; 4002 out of credits; 4008 too
-# slow to read.
+# Close codes (docs/websocket.md): 1000 normal; 1008 the upgrade's checks refuse it now for
+# another reason (its chain gone); 4001 key revoked; 4002 out of credits; 4003 its Origin no
+# longer allowed; 4008 too slow to read.
 NORMAL = 1000
+POLICY = 1008
 KEY_REVOKED = 4001
 OUT_OF_CREDITS = 4002
+ORIGIN_NOT_ALLOWED = 4003
 SLOW_CLIENT = 4008
+# A refusal of the upgrade's checks, run again on an open connection, by its HTTP status.
+_CLOSED_FOR = {
+    401: (KEY_REVOKED, "API key revoked"),
+    402: (OUT_OF_CREDITS, "insufficient credits"),
+    403: (ORIGIN_NOT_ALLOWED, "origin not allowed for this API key"),
+}
 _SUBSCRIBE_METHODS = frozenset({"eth_subscribe", "eth_unsubscribe"})
 
 
@@ -84,6 +93,9 @@ class SessionHub(Protocol):
 
 
 Handle = Callable[[bytes], Awaitable[Reply]]  # a call or batch through the keyed pipeline
+# The upgrade's access checks run again, on the configuration and balances of now
+# (`RpcService.check_upgrade`): their refusal, or None.
+Recheck = Callable[[], RpcError | None]
 
 
 class WsSession:
@@ -96,6 +108,7 @@ class WsSession:
         credits: CreditView,
         meter: UsageMeter,
         limits: WsLimits,
+        recheck: Recheck | None = None,
     ) -> None:
         access = request.access
         assert access is not None, "the upgrade checks found the key"
@@ -113,6 +126,27 @@ class WsSession:
         self._subscriptions: set[str] = set()
         self._closing: tuple[int, str] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._recheck = recheck
+        # Connections with the same of these get the same verdict (router/ws/hub.py, `recheck`).
+        self.checked_as = (request.chain_segment, request.api_key, request.page)
+
+    # -- the hub's side: access checked again ------------------------------------------------
+
+    def recheck(self) -> RpcError | None:
+        """The upgrade's checks, run again now: their refusal, or None."""
+        return None if self._recheck is None else self._recheck()
+
+    def refused(self, refusal: RpcError) -> None:
+        """The upgrade's checks now refuse the connection (its key deactivated, revoked or
+        deleted, its Origin no longer allowed, its customer out of credits): its subscriptions
+        end with the refusal, and it closes with 4001, 4003 or 4002 (1008 for another reason),
+        whether or not a notification was due."""
+        code, reason = _CLOSED_FOR.get(refusal.http_status, (POLICY, refusal.message[:120]))
+        self._close_soon(code, reason, error_response(refusal))
+
+    @property
+    def closing(self) -> bool:
+        return self._closing is not None
 
     # -- the feed's side: notifications --------------------------------------------------
 
