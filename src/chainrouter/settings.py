@@ -190,12 +190,41 @@ class Settings(BaseSettings):
         le=10_000,
         description="Most subscriptions one WebSocket connection holds.",
     )
-    ws_max_connections_per_key: int = Field(
-        default=100,
+    ws_max_filter_entries: int = Field(
+        default=1000,
         ge=1,
         le=100_000,
-        description="Most WebSocket connections one API key holds open at once, per router "
-        "process.",
+        description="Most logs filter addresses and topics one WebSocket connection's "
+        "subscriptions hold together.",
+    )
+    ws_max_connections_per_address: int = Field(
+        default=50,
+        ge=1,
+        le=100_000,
+        description="Most WebSocket connections one API key holds open at once from one client "
+        "address (an IPv6 address's /64), per router process; more: the upgrade is refused "
+        "with HTTP 429. A dapp's visitors on its one public key each count on their own.",
+    )
+    ws_max_connections_per_customer: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Most WebSocket connections one customer's keys together hold open at "
+        "once, per router process; more: HTTP 429.",
+    )
+    ws_max_subscriptions_per_customer: int = Field(
+        default=100_000,
+        ge=1,
+        le=10_000_000,
+        description="Most subscriptions one customer's connections together hold, per router "
+        "process; more: the eth_subscribe is refused.",
+    )
+    ws_max_filter_entries_per_customer: int = Field(
+        default=200_000,
+        ge=1,
+        le=100_000_000,
+        description="Most logs filter addresses and topics one customer's subscriptions "
+        "together hold, per router process; more: the eth_subscribe is refused.",
     )
     ws_recheck_interval_s: float = Field(
         default=0.5,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import RoutingStrategy
@@ -13,7 +15,7 @@ from chainrouter.domain.routing import RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router.ws.fanout import Subscription
-from chainrouter.router.ws.hub import Hub
+from chainrouter.router.ws.hub import Hub, WsBounds
 from chainrouter.router.ws.protocol import SubscriptionKind
 from chainrouter.router.ws.upstream import UpstreamSocket
 
@@ -38,15 +40,66 @@ class Sink:
         raise AssertionError("never")
 
 
-def test_a_key_holds_at_most_its_bound_of_connections() -> None:
-    hub = Hub(lambda: SNAPSHOT, _unreachable, lambda chain: None, max_connections_per_key=2)
-    assert hub.open(1)
-    assert hub.open(1)
-    assert not hub.has_room(1)
-    assert not hub.open(1)
-    assert hub.open(2)  # another key has its own
-    hub.close(1)
-    assert hub.open(1)
+def _key(key_id: int, customer_id: int = 1) -> KeyAccess:
+    return KeyAccess(key_id, customer_id, ("*",), RoutingStrategy.ECONOMY, False)
+
+
+def test_a_key_holds_at_most_its_bound_of_connections_from_one_address() -> None:
+    """A dapp's one public key serves its visitors from their many addresses; one address
+    cannot take more than its bound of them."""
+    bounds = WsBounds(connections_per_address=2, connections_per_customer=100)
+    hub = Hub(lambda: SNAPSHOT, _unreachable, lambda chain: None, bounds=bounds)
+    key = _key(1)
+    assert hub.open(key, "203.0.113.1") is None
+    assert hub.open(key, "203.0.113.1") is None
+    refused = hub.open(key, "203.0.113.1")
+    assert refused is not None
+    assert refused.http_status == 429
+    assert refused.data == {"max_connections_per_address": 2}
+    assert hub.refusal(key, "203.0.113.1") is not None
+    for visitor in range(50):  # the same key from other addresses
+        assert hub.open(key, f"198.51.100.{visitor}") is None
+    assert hub.open(_key(2), "203.0.113.1") is None  # another key from the same address
+    hub.close(key, "203.0.113.1")
+    assert hub.open(key, "203.0.113.1") is None
+
+
+def test_a_customers_keys_together_hold_at_most_its_bound_of_connections() -> None:
+    bounds = WsBounds(connections_per_address=50, connections_per_customer=3)
+    hub = Hub(lambda: SNAPSHOT, _unreachable, lambda chain: None, bounds=bounds)
+    for key_id in range(3):  # one key each: no key is at its own bound
+        assert hub.open(_key(key_id), "203.0.113.1") is None
+    refused = hub.open(_key(9), "198.51.100.7")
+    assert refused is not None
+    assert refused.data == {"max_connections_per_customer": 3}
+    assert hub.open(_key(10, customer_id=2), "203.0.113.1") is None  # another customer
+    hub.close(_key(0), "203.0.113.1")
+    assert hub.open(_key(9), "198.51.100.7") is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(st.tuples(st.booleans(), st.integers(0, 3), st.integers(0, 400)), max_size=60)
+)
+def test_a_customers_subscriptions_and_filter_entries_never_pass_their_bounds(
+    steps: list[tuple[bool, int, int]],
+) -> None:
+    """Whatever the order of subscriptions taken and given back, the customer holds at most
+    its bounds, and a refusal counts nothing."""
+    bounds = WsBounds(subscriptions_per_customer=5, filter_entries_per_customer=1000)
+    hub = Hub(lambda: SNAPSHOT, _unreachable, lambda chain: None, bounds=bounds)
+    held: list[int] = []  # the entries of each subscription held
+    for take, pick, entries in steps:
+        if take:
+            refusal = hub.take_subscription(1, entries)
+            fits = len(held) < 5 and sum(held) + entries <= 1000
+            assert (refusal is None) == fits
+            if refusal is None:
+                held.append(entries)
+        elif held:
+            given = held.pop(pick % len(held))
+            hub.give_back_subscriptions(1, 1, given)
+    assert hub.take_subscription(2, 1000) is None  # another customer has its own
 
 
 async def test_clients_of_a_chain_and_strategy_share_one_feed_stopped_with_the_last() -> None:

@@ -10,13 +10,12 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import update
 from websockets.asyncio.client import connect
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
@@ -39,10 +38,13 @@ def node() -> Iterator[AnvilNodes]:
     yield from start_anvil_nodes((("ws", CHAIN_A),))
 
 
-@pytest.fixture(params=["python", "native"])
+@pytest.fixture(scope="module", params=["python", "native"])
 def world(
-    request: pytest.FixtureRequest, node: AnvilNodes, tmp_path: Path
+    request: pytest.FixtureRequest, node: AnvilNodes, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Served, str]]:
+    """A router whose keys may each hold 3 connections from one address; the last test of the
+    module deactivates one and re-domains the other."""
+    tmp_path = tmp_path_factory.mktemp("ws-bounds")
     database_url = f"sqlite:///{tmp_path / 'ws.db'}"
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
@@ -55,7 +57,13 @@ def world(
     apply_config(engine, validate_document(world_config([priced], [key, web])))
     engine.dispose()
     served = launch_router(
-        tmp_path, request.param, "127.0.0.1", database_url, key["secret"], web["secret"], {}
+        tmp_path,
+        request.param,
+        "127.0.0.1",
+        database_url,
+        key["secret"],
+        web["secret"],
+        {"CHAINROUTER_WS_MAX_CONNECTIONS_PER_ADDRESS": "3"},
     )
     yield served, database_url
     served.process.terminate()
@@ -86,6 +94,21 @@ async def _closed_within(ws: Any, seconds: float) -> int | None:
     except ConnectionClosed:
         pass
     return ws.close_code  # type: ignore[no-any-return]
+
+
+async def test_a_key_holds_at_most_its_bound_of_connections_from_one_address(
+    world: tuple[Served, str],
+) -> None:
+    served, _ = world
+    base = served.base.replace("http://", "ws://") + f"/rpc/{CHAIN_A}/"
+    held = [await connect(base + served.key) for _ in range(3)]
+    with pytest.raises(InvalidStatus) as refused:
+        await connect(base + served.key)
+    assert refused.value.response.status_code == 429
+    assert b"max_connections_per_address" in refused.value.response.body
+    other = await connect(base + served.restricted_key, additional_headers={"Origin": PAGE})
+    for ws in [*held, other]:
+        await ws.close()
 
 
 async def test_a_deactivated_or_re_domained_key_loses_its_quiet_sockets_within_2_s(

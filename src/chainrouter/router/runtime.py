@@ -56,7 +56,7 @@ from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
 from chainrouter.router.ws.feed import Connect
-from chainrouter.router.ws.hub import Hub
+from chainrouter.router.ws.hub import Hub, WsBounds
 from chainrouter.router.ws.node_health import WsHealthPolicy, WsNodeHealth
 from chainrouter.router.ws.session import WsLimits
 from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
@@ -380,12 +380,20 @@ def build_runtime(
             lambda: service.snapshot,
             connect,
             health.chain_head,
-            max_connections_per_key=settings.ws_max_connections_per_key,
+            bounds=WsBounds(
+                settings.ws_max_connections_per_address,
+                settings.ws_max_connections_per_customer,
+                settings.ws_max_subscriptions_per_customer,
+                settings.ws_max_filter_entries_per_customer,
+            ),
             health=ws_health,
             recheck_interval_s=settings.ws_recheck_interval_s,
         ),
         ws_limits=WsLimits(
-            settings.ws_max_subscriptions, settings.ws_send_queue, settings.max_batch_size
+            settings.ws_max_subscriptions,
+            settings.ws_send_queue,
+            settings.max_batch_size,
+            settings.ws_max_filter_entries,
         ),
         shared_epochs=_shared_epochs(settings, cache, finality),
         decider=decider,

@@ -154,7 +154,7 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
     if runtime.settle is not None and deps.grants is not None:
         server.apply_decisions(deps.grants.memo, runtime.settle)
     server.accept_websockets(
-        websocket_handler(runtime, executor.driver, loop, settings.ws_max_message_bytes)
+        websocket_handler(runtime, executor.driver, loop, settings.ws_max_message_bytes, trusted)
     )
     settle_heap()
     stopping = asyncio.Event()

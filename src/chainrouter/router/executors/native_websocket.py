@@ -11,12 +11,13 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
 
+from chainrouter.net.client_ip import IpNetwork, client_address, client_block
 from chainrouter.router.contract import HttpRequest
 from chainrouter.router.pipeline import Reply
 from chainrouter.router.runtime import RouterRuntime
@@ -116,14 +117,19 @@ class SocketLink:
 
 
 def websocket_handler(
-    runtime: RouterRuntime, driver: Any, loop: asyncio.AbstractEventLoop, max_bytes: int
+    runtime: RouterRuntime,
+    driver: Any,
+    loop: asyncio.AbstractEventLoop,
+    max_bytes: int,
+    trusted: Sequence[IpNetwork],
 ) -> Callable[[HttpRequest, int], None]:
     """What the native server calls, on its thread, with each accepted connection's request
     and descriptor: the session starts on the event loop."""
     tasks: set[asyncio.Task[None]] = set()  # asyncio keeps only weak references
 
     def start(request: HttpRequest, fd: int) -> None:
-        task = loop.create_task(_serve(runtime, driver, loop, request, fd, max_bytes))
+        address = client_block(client_address(request.peer, request.forwarded_for, trusted))
+        task = loop.create_task(_serve(runtime, driver, loop, request, fd, max_bytes, address))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -140,6 +146,7 @@ async def _serve(
     request: HttpRequest,
     fd: int,
     max_bytes: int,
+    address: str,
 ) -> None:
     service, hub = runtime.service, runtime.hub
     assert hub is not None
@@ -149,7 +156,7 @@ async def _serve(
     origin, referer = request.origin, request.referer
     checked = service.check_upgrade(chain_segment, api_key, origin=origin, referer=referer)
     access = checked.access
-    if checked.refusal is not None or access is None or not hub.open(access.key_id):
+    if checked.refusal is not None or access is None or hub.open(access, address) is not None:
         await link.close(_POLICY, "refused")  # the configuration changed since the 101
         return
 
@@ -199,5 +206,5 @@ async def _serve(
     finally:
         hub.unwatch(session)
         pinging.cancel()
-        hub.close(access.key_id)
+        hub.close(access, address)
         writer.close()
