@@ -74,6 +74,7 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	$(UV) run python -m bench.cache
 	$(UV) run python -m bench.usage
 	$(UV) run python -m bench.companion
+	$(UV) run python -m bench.bounds
 
 .PHONY: migration
 migration: setup ## write a new migration from schema.py changes: make migration m="what changed"
