@@ -235,6 +235,14 @@ class Settings(BaseSettings):
         "or a customer out of credits, loses its connections within this after the router "
         "reloads its configuration (sync_interval_s), whether or not they are sent anything.",
     )
+    ws_feed_grace_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="How long a chain's WebSocket feed stays subscribed at its node after its "
+        "last client left, seconds: churn (subscribe, unsubscribe, subscribe) and reloaded "
+        "pages do not make the router dial the provider's node each time. 0: stopped at once.",
+    )
     ws_send_queue: int = Field(
         default=1000,
         ge=2,

@@ -103,7 +103,7 @@ def test_a_customers_subscriptions_and_filter_entries_never_pass_their_bounds(
 
 
 async def test_clients_of_a_chain_and_strategy_share_one_feed_stopped_with_the_last() -> None:
-    hub = Hub(lambda: SNAPSHOT, _unreachable, lambda chain: None)
+    hub = Hub(lambda: SNAPSHOT, _unreachable, lambda chain: None, feed_grace_s=0)
     first = hub.feed(1, _access(1))
     assert hub.feed(1, _access(2)) is first  # another key, the same strategy: shared
     assert hub.feed(1, _access(3, RoutingStrategy.PERFORMANCE)) is not first
@@ -172,4 +172,27 @@ async def test_the_hub_checks_its_connections_again_by_itself() -> None:
         await asyncio.sleep(0.01)
     assert connection.closing
     hub.unwatch(connection)
+    await hub.stop()
+
+
+async def test_a_feed_outlives_its_last_subscriber_by_the_grace_period() -> None:
+    """Unsubscribing and subscribing again within the grace period finds the same feed, still
+    subscribed at its node: churn does not dial the node again. Past it, nobody back, it stops."""
+    hub = Hub(lambda: SNAPSHOT, _unreachable, lambda chain: None, feed_grace_s=0.2)
+    feed = hub.feed(1, _access(1))
+    for turn in range(8):  # churn: each time the last subscriber leaves, then one comes back
+        feed.fanout.add(Subscription(f"0x{turn}", SubscriptionKind.NEW_HEADS, Sink()))
+        feed.fanout.remove(f"0x{turn}")
+        hub.leave(feed)
+        await asyncio.sleep(0.05)
+        assert hub.feed(1, _access(2)) is feed  # as a session asks for it again
+    feed.fanout.add(Subscription("0xlast", SubscriptionKind.NEW_HEADS, Sink()))
+    feed.fanout.remove("0xlast")
+    hub.leave(feed)
+    for _ in range(100):
+        if feed not in hub.feeds():
+            break
+        await asyncio.sleep(0.02)
+    assert feed not in hub.feeds()
+    assert hub.feed(1, _access(1)) is not feed  # a new one
     await hub.stop()

@@ -388,6 +388,7 @@ def build_runtime(
             ),
             health=ws_health,
             recheck_interval_s=settings.ws_recheck_interval_s,
+            feed_grace_s=settings.ws_feed_grace_s,
         ),
         ws_limits=WsLimits(
             settings.ws_max_subscriptions,

@@ -1,14 +1,17 @@
 """A worker's chain feeds (`feed.py`): one per chain and routing strategy, made when its first
-client subscribes and stopped when its last one leaves, so that every client of a chain shares
-one upstream subscription. Feeds try nodes in the order the WebSocket nodes' health gives for
-their strategy (`node_health.py`). The hub also holds the bounds that follow who holds what
-(`WsBounds`, design notes "Bounds"): connections per client address and key (a dapp's one public
-key serves its visitors from their many addresses; one address cannot take them all), and per
-customer, all its keys together, connections, subscriptions and filter entries, so that one
-customer cannot take a router's memory. It runs the upgrade's access checks again on every open
-connection twice a second, so that a key deactivated, revoked or re-domained, or a customer out
-of credits, loses its connections within that and the configuration's reload (`recheck`),
-whether or not they are sent anything."""
+client subscribes and stopped a grace period after its last one leaves, so that every client of
+a chain shares one upstream subscription and churn does not dial the node again and again.
+Feeds try nodes in the order the WebSocket nodes' health gives for their strategy
+(`node_health.py`).
+
+The hub also holds the bounds that follow who holds what (`WsBounds`, design notes "Bounds"):
+connections per client address and key (a dapp's one public key serves its visitors from their
+many addresses; one address cannot take them all), and per customer, all its keys together,
+connections, subscriptions and filter entries, so that one customer cannot take a router's
+memory. It runs the upgrade's access checks again on every open connection twice a second, so
+that a key deactivated, revoked or re-domained, or a customer out of credits, loses its
+connections within that and the configuration's reload (`recheck`), whether or not they are
+sent anything."""
 
 from __future__ import annotations
 
@@ -68,6 +71,7 @@ class Hub:
         policy: FeedPolicy = DEFAULT_POLICY,
         health: WsNodeHealth | None = None,
         recheck_interval_s: float = 0.5,
+        feed_grace_s: float = 30.0,
     ) -> None:
         self._snapshot = snapshot
         self._connect = connect
@@ -84,6 +88,12 @@ class Hub:
         self._watched: dict[Watched, None] = {}  # open connections, in the order they opened
         self._recheck_s = recheck_interval_s
         self._watcher: asyncio.Task[None] | None = None
+        # A feed nobody is subscribed to runs this long before it stops: a client that
+        # unsubscribes and subscribes again (or a page reloaded) does not make the router dial
+        # the provider's node again each time.
+        self._feed_grace_s = feed_grace_s
+        self._idle: dict[int, int] = {}  # id of a feed nobody is on -> the leave that left it so
+        self._leaves = 0
 
     def key_live(self, key_id: int) -> bool:
         """Whether the key is still in the configuration (not revoked or deleted since its
@@ -201,6 +211,7 @@ class Hub:
         key = (chain_id, access.strategy)
         found = self._feeds.get(key)
         if found is not None:
+            self._idle.pop(id(found[0]), None)  # taken again within its grace period
             return found[0]
         strategy = access.strategy
         made = ChainFeed(
@@ -217,9 +228,22 @@ class Hub:
         return made
 
     def leave(self, feed: ChainFeed) -> None:
-        """A client left the feed: stop it when nobody is subscribed any more."""
+        """A client left the feed: stop it once nobody has been subscribed for the grace
+        period (at once without one)."""
         if len(feed.fanout):
             return
+        self._leaves += 1
+        self._idle[id(feed)] = leave = self._leaves
+        if self._feed_grace_s <= 0:
+            self._stop_idle(feed, leave)
+        else:
+            loop = asyncio.get_running_loop()
+            loop.call_later(self._feed_grace_s, self._stop_idle, feed, leave)
+
+    def _stop_idle(self, feed: ChainFeed, leave: int) -> None:
+        if self._idle.get(id(feed)) != leave or len(feed.fanout):
+            return  # taken again since (and maybe left again: that leave's timer decides)
+        del self._idle[id(feed)]
         for key, (made, task) in list(self._feeds.items()):
             if made is feed:
                 del self._feeds[key]
