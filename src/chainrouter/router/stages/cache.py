@@ -33,7 +33,7 @@ from chainrouter.router.finality import Finality
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
 from chainrouter.router.response_cache import ResponseCache
-from chainrouter.router.stages.credit import may_hold
+from chainrouter.router.stages.credit import has_credit_left
 
 SERVED = frozenset({Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED, Scenario.SPLIT})
 
@@ -131,15 +131,17 @@ def end_from_cache(
     request = call.request
     price = prices.price_nano(request.chain_id, call.call.method)
     access = request.access
-    # What the call holds already counts towards the price.
-    more = max(price - call.held_nano, 0)
+    more = price - call.held_nano  # what the call holds already counts towards the price
     if access is not None:
-        # The credit rule first: a customer with nothing left gets no answer, a free one neither.
-        if not may_hold(credits, access, more):
+        # A customer with nothing left gets no answer from the cache, a free one neither.
+        if not has_credit_left(credits, access) or (
+            more > 0
+            and not credits.hold(access.customer_id, more, check=not access.bypass_credit_check)
+        ):
             failure = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
             call.end(Scenario.INSUFFICIENT_CREDITS, 402, error_response(failure, call.call.id_json))
             return
-        call.held_nano += more
+        call.held_nano += max(more, 0)
     call.charged_nano = price
     request.cache_hits += 1
     call.end(Scenario.CACHE, 200, _answer(call.call.id_json, member))

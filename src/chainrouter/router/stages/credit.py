@@ -13,17 +13,11 @@ from chainrouter.router.fast.grants import Grants
 from chainrouter.router.metering import CreditView
 
 
-def may_hold(credits: CreditView, access: KeyAccess, amount_nano: int) -> bool:
-    """The credit rule, for a call a node answers and an answer from the cache alike: unless the
-    key bypasses the check, `amount_nano` is held only if that much is left, and a customer with
-    nothing left (at or below zero) is served nothing, not even a free answer (design notes,
-    "Bounds"). Held: True, and the hold ends with the ledger's `settle`."""
-    customer = access.customer_id
-    if access.bypass_credit_check:
-        return credits.hold(customer, amount_nano, check=False)
-    if amount_nano <= 0 and credits.available(customer) <= 0:
-        return False
-    return credits.hold(customer, amount_nano)
+def has_credit_left(credits: CreditView, access: KeyAccess) -> bool:
+    """Whether the customer has anything left (or the key bypasses the check): what a
+    WebSocket connection needs to open (`CreditLeft`), and an answer no node gave, from the
+    cache or an identical call in flight, however cheap (stages/cache.py)."""
+    return access.bypass_credit_check or credits.available(access.customer_id) > 0
 
 
 class CreditHold:
@@ -31,8 +25,7 @@ class CreditHold:
     flight, so that concurrent calls cannot spend the same credits (a failover or hedge to a
     dearer route holds the difference first: router/stages/attempt.py); for a split
     eth_getLogs, each range's dearest route that can take it. Unless the key bypasses the
-    check, a balance that cannot cover it, or nothing left at all for a free call, ends the
-    call (`may_hold`): HTTP 402, -32601; what the customer's
+    check, a balance that cannot cover it ends the call: HTTP 402, -32601; what the customer's
     grant for calls under decisions holds aside is taken back first (router/fast/grants.py).
     The free tier pays nothing and holds nothing."""
 
@@ -45,10 +38,11 @@ class CreditHold:
         access = call.request.access
         if access is None:
             return
-        price, credits = self._price(call), self._credits
-        held = may_hold(credits, access, price)
-        if not held and self._grants is not None and self._grants.reclaim(access.customer_id):
-            held = may_hold(credits, access, price)
+        price = self._price(call)
+        check, customer = not access.bypass_credit_check, access.customer_id
+        held = self._credits.hold(customer, price, check=check)
+        if not held and self._grants is not None and self._grants.reclaim(customer):
+            held = self._credits.hold(customer, price, check=check)
         if held:
             call.held_nano = price
             return
@@ -83,6 +77,6 @@ class CreditLeft:
     def run(self, request: RequestContext) -> None:
         access = request.access
         assert access is not None, "ApiKey runs first"
-        if access.bypass_credit_check or self._credits.available(access.customer_id) > 0:
+        if has_credit_left(self._credits, access):
             return
         request.refusal = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
