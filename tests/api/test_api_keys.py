@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ KEY_FIELDS = {
     "rate_limit",
     "rate_limit_interval_sec",
     "spend_alert",
+    "max_price_per_call",
     "spent_today",
     "created_at",
     "updated_at",
@@ -384,3 +386,37 @@ def test_any_create_body_is_accepted_or_refused_with_422_never_a_500(
     assert set(response.json()) == (
         {"error"} if response.status_code == 422 else KEY_FIELDS | {"api_key"}
     )
+
+
+def test_a_keys_max_price_per_call_is_exact_set_and_read_through_the_api(api: ApiHarness) -> None:
+    customer = api.customer()
+    created = api.create_key(customer, max_price_per_call="0.0000005")
+    # Read exactly: the JSON number's text, not a binary float.
+    raw = api.client.get("/api-keys", headers=customer.headers).text
+    assert '"max_price_per_call":0.0000005' in raw.replace(" ", "")
+    assert Decimal(str(created["max_price_per_call"])) == Decimal("0.0000005")
+    changed = api.client.patch(
+        f"/api-keys/{created['id']}", json={"max_price_per_call": "2"}, headers=customer.headers
+    )
+    assert changed.status_code == 200, changed.text
+    assert Decimal(str(changed.json()["max_price_per_call"])) == 2
+    assert api.create_key(customer)["max_price_per_call"] == 0  # no cap unless set
+
+
+@given(
+    value=st.one_of(
+        st.just("-0.1"),
+        st.just("0.0000000001"),  # past nano-credits
+        st.just("1e3"),
+        st.just("1_000"),
+        st.text(max_size=5).filter(lambda t: not t.strip().replace(".", "", 1).isdigit()),
+    )
+)
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_max_price_that_is_not_an_exact_amount_is_refused(api: ApiHarness, value: object) -> None:
+    customer = api.customer()
+    body = {"allowed_domains": ["*"], "max_price_per_call": value}
+    refused = api.client.post("/api-keys", json=body, headers=customer.headers)
+    assert refused.status_code == 422, (value, refused.text)

@@ -170,6 +170,7 @@ def scripted_world(
     provider_of: dict[str, str] | None = None,
     max_answer_bytes: int = 16 << 20,
     free_answer_bytes: int = 1 << 20,
+    max_price_nano: int = 0,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
     declare `capabilities` (by URL) and have passed a health check at `heads` (by URL). With
@@ -206,7 +207,14 @@ def scripted_world(
         prices += [MethodPrice(index, method, node.price_nano) for method in methods]
     key = generate_secret(SecretKind.API_KEY)
     access = KeyAccess(
-        1, CUSTOMER, ("*",), strategy, bypass_credit_check, key_rate_limit, rate_limit_interval_s=60
+        1,
+        CUSTOMER,
+        ("*",),
+        strategy,
+        bypass_credit_check,
+        key_rate_limit,
+        rate_limit_interval_s=60,
+        max_price_nano=max_price_nano,
     )
     snapshot = RouterSnapshot(
         version=1,

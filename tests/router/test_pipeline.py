@@ -50,6 +50,7 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         "CallNeeds",
         "LogsRange",
         "PlanRoutes",
+        "WithinPriceCap",
         "CapableRoutes",
         "HasTheBlock",
         "NotBehindSeen",

@@ -55,6 +55,7 @@ class ApiKeyOut(OutModel):
     spend_alert: CreditsOut = Field(
         description="Credits per UTC day above which an alert is raised; 0: none."
     )
+    max_price_per_call: CreditsOut = Field(description="The most one call may cost; 0: no cap.")
     spent_today: CreditsOut = Field(
         description="Credits spent since 00:00 UTC, as routers have written it (5 s behind)."
     )
@@ -76,6 +77,7 @@ class ApiKeyOut(OutModel):
             rate_limit=key.rate_limit,
             rate_limit_interval_sec=key.rate_limit_interval_sec,
             spend_alert=credits_out(key.spend_alert_nano),
+            max_price_per_call=credits_out(key.max_price_per_call_nano),
             spent_today=credits_out(spent_today_nano),
             created_at=key.created_at,
             updated_at=key.updated_at,
@@ -107,6 +109,7 @@ async def create_api_key(body: ApiKeyCreate, caller: Caller, ctx: Context) -> Re
         rate_limit=body.rate_limit,
         rate_limit_interval_sec=body.rate_limit_interval_sec,
         spend_alert_nano=body.spend_alert,
+        max_price_per_call_nano=body.max_price_per_call,
     )
     out = CreatedApiKeyOut(**ApiKeyOut.of(created.record).model_dump(), api_key=created.secret)
     return respond(out, 201, headers={"Cache-Control": "no-store"})
@@ -143,6 +146,7 @@ async def update_api_key(
         rate_limit=body.rate_limit,
         rate_limit_interval_sec=body.rate_limit_interval_sec,
         spend_alert_nano=body.spend_alert,
+        max_price_per_call_nano=body.max_price_per_call,
     )
     updated = await run_in_threadpool(
         api_keys.update_api_key, ctx.engine, caller.customer_id, key_id, changes

@@ -16,3 +16,4 @@ class KeyAccess:
     bypass_credit_check: bool
     rate_limit: int = 0  # calls per `rate_limit_interval_s`, the key's own limit; 0: none
     rate_limit_interval_s: int = 1
+    max_price_nano: int = 0  # the most one call may cost; 0: no cap

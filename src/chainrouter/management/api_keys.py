@@ -41,6 +41,7 @@ class ApiKeyChanges:
     rate_limit: int | None = None
     rate_limit_interval_sec: int | None = None
     spend_alert_nano: int | None = None
+    max_price_per_call_nano: int | None = None
 
     def columns(self) -> dict[str, Any]:
         given = {
@@ -51,6 +52,7 @@ class ApiKeyChanges:
             "rate_limit": self.rate_limit,
             "rate_limit_interval_sec": self.rate_limit_interval_sec,
             "spend_alert_nano": self.spend_alert_nano,
+            "max_price_per_call_nano": self.max_price_per_call_nano,
         }
         return {column: value for column, value in given.items() if value is not None}
 
@@ -65,6 +67,7 @@ def create_api_key(
     rate_limit: int = 0,
     rate_limit_interval_sec: int = 1,
     spend_alert_nano: int = 0,
+    max_price_per_call_nano: int = 0,
 ) -> CreatedApiKey:
     secret = generate_secret(SecretKind.API_KEY)
     with engine.begin() as connection:
@@ -85,6 +88,7 @@ def create_api_key(
             rate_limit=rate_limit,
             rate_limit_interval_sec=rate_limit_interval_sec,
             spend_alert_nano=spend_alert_nano,
+            max_price_per_call_nano=max_price_per_call_nano,
         )
         bump_config_version(connection)
     return CreatedApiKey(record, secret)

@@ -62,6 +62,7 @@ from chainrouter.router.stages.logs_range import LogsRange
 from chainrouter.router.stages.method import MethodPriced
 from chainrouter.router.stages.needs import CallNeeds
 from chainrouter.router.stages.payload import ParsePayload
+from chainrouter.router.stages.price_cap import WithinPriceCap
 from chainrouter.router.stages.routes import PlanRoutes
 from chainrouter.router.stages.write import SignedTransactions
 
@@ -166,6 +167,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
         *cached,
         LogsRange(limits.max_logs_block_range),
         PlanRoutes(deps.health, deps.epochs),
+        WithinPriceCap(),
         CapableRoutes(deps.capabilities, limits.logs_split_max_parts),
         HasTheBlock(deps.health, deps.epochs),
         NotBehindSeen(deps.seen_heads, deps.health, deps.epochs),

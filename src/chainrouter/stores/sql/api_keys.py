@@ -27,6 +27,7 @@ def _api_key(row: Row[Any]) -> ApiKey:
         rate_limit=row.rate_limit,
         rate_limit_interval_sec=row.rate_limit_interval_sec,
         spend_alert_nano=row.spend_alert_nano,
+        max_price_per_call_nano=row.max_price_per_call_nano,
     )
 
 
@@ -42,6 +43,7 @@ def insert_api_key(
     rate_limit: int = 0,
     rate_limit_interval_sec: int = 1,
     spend_alert_nano: int = 0,
+    max_price_per_call_nano: int = 0,
 ) -> ApiKey:
     now = utcnow()
     key = connection.execute(
@@ -57,6 +59,7 @@ def insert_api_key(
             rate_limit=rate_limit,
             rate_limit_interval_sec=rate_limit_interval_sec,
             spend_alert_nano=spend_alert_nano,
+            max_price_per_call_nano=max_price_per_call_nano,
             created_at=now,
             updated_at=now,
         )

@@ -262,6 +262,8 @@ api_keys = Table(
     Column("rate_limit_interval_sec", Integer, nullable=False, server_default="1"),
     # Spend per UTC day above which the dashboard and /account raise an alert; 0: none (0017).
     Column("spend_alert_nano", BigInteger, nullable=False, server_default="0"),
+    # The most one call may cost; 0: no cap (0018).
+    Column("max_price_per_call_nano", BigInteger, nullable=False, server_default="0"),
     *_timestamps(),
 )
 
