@@ -3,7 +3,9 @@ isolation between customers, and changes reaching a router."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
@@ -12,8 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chainrouter.management.api_keys import ROUTED_COLUMNS
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
+from chainrouter.stores.sql.config_version import read_config_version
+from chainrouter.stores.sql.snapshot import load_router_snapshot
 from tests.api.conftest import ApiHarness
 
 KEY_FIELDS = {
@@ -420,3 +425,35 @@ def test_a_max_price_that_is_not_an_exact_amount_is_refused(api: ApiHarness, val
     body = {"allowed_domains": ["*"], "max_price_per_call": value}
     refused = api.client.post("/api-keys", json=body, headers=customer.headers)
     assert refused.status_code == 422, (value, refused.text)
+
+
+def test_a_rename_reloads_no_router_and_a_change_routers_read_does(api: ApiHarness) -> None:
+    """Routers reload their configuration when its version moves: a key's name or spend alert
+    is nothing they read, so a loop of renames costs them nothing (issue 52)."""
+    customer = api.customer()
+    key = api.create_key(customer)
+
+    def version() -> int:
+        with api.engine.connect() as connection:
+            return read_config_version(connection)
+
+    def patch(**fields: Any) -> None:
+        changed = api.client.patch(f"/api-keys/{key['id']}", json=fields, headers=customer.headers)
+        assert changed.status_code == 200, changed.text
+
+    before = version()
+    for n in range(5):
+        patch(name=f"renamed {n}")
+    patch(spend_alert="3")
+    assert version() == before
+    patch(allowed_domains=["app.example.com"])
+    assert version() == before + 1
+    patch(max_price_per_call="1")
+    assert version() == before + 2
+
+
+def test_every_field_routers_read_of_a_key_bumps_the_version() -> None:
+    """What `load_router_snapshot` reads of a key, every column, is in ROUTED_COLUMNS."""
+    source = inspect.getsource(load_router_snapshot)
+    read = set(re.findall(r"row\.(\w+)", source.split("balances =")[0]))
+    assert read - {"id", "customer_id", "key_hash"} <= ROUTED_COLUMNS

@@ -106,6 +106,22 @@ def spent_today(engine: Engine, customer_id: int, now: datetime | None = None) -
         return spent_by_key_since(connection, customer_id, midnight)
 
 
+# What routers read of a key (stores/sql/snapshot.py, `KeyAccess`): a change to anything else
+# (its name, its spend alert) makes no router reload its configuration, so that a loop of
+# renames costs the routers nothing (issue 52).
+ROUTED_COLUMNS = frozenset(
+    {
+        "allowed_domains",
+        "routing_strategy",
+        "active",
+        "bypass_credit_check",
+        "rate_limit",
+        "rate_limit_interval_sec",
+        "max_price_per_call_nano",
+    }
+)
+
+
 def update_api_key(engine: Engine, customer_id: int, key_id: int, changes: ApiKeyChanges) -> ApiKey:
     """Change the given fields of one of the customer's keys; another customer's key is 404."""
     with engine.begin() as connection:
@@ -115,7 +131,8 @@ def update_api_key(engine: Engine, customer_id: int, key_id: int, changes: ApiKe
         columns = changes.columns()
         if columns:
             store.update_api_key(connection, key_id, columns)
-            bump_config_version(connection)
+            if ROUTED_COLUMNS.intersection(columns):
+                bump_config_version(connection)
         updated = store.get_api_key(connection, key_id)
     assert updated is not None
     return updated
