@@ -76,6 +76,7 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	$(UV) run python -m bench.verification
 	$(UV) run python -m bench.usage
 	$(UV) run python -m bench.companion
+	$(UV) run python -m bench.bounds
 	$(UV) run python -m bench.deployment
 
 .PHONY: image

@@ -102,7 +102,7 @@ def _service(work: Path, key: str) -> Iterator[tuple[str, str, int]]:
             "CHAINROUTER_RPC_PORT": str(rpc_port),
             "CHAINROUTER_LOG_LEVEL": "warning",
             "CHAINROUTER_OUTBOUND_ALLOW_PRIVATE": "true",  # its node is a local anvil
-            "CHAINROUTER_WS_MAX_CONNECTIONS_PER_KEY": str(CLIENTS + 10),
+            "CHAINROUTER_WS_MAX_CONNECTIONS_PER_ADDRESS": str(CLIENTS + 10),
             "CHAINROUTER_USAGE_JOURNAL_DIR": str(work / "journal"),
         }
         router = subprocess.Popen(

@@ -2,7 +2,7 @@
 //! do not edit. The name and the fields of every type that crosses the boundary, in the
 //! order declared; `contract.rs` reads and builds the objects by these names only.
 
-pub const VERSION: u32 = 11;
+pub const VERSION: u32 = 12;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `FailureKind`'s values, in declared order.
@@ -66,7 +66,7 @@ pub mod attempted {
 #[allow(dead_code)]
 pub mod decision {
     pub const NAME: &str = "Decision";
-    pub const FIELDS: [&str; 18] = ["call", "scope", "epoch_slots", "epoch_values", "customer_id", "spend_nano", "join_spend_nano", "url", "node_id", "timeout_s", "node_batch", "flight_chain", "flight_seen", "member", "headers", "booking", "judge_each", "audit_every"];
+    pub const FIELDS: [&str; 19] = ["call", "scope", "epoch_slots", "epoch_values", "customer_id", "spend_nano", "join_spend_nano", "url", "node_id", "timeout_s", "node_batch", "flight_chain", "flight_seen", "member", "headers", "booking", "judge_each", "audit_every", "max_answer_bytes"];
     pub const CALL: usize = 0;
     pub const SCOPE: usize = 1;
     pub const EPOCH_SLOTS: usize = 2;
@@ -85,6 +85,7 @@ pub mod decision {
     pub const BOOKING: usize = 15;
     pub const JUDGE_EACH: usize = 16;
     pub const AUDIT_EVERY: usize = 17;
+    pub const MAX_ANSWER_BYTES: usize = 18;
 }
 
 /// `Receipt`.

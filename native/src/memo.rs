@@ -88,6 +88,8 @@ pub struct Entry {
     /// (0: none); `served` counts the calls toward it.
     audit_every: u64,
     served: AtomicU64,
+    /// The most bytes its request's answers may take (`Decision.max_answer_bytes`; 0: any).
+    pub max_answer_bytes: usize,
     pub action: Action,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     made: Instant,
@@ -378,6 +380,7 @@ impl Memo {
         };
         let judge_each: bool = get(decision::JUDGE_EACH)?.extract()?;
         let audit_every: u64 = get(decision::AUDIT_EVERY)?.extract()?;
+        let max_answer_bytes: usize = get(decision::MAX_ANSWER_BYTES)?.extract()?;
         let pairs: Vec<(String, String)> = get(decision::HEADERS)?.extract()?;
         let headers = header_pairs(pairs)?;
         let grant = (spend > 0 || join_spend > 0).then(|| self.grant_of(customer));
@@ -396,6 +399,7 @@ impl Memo {
             judge_each,
             audit_every,
             served: AtomicU64::new(0),
+            max_answer_bytes,
             action,
             headers,
             made: Instant::now(),
@@ -701,6 +705,7 @@ mod tests {
             judge_each: false,
             audit_every: 0,
             served: AtomicU64::new(0),
+            max_answer_bytes: 0,
             action,
             headers: vec![],
             made: Instant::now(),

@@ -80,7 +80,13 @@ pub async fn serve(applying: Applying<'_>, mut plan: Plan, body: &Bytes) -> Serv
             planned.joined();
         }
     }
-    let verdicts = settle(&applying, &plan, &outcomes, body).await;
+    // Answers past the bound the decisions carry are the pipeline's to withhold, one by one
+    // (router/stages/bounds.py): nothing of the request is settled here.
+    let verdicts = if within_bound(&plan, &outcomes) {
+        settle(&applying, &plan, &outcomes, body).await
+    } else {
+        None
+    };
     if let Some(verdicts) = verdicts.filter(|v| v.iter().all(|verdict| verdict.served)) {
         return Served::Answer(answer(applying.memo, &plan, &outcomes, &verdicts, body));
     }
@@ -99,6 +105,33 @@ pub async fn serve(applying: Applying<'_>, mut plan: Plan, body: &Bytes) -> Serv
         .collect();
     Served::Pipeline { attempts, waited: started.elapsed().as_secs_f64() }
 }
+
+/// Whether the request's answers, each counted as `answer` writes it (a call that joined, as
+/// the answer it joined), take at most the bound its decisions carry.
+fn within_bound(plan: &Plan, outcomes: &[Outcome]) -> bool {
+    let bound = plan.calls.iter().map(|planned| planned.entry.max_answer_bytes).min();
+    let Some(bound) = bound.filter(|bound| *bound > 0) else {
+        return true;
+    };
+    let mut total = 0usize;
+    for (planned, outcome) in plan.calls.iter().zip(outcomes) {
+        total += match (outcome, &planned.entry.action) {
+            (Outcome::Own { outcome: Ok(answer), .. }, _) => answer.len(),
+            (Outcome::Joined { answer: Some((answer, _)), .. }, _) => answer.len(),
+            (Outcome::Answer, Action::Answer { member }) => {
+                MEMBER_FRAME + (planned.id.1 - planned.id.0) + member.len()
+            }
+            _ => 0, // not served here at all: the pipeline's
+        };
+        if total > bound {
+            return false;
+        }
+    }
+    true
+}
+
+/// The bytes `member_answer` adds to an id and a member.
+const MEMBER_FRAME: usize = br#"{"jsonrpc":"2.0","id":,}"#.len();
 
 /// What became of each call: answers taken, flights joined, the rest sent to their nodes.
 async fn outcomes(applying: &Applying<'_>, plan: &Plan, body: &Bytes) -> Vec<Outcome> {

@@ -207,12 +207,58 @@ class Settings(BaseSettings):
         le=10_000,
         description="Most subscriptions one WebSocket connection holds.",
     )
-    ws_max_connections_per_key: int = Field(
-        default=100,
+    ws_max_filter_entries: int = Field(
+        default=1000,
         ge=1,
         le=100_000,
-        description="Most WebSocket connections one API key holds open at once, per router "
-        "process.",
+        description="Most logs filter addresses and topics one WebSocket connection's "
+        "subscriptions hold together.",
+    )
+    ws_max_connections_per_address: int = Field(
+        default=50,
+        ge=1,
+        le=100_000,
+        description="Most WebSocket connections one API key holds open at once from one client "
+        "address (an IPv6 address's /64), per router process; more: the upgrade is refused "
+        "with HTTP 429. A dapp's visitors on its one public key each count on their own.",
+    )
+    ws_max_connections_per_customer: int = Field(
+        default=10_000,
+        ge=1,
+        le=1_000_000,
+        description="Most WebSocket connections one customer's keys together hold open at "
+        "once, per router process; more: HTTP 429.",
+    )
+    ws_max_subscriptions_per_customer: int = Field(
+        default=100_000,
+        ge=1,
+        le=10_000_000,
+        description="Most subscriptions one customer's connections together hold, per router "
+        "process; more: the eth_subscribe is refused.",
+    )
+    ws_max_filter_entries_per_customer: int = Field(
+        default=200_000,
+        ge=1,
+        le=100_000_000,
+        description="Most logs filter addresses and topics one customer's subscriptions "
+        "together hold, per router process; more: the eth_subscribe is refused.",
+    )
+    ws_recheck_interval_s: float = Field(
+        default=0.5,
+        gt=0,
+        le=1.0,
+        description="How often each router process runs the upgrade's access checks again on "
+        "its open WebSocket connections, seconds: a key deactivated, revoked or re-domained, "
+        "or a customer out of credits, loses its connections within this after the router "
+        "reloads its configuration (sync_interval_s), whether or not they are sent anything.",
+    )
+    ws_feed_grace_s: float = Field(
+        default=30.0,
+        ge=0,
+        le=3600,
+        description="How long a chain's WebSocket feed stays subscribed at its node after its "
+        "last client left, seconds: churn (subscribe, unsubscribe, subscribe) and reloaded "
+        "pages do not make the router dial the provider's node each time. 0: stopped at once.",
     )
     ws_send_queue: int = Field(
         default=1000,
@@ -243,6 +289,14 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest upstream answer accepted, in bytes; a larger one counts as a "
         "failure of that node and the router fails over.",
+    )
+    max_answer_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=0,
+        description="Largest answer to one RPC request (one call, or a whole batch), in bytes: "
+        "the calls' answers are counted as they end, and one that would take the request past "
+        "it gets an error of its own instead (-32014, the bound in `data`), unbilled; the "
+        "batch's other items keep their answers. 0: no bound (for measurements only).",
     )
     upstream_timeout_s: float = Field(
         default=10.0,
@@ -531,6 +585,13 @@ class Settings(BaseSettings):
     )
     free_tier_ip_interval_s: float = Field(
         default=60.0, gt=0, description="The free tier's per-IP interval, seconds."
+    )
+    free_tier_ip_answer_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1,
+        description="Bytes of answers one client IP may receive from the free tier per "
+        "free_tier_ip_interval_s, beside its calls; an answer past it gets HTTP 429, -32029 "
+        "instead (per router process, or per Redis when redis_url is set).",
     )
     free_tier_capacity_per_s: int = Field(
         default=200,

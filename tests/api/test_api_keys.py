@@ -3,16 +3,22 @@ isolation between customers, and changes reaching a router."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from chainrouter.management.api_keys import ROUTED_COLUMNS
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
+from chainrouter.stores.sql.config_version import read_config_version
+from chainrouter.stores.sql.snapshot import load_router_snapshot
 from tests.api.conftest import ApiHarness
 
 KEY_FIELDS = {
@@ -29,6 +35,7 @@ KEY_FIELDS = {
     "rate_limit_interval_sec",
     "spend_alert",
     "verified",
+    "max_price_per_call",
     "spent_today",
     "created_at",
     "updated_at",
@@ -404,3 +411,69 @@ def test_any_create_body_is_accepted_or_refused_with_422_never_a_500(
     assert set(response.json()) == (
         {"error"} if response.status_code == 422 else KEY_FIELDS | {"api_key"}
     )
+
+
+def test_a_keys_max_price_per_call_is_exact_set_and_read_through_the_api(api: ApiHarness) -> None:
+    customer = api.customer()
+    created = api.create_key(customer, max_price_per_call="0.0000005")
+    # Read exactly: the JSON number's text, not a binary float.
+    raw = api.client.get("/api-keys", headers=customer.headers).text
+    assert '"max_price_per_call":0.0000005' in raw.replace(" ", "")
+    assert Decimal(str(created["max_price_per_call"])) == Decimal("0.0000005")
+    changed = api.client.patch(
+        f"/api-keys/{created['id']}", json={"max_price_per_call": "2"}, headers=customer.headers
+    )
+    assert changed.status_code == 200, changed.text
+    assert Decimal(str(changed.json()["max_price_per_call"])) == 2
+    assert api.create_key(customer)["max_price_per_call"] == 0  # no cap unless set
+
+
+@given(
+    value=st.one_of(
+        st.just("-0.1"),
+        st.just("0.0000000001"),  # past nano-credits
+        st.just("1e3"),
+        st.just("1_000"),
+        st.text(max_size=5).filter(lambda t: not t.strip().replace(".", "", 1).isdigit()),
+    )
+)
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_max_price_that_is_not_an_exact_amount_is_refused(api: ApiHarness, value: object) -> None:
+    customer = api.customer()
+    body = {"allowed_domains": ["*"], "max_price_per_call": value}
+    refused = api.client.post("/api-keys", json=body, headers=customer.headers)
+    assert refused.status_code == 422, (value, refused.text)
+
+
+def test_a_rename_reloads_no_router_and_a_change_routers_read_does(api: ApiHarness) -> None:
+    """Routers reload their configuration when its version moves: a key's name or spend alert
+    is nothing they read, so a loop of renames costs them nothing (issue 52)."""
+    customer = api.customer()
+    key = api.create_key(customer)
+
+    def version() -> int:
+        with api.engine.connect() as connection:
+            return read_config_version(connection)
+
+    def patch(**fields: Any) -> None:
+        changed = api.client.patch(f"/api-keys/{key['id']}", json=fields, headers=customer.headers)
+        assert changed.status_code == 200, changed.text
+
+    before = version()
+    for n in range(5):
+        patch(name=f"renamed {n}")
+    patch(spend_alert="3")
+    assert version() == before
+    patch(allowed_domains=["app.example.com"])
+    assert version() == before + 1
+    patch(max_price_per_call="1")
+    assert version() == before + 2
+
+
+def test_every_field_routers_read_of_a_key_bumps_the_version() -> None:
+    """What `load_router_snapshot` reads of a key, every column, is in ROUTED_COLUMNS."""
+    source = inspect.getsource(load_router_snapshot)
+    read = set(re.findall(r"row\.(\w+)", source.split("balances =")[0]))
+    assert read - {"id", "customer_id", "key_hash"} <= ROUTED_COLUMNS

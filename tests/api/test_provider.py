@@ -98,6 +98,16 @@ def test_another_providers_plan_is_404_and_unchanged(api: ApiHarness) -> None:
     assert missing.status_code == 404
 
 
+def test_a_price_of_100_credits_a_call_is_the_most_a_provider_may_set(api: ApiHarness) -> None:
+    mine = api.provider("mine")
+    response = api.client.post(
+        f"/provider/plans/{mine.plan_ids[0]}/methods",
+        json=[{"method": "debug_traceBlock", "cost": "100"}],
+        headers=mine.headers,
+    )
+    assert response.status_code == 200, response.text
+
+
 @pytest.mark.parametrize(("count", "status"), [(1, 200), (500, 200), (0, 422), (501, 422)])
 def test_one_to_500_rows_per_call(api: ApiHarness, count: int, status: int) -> None:
     mine = api.provider("mine")
@@ -117,6 +127,8 @@ def test_one_to_500_rows_per_call(api: ApiHarness, count: int, status: int) -> N
         ({"method": "eth_call"}, "cost"),
         ({"method": "eth_call", "cost": "-0.1"}, "cost"),
         ({"method": "eth_call", "cost": "0.0000000001"}, "cost"),
+        ({"method": "eth_call", "cost": "100.000000001"}, "cost"),  # past any call's price
+        ({"method": "eth_call", "cost": "9200000000"}, "cost"),
         ({"method": "eth_call", "cost": "1", "vm": "solana"}, "vm"),
         ({"method": "eth_call", "cost": "1", "node_target_type": "Full Node"}, "node_target_type"),
         ({"method": "eth_call", "cost": "1", "rate_limit": -1}, "rate_limit"),

@@ -121,6 +121,29 @@ def test_another_spelling_of_a_nodes_url_is_the_same_node(
         assert again.json()["node"]["id"] == created.json()["node"]["id"]
 
 
+def test_a_query_added_to_another_providers_node_does_not_make_it_ones_own(
+    api: ApiHarness, anvil: AnvilNodes
+) -> None:
+    """Ownership goes by what a URL reaches (scheme, host, port, path), not its spelling: a
+    query added is still the other provider's node; its owner may use queries of its own."""
+    _catalog(api, 31337)
+    mine, theirs = api.provider("mine"), api.provider("theirs")
+    url = anvil.urls["a1"]
+    assert _put(api, mine, url).status_code == 200
+    for spelling in [url + "/?mine", url + "?apikey=1", url + "/?#x"]:
+        stolen = _put(api, theirs, spelling)
+        assert stolen.status_code == 404, spelling
+    assert _put(api, mine, url + "/?second").status_code == 200  # the owner's own
+
+
+def test_credentials_in_a_node_url_are_refused(api: ApiHarness, anvil: AnvilNodes) -> None:
+    _catalog(api, 31337)
+    mine = api.provider("mine")
+    refused = _put(api, mine, anvil.urls["a1"].replace("http://", "http://user:pass@"))
+    assert refused.status_code == 422
+    assert "credentials" in refused.text
+
+
 def test_a_node_of_an_unlisted_chain_or_behind_the_head_fails_screening(
     api: ApiHarness, anvil: AnvilNodes
 ) -> None:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from chainrouter.domain.urls import normalise_url
+from chainrouter.domain.urls import normalise_url, refuse_userinfo, url_identity
 
 
 @pytest.mark.parametrize(
@@ -121,3 +121,35 @@ def test_the_normal_form_is_its_own_normal_form(
         == normal.split("://", 1)[1].split("/", 1)[0].lower()
         or "@" in normal
     )
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "http://node.example:8545/",
+        "http://node.example:8545/?mine",
+        "http://node.example:8545/?apikey=x&b=1",
+        "http://user:secret@node.example:8545/?q#f",
+        "HTTP://Node.Example:8545?mine",
+    ],
+)
+def test_a_query_or_credentials_do_not_make_another_node(spelling: str) -> None:
+    assert url_identity(normalise_url(spelling)) == "http://node.example:8545/"
+
+
+@given(
+    query=st.text(alphabet="abcdefghij=&%20", max_size=12),
+    path=st.sampled_from(["/", "/v1", "/v1/", "/a/b"]),
+)
+def test_the_identity_is_the_normal_form_without_its_query(query: str, path: str) -> None:
+    url = normalise_url(f"https://node.example{path}?{query}")
+    identity = url_identity(url)
+    assert identity == normalise_url(f"https://node.example{path}")
+    assert url.startswith(identity)
+    assert url_identity(identity) == identity
+
+
+def test_credentials_in_a_providers_node_url_are_refused() -> None:
+    with pytest.raises(ValueError, match="credentials"):
+        refuse_userinfo("https://user:pass@node.example/")
+    assert refuse_userinfo("https://node.example/?key=a@b") == "https://node.example/?key=a@b"

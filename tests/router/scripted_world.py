@@ -186,6 +186,9 @@ def scripted_world(
     audits: AuditSettings | None = None,
     draw: Any = None,
     watched: dict[str, float] | None = None,
+    max_answer_bytes: int = 16 << 20,
+    free_answer_bytes: int = 1 << 20,
+    max_price_nano: int = 0,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
     declare `capabilities` (by URL) and have passed a health check at `heads` (by URL). With
@@ -195,7 +198,8 @@ def scripted_world(
     grants). Each plan is its own provider's, but where `provider_of` names another node's (by
     URL). `verify`: what nodes' answers are checked by (router/proving.py). With `audits`,
     answers are audited at those settings (`draw`: the sampler's random numbers; `watched`:
-    each node's `watched_until`, by URL)."""
+    each node's `watched_until`, by URL). `max_answer_bytes` bounds a request's answers,
+    `free_answer_bytes` the free tier's per IP and minute."""
     declared = capabilities or {}
     scripted = [
         ScriptedNode(url, price, script, capabilities=declared.get(url, UNKNOWN))
@@ -224,7 +228,14 @@ def scripted_world(
         prices += [MethodPrice(index, method, node.price_nano) for method in methods]
     key = generate_secret(SecretKind.API_KEY)
     access = KeyAccess(
-        1, CUSTOMER, ("*",), strategy, bypass_credit_check, key_rate_limit, rate_limit_interval_s=60
+        1,
+        CUSTOMER,
+        ("*",),
+        strategy,
+        bypass_credit_check,
+        key_rate_limit,
+        rate_limit_interval_s=60,
+        max_price_nano=max_price_nano,
     )
     snapshot = RouterSnapshot(
         version=1,
@@ -282,8 +293,9 @@ def scripted_world(
             attempt_timeout_s=attempt_timeout_s,
             deadline_s=deadline_s,
             max_logs_block_range=10_000,
+            max_answer_bytes=max_answer_bytes,
         ),
-        free_tier=FreeTierLimits(True, 100, 60.0, 1000, None),
+        free_tier=FreeTierLimits(True, 100, 60.0, 1000, None, free_answer_bytes),
         health=health,
         capabilities=CapabilityBook(health),
         seen_heads=seen_heads,
@@ -314,6 +326,7 @@ def scripted_world(
             coalesce=coalesce,
             node_head=deps.health.node_head,
             audit_every=(lambda n, m, p: 0) if audit is None else audit.every,
+            max_answer_bytes=max_answer_bytes,
         )
     return ScriptedWorld(service, executor, key, scripted, deps, decider, cordons, auditor)
 

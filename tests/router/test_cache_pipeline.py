@@ -269,3 +269,44 @@ def test_a_leaders_refusal_for_credits_is_its_own_and_the_calls_that_joined_are_
     assert (joined.status, json.loads(joined.body)["result"]) == (200, "0x64")
     assert world.urls_called() == [A, B]  # A, cooling down after the leader's try, is skipped
     assert world.balance() == 200
+
+
+def test_the_free_tier_reads_the_cache_but_never_writes_it() -> None:
+    block = {"number": FINAL, "hash": "0x" + "cd" * 32}
+    world = _world([answering(block)] * 3)
+    call = rpc(BLOCK, [FINAL, False], 1)
+    for _ in range(2):  # anonymous calls keep nothing: each is a node's
+        assert json.loads(world.public(call).body)["result"] == block
+    assert world.urls_called() == [A, A]
+    assert _header(world.call(call)) == "MISS"  # a key's answer is kept ...
+    assert json.loads(world.public(call).body)["result"] == block  # ... and read by anyone
+    assert world.urls_called() == [A, A, A]
+
+
+def test_the_free_tier_is_never_told_whether_an_answer_came_from_the_cache() -> None:
+    world = _world([answering({"number": FINAL})])
+    call = rpc(BLOCK, [FINAL, False], 1)
+    assert _header(world.call(call)) == "MISS"
+    public = world.public(call)
+    assert json.loads(public.body)["result"] == {"number": FINAL}
+    assert _header(public) is None
+    assert _header(world.call(call)) == "HIT"
+
+
+def test_a_customer_with_nothing_left_gets_no_answer_from_the_cache_even_a_free_one() -> None:
+    block = {"number": FINAL}
+    world = scripted_world(
+        [(A, NODE_PRICE, [answering(block)])],
+        methods=(BLOCK,),
+        heads={A: HEAD},
+        cache_bytes=1 << 20,
+        balance_nano=0,
+    )
+    other = world.another_key(2, customer_id=2)  # a customer with credits fills the cache
+    call = rpc(BLOCK, [FINAL, False], 1)
+    assert json.loads(world.call(call, key=other).body)["result"] == block
+    assert json.loads(world.call(call, key=other).body)["result"] == block  # a free hit
+    refused = world.call(call)
+    assert refused.status == 402
+    assert json.loads(refused.body)["error"]["code"] == -32601
+    assert world.urls_called() == [A]

@@ -51,6 +51,7 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         "CallNeeds",
         "LogsRange",
         "PlanRoutes",
+        "WithinPriceCap",
         "CapableRoutes",
         "HasTheBlock",
         "NotBehindSeen",
@@ -58,6 +59,8 @@ def test_the_keyed_and_free_tier_pipelines_run_their_stages_in_this_order() -> N
         "CreditHold",
         "Attempt",
     ]
+    assert names(service.keyed.answered_stages) == ["AnswerWithinBound"]
+    assert names(service.public.answered_stages) == ["FreeTierAnswerBytes", "AnswerWithinBound"]
     assert names(service.keyed.closing_stages) == ["Book"]
     assert names(service.public.closing_stages) == ["CountFreeCall"]
     # With audits on, every call closes through their sampling too, once booked.

@@ -141,7 +141,7 @@ async def test_a_subscription_after_unsubscribing_everything_is_on_a_running_fee
 
 
 async def test_a_subscribe_in_flight_as_the_connection_closes_leaves_nothing_behind() -> None:
-    hub = Hub(lambda: SNAP, _unreachable, lambda c: None)
+    hub = Hub(lambda: SNAP, _unreachable, lambda c: None, feed_grace_s=0)  # stopped at once
     link = Link()
     session, _ = _session(link, hub, balance=150)  # one notification's worth
     task = asyncio.create_task(session.run())

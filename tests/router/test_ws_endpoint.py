@@ -65,7 +65,7 @@ def served(
     engine.dispose()
     settings = {
         "CHAINROUTER_USAGE_FLUSH_INTERVAL_S": "0.5",
-        "CHAINROUTER_WS_MAX_CONNECTIONS_PER_KEY": "250",  # the many-clients test holds 200
+        "CHAINROUTER_WS_MAX_CONNECTIONS_PER_ADDRESS": "250",  # the many-clients test holds 200
     }
     router = launch_router(
         Path(tmp),

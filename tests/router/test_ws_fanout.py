@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from chainrouter.router.ws.fanout import Fanout, Subscription
 from chainrouter.router.ws.heads import Head
 from chainrouter.router.ws.protocol import LogFilter, SubscriptionKind
@@ -85,3 +88,49 @@ def test_unsubscribing_stops_the_messages_and_says_whether_there_was_one() -> No
     fanout.pending(b'"0xdef"')
     assert _results(queue) == ["0xabc"]
     assert not fanout.wants(SubscriptionKind.NEW_PENDING_TRANSACTIONS)
+
+
+_ADDRESSES = [A1, A2, "0x" + "cc" * 20]
+_TOPICS = [T1, "0x" + "22" * 32]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    filters=st.lists(
+        st.tuples(
+            st.none() | st.frozensets(st.sampled_from(_ADDRESSES), min_size=1),
+            st.lists(st.none() | st.frozensets(st.sampled_from(_TOPICS), min_size=1), max_size=2),
+        ),
+        max_size=8,
+    ),
+    removed=st.sets(st.integers(0, 7)),
+    logs=st.lists(
+        st.tuples(
+            st.sampled_from([*_ADDRESSES, A1.upper().replace("0X", "0x")]),
+            st.lists(st.sampled_from(_TOPICS), max_size=2),
+        ),
+        max_size=6,
+    ),
+)
+def test_a_log_reaches_exactly_the_subscribers_whose_filter_matches_it_whatever_the_index(
+    filters: list[tuple[frozenset[str] | None, list[frozenset[str] | None]]],
+    removed: set[int],
+    logs: list[tuple[str, list[str]]],
+) -> None:
+    """Logs are matched through an index by address; each subscriber still gets, in order,
+    exactly the logs its filter matches, after any subscriptions came and went."""
+    fanout = Fanout()
+    queues = [Queue() for _ in filters]
+    held: list[tuple[LogFilter, Queue]] = []
+    for n, ((addresses, topics), queue) in enumerate(zip(filters, queues, strict=True)):
+        log_filter = LogFilter(addresses, tuple(topics))
+        fanout.add(Subscription(f"0x{n}", SubscriptionKind.LOGS, queue, log_filter))
+        if n in removed:
+            fanout.remove(f"0x{n}")
+        else:
+            held.append((log_filter, queue))
+    given_logs = [{"address": address, "topics": topics} for address, topics in logs]
+    fanout.logs(given_logs)
+    for log_filter, queue in held:
+        assert _results(queue) == [log for log in given_logs if log_filter.matches(log)]
+    assert all(not queue.got for n, queue in enumerate(queues) if n in removed)

@@ -16,6 +16,7 @@ from chainrouter.domain.enums import RoutingStrategy, Scenario
 from chainrouter.domain.routing import RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router.context import RequestContext
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.pipeline import Reply
@@ -24,7 +25,9 @@ from chainrouter.router.ws.heads import Head
 from chainrouter.router.ws.protocol import SubscriptionKind
 from chainrouter.router.ws.session import (
     KEY_REVOKED,
+    ORIGIN_NOT_ALLOWED,
     OUT_OF_CREDITS,
+    POLICY,
     SLOW_CLIENT,
     WsLimits,
     WsSession,
@@ -82,6 +85,12 @@ class Hub:
     def key_live(self, key_id: int) -> bool:
         return key_id not in self.revoked
 
+    def take_subscription(self, customer_id: int, entries: int) -> RpcError | None:
+        return None
+
+    def give_back_subscriptions(self, customer_id: int, count: int, entries: int) -> None:
+        return None
+
 
 async def _never(url: str) -> Any:
     raise AssertionError("the feed is fed by hand here")
@@ -91,7 +100,13 @@ async def _no_calls(body: bytes) -> Reply:
     raise AssertionError("no calls in these stories")
 
 
-def _session(link: Link, hub: Hub, balance: int, queue: int = 1000) -> tuple[WsSession, UsageMeter]:
+def _session(
+    link: Link,
+    hub: Hub,
+    balance: int,
+    queue: int = 1000,
+    recheck: Any = None,
+) -> tuple[WsSession, UsageMeter]:
     snapshot = RouterSnapshot(0, {}, RouteTable.build([], [], []), {})
     request = RequestContext(snapshot, 0, "b1", b"", str(CHAIN), "crk_x", None, None, None)
     request.access = KeyAccess(KEY_ID, CUSTOMER, ("*",), RoutingStrategy.ECONOMY, False)
@@ -99,7 +114,9 @@ def _session(link: Link, hub: Hub, balance: int, queue: int = 1000) -> tuple[WsS
     credits = CreditView()
     credits.replace_stored({CUSTOMER: balance})
     meter = UsageMeter()
-    session = WsSession(link, request, hub, _no_calls, credits, meter, WsLimits(100, queue))
+    session = WsSession(
+        link, request, hub, _no_calls, credits, meter, WsLimits(100, queue), recheck
+    )
     return session, meter
 
 
@@ -185,3 +202,104 @@ async def test_a_client_that_does_not_read_is_dropped_and_the_others_go_on() -> 
     assert len(hub.the_feed.fanout) == 1  # the fine client's subscription alone
     fine.said.put_nowait(None)
     await asyncio.wait_for(tasks[1], 5)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "closed"),
+    [
+        (401, RpcCode.SERVER_ERROR, KEY_REVOKED),
+        (403, RpcCode.SERVER_ERROR, ORIGIN_NOT_ALLOWED),
+        (402, RpcCode.INSUFFICIENT_CREDITS, OUT_OF_CREDITS),
+        (422, RpcCode.CHAIN_NOT_SUPPORTED, POLICY),
+    ],
+)
+async def test_a_connection_its_checks_refuse_now_ends_its_subscriptions_and_says_why(
+    status: int, code: RpcCode, closed: int
+) -> None:
+    """The upgrade's checks run again (the hub's `recheck`) refuse the connection: however
+    quiet its subscriptions, they end with the refusal, and the close code tells why."""
+    refusal = RpcError(status, code, "refused now")
+    link, hub = Link(), Hub()
+    verdict: list[RpcError | None] = [None]
+    session, meter = _session(link, hub, balance=10**9, recheck=lambda: verdict[0])
+    running = asyncio.create_task(session.run())
+    await _subscribe(link)
+    assert session.recheck() is None
+    verdict[0] = refusal
+    assert session.recheck() is refusal
+    session.refused(refusal)
+    await asyncio.wait_for(running, 5)
+    assert link.got[-1]["error"] == {"code": int(code), "message": "refused now"}
+    assert link.closed is not None
+    assert link.closed[0] == closed
+    assert session.closing
+    assert hub.left == 1  # off the feed
+    assert not meter.take().rows
+
+
+class LogsHub(Hub):
+    """Serves logs too, and holds a customer's subscriptions as the real hub does."""
+
+    def __init__(self, refusal: RpcError | None = None) -> None:
+        super().__init__()
+        self.refusal = refusal
+        self.held: list[int] = []  # entries of each subscription held
+
+    def served(self, chain_id: int, kind: SubscriptionKind) -> bool:
+        return True
+
+    def take_subscription(self, customer_id: int, entries: int) -> RpcError | None:
+        if self.refusal is None:
+            self.held.append(entries)
+        return self.refusal
+
+    def give_back_subscriptions(self, customer_id: int, count: int, entries: int) -> None:
+        assert sum(self.held) >= entries
+        self.held = self.held[count:]
+
+
+def _logs(call_id: int, addresses: int, topics: int = 0) -> str:
+    log_filter: dict[str, Any] = {"address": [f"0x{n:040x}" for n in range(1, addresses + 1)]}
+    if topics:
+        log_filter["topics"] = [[f"0x{n:064x}" for n in range(1, topics + 1)]]
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": call_id, "method": "eth_subscribe", "params": ["logs", log_filter]}
+    )
+
+
+async def _answers(link: Link, count: int) -> list[dict[str, Any]]:
+    for _ in range(200):
+        if len(link.got) >= count:
+            return link.got[:count]
+        await asyncio.sleep(0.01)
+    raise AssertionError("no answer")
+
+
+async def test_a_connections_filters_hold_at_most_its_bound_of_addresses_and_topics() -> None:
+    link, hub = Link(), LogsHub()
+    session, _ = _session(link, hub, balance=10**9)
+    running = asyncio.create_task(session.run())
+    link.said.put_nowait(_logs(1, 600))
+    link.said.put_nowait(_logs(2, 350, topics=60))  # 1,010 with the first
+    link.said.put_nowait(_logs(3, 350, topics=50))  # exactly 1,000
+    first, refused, fits = await _answers(link, 3)
+    assert "result" in first
+    assert refused["error"]["data"] == {"max_filter_entries": 1000}
+    assert "600" in refused["error"]["message"]
+    assert "result" in fits
+    assert hub.held == [600, 400]
+    link.said.put_nowait(None)
+    await asyncio.wait_for(running, 5)
+    assert hub.held == []  # given back as the connection closed
+
+
+async def test_a_subscription_past_the_customers_bounds_is_refused_with_the_hubs_reason() -> None:
+    refusal = RpcError(429, RpcCode.SERVER_ERROR, "too many subscriptions for this customer")
+    link, hub = Link(), LogsHub(refusal)
+    session, _ = _session(link, hub, balance=10**9)
+    running = asyncio.create_task(session.run())
+    link.said.put_nowait(_logs(1, 3))
+    (answer,) = await _answers(link, 1)
+    assert answer["error"]["message"] == "too many subscriptions for this customer"
+    link.said.put_nowait(None)
+    await asyncio.wait_for(running, 5)

@@ -58,6 +58,7 @@ class ApiKeyOut(OutModel):
     verified: bool = Field(
         description="Every provable answer proven before it is served (docs/integrity.md)."
     )
+    max_price_per_call: CreditsOut = Field(description="The most one call may cost; 0: no cap.")
     spent_today: CreditsOut = Field(
         description="Credits spent since 00:00 UTC, as routers have written it (5 s behind)."
     )
@@ -80,6 +81,7 @@ class ApiKeyOut(OutModel):
             rate_limit_interval_sec=key.rate_limit_interval_sec,
             spend_alert=credits_out(key.spend_alert_nano),
             verified=key.verified,
+            max_price_per_call=credits_out(key.max_price_per_call_nano),
             spent_today=credits_out(spent_today_nano),
             created_at=key.created_at,
             updated_at=key.updated_at,
@@ -112,6 +114,7 @@ async def create_api_key(body: ApiKeyCreate, caller: Caller, ctx: Context) -> Re
         rate_limit_interval_sec=body.rate_limit_interval_sec,
         spend_alert_nano=body.spend_alert,
         verified=body.verified,
+        max_price_per_call_nano=body.max_price_per_call,
     )
     out = CreatedApiKeyOut(**ApiKeyOut.of(created.record).model_dump(), api_key=created.secret)
     return respond(out, 201, headers={"Cache-Control": "no-store"})
@@ -149,6 +152,7 @@ async def update_api_key(
         rate_limit_interval_sec=body.rate_limit_interval_sec,
         spend_alert_nano=body.spend_alert,
         verified=body.verified,
+        max_price_per_call_nano=body.max_price_per_call,
     )
     updated = await run_in_threadpool(
         api_keys.update_api_key, ctx.engine, caller.customer_id, key_id, changes

@@ -18,7 +18,7 @@ from chainrouter.domain.cacheable import CachePrices
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.records import Principal
-from chainrouter.domain.urls import normalise_url
+from chainrouter.domain.urls import normalise_url, refuse_userinfo
 from chainrouter.management import submissions
 from chainrouter.management.errors import RateLimitedError
 from chainrouter.operator_config.model import (
@@ -262,9 +262,9 @@ class NodeRequestIn(BaseModel):
 
     name: Name
     # Checked again once normalised: percent-encoding can make it longer than the column.
-    url: Annotated[HttpsUrl, AfterValidator(normalise_url), UrlLength] = Field(
-        description="The node's https:// URL; it must pass EVM screening."
-    )
+    url: Annotated[
+        HttpsUrl, AfterValidator(refuse_userinfo), AfterValidator(normalise_url), UrlLength
+    ] = Field(description="The node's https:// URL; it must pass EVM screening.")
     vm: Literal["evm"] = "evm"
     email: Email | None = None
     privacy_policy_url: HttpUrl | None = None

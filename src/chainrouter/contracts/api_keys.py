@@ -32,6 +32,14 @@ Strategy = Annotated[
     Field(description="economy: cheapest route first; performance: fastest route first."),
 ]
 
+MaxPrice = Annotated[
+    Credits,
+    Field(
+        ge=0,
+        description="The most one call may cost, in credits (exact); a call no route serves "
+        "within it is refused (HTTP 422, -32013), never billed; 0: no cap.",
+    ),
+]
 SpendAlert = Annotated[
     Credits,
     Field(
@@ -62,6 +70,7 @@ class ApiKeyCreate(BaseModel):
     rate_limit_interval_sec: KeyRateInterval = 1
     spend_alert: SpendAlert = 0
     verified: Verified = False
+    max_price_per_call: MaxPrice = 0
 
 
 class ApiKeyUpdate(BaseModel):
@@ -77,6 +86,7 @@ class ApiKeyUpdate(BaseModel):
     rate_limit_interval_sec: KeyRateInterval | None = None
     spend_alert: SpendAlert | None = None
     verified: Verified | None = None
+    max_price_per_call: MaxPrice | None = None
 
     @model_validator(mode="after")
     def _no_nulls(self) -> ApiKeyUpdate:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from chainrouter.domain.enums import NodeSource, NodeStatus
-from chainrouter.domain.urls import normalise_url
+from chainrouter.domain.urls import normalise_url, refuse_userinfo
 from chainrouter.management.admin import MAX_METHOD_ROWS
 from chainrouter.operator_config.model import (
     ChainId,
@@ -21,12 +21,14 @@ from chainrouter.operator_config.model import (
     UrlLength,
 )
 
-# Stored and compared in their one spelling (domain/urls.py): `HTTP://Host:80` is `http://host/`.
+# Stored and compared in their one spelling (domain/urls.py): `HTTP://Host:80` is `http://host/`;
+# owned by identity (no credentials, which are refused, nor query).
 # That spelling's length is checked too: percent-encoding can make it longer than the column.
 NodeUrl = Annotated[
     StrictStr,
     Field(max_length=2048, pattern=r"^[hH][tT][tT][pP][sS]?://", description="http(s):// URL."),
     NoControls,
+    AfterValidator(refuse_userinfo),
     AfterValidator(normalise_url),
     UrlLength,
 ]
@@ -34,6 +36,7 @@ WsUrl = Annotated[
     StrictStr,
     Field(max_length=2048, pattern=r"^[wW][sS][sS]://", description="A wss:// URL."),
     NoControls,
+    AfterValidator(refuse_userinfo),
     AfterValidator(normalise_url),
     UrlLength,
 ]

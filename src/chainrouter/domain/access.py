@@ -17,3 +17,4 @@ class KeyAccess:
     rate_limit: int = 0  # calls per `rate_limit_interval_s`, the key's own limit; 0: none
     rate_limit_interval_s: int = 1
     verified: bool = False  # asks that every provable answer be proven (docs/integrity.md)
+    max_price_nano: int = 0  # the most one call may cost; 0: no cap

@@ -78,6 +78,7 @@ class ApiKey:
     rate_limit_interval_sec: int = 1
     spend_alert_nano: int = 0  # spend per UTC day that raises an alert; 0: none
     verified: bool = False  # every provable answer proven (docs/integrity.md)
+    max_price_per_call_nano: int = 0  # the most one call may cost; 0: no cap
 
 
 @dataclass(frozen=True, slots=True)

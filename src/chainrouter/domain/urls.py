@@ -15,6 +15,11 @@ path. Node URLs are compared and stored in their normal form (docs/security.md):
 - percent-escapes of unreserved characters (letters, digits, `-._~`) decoded, the others in
   upper case; the query kept as written; the fragment, which never reaches a server, dropped;
 - credentials (`user:pass@`) kept as written: they are case-sensitive.
+
+Who owns a node goes by its identity (`url_identity`): the normal form without credentials,
+query or fragment, which is what a connection reaches (scheme, host, port, path); a provider
+cannot claim another's node by adding `?mine`. Providers may not put credentials in a node URL
+at all (`refuse_userinfo`).
 """
 
 from __future__ import annotations
@@ -62,6 +67,24 @@ def normalise_url(url: str) -> str:
     path = _ESCAPE.sub(_normal_escape, dialled.raw_path) or "/"
     query = _ESCAPE.sub(_normal_escape, parts.query)
     return urlunsplit((scheme, netloc, path, query, ""))
+
+
+def url_identity(url: str) -> str:
+    """The node a normal-form URL (`normalise_url`) reaches: scheme, host, port and path, without
+    credentials or query, which change what is asked of the node, not which node it is."""
+    parts = urlsplit(url)
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def refuse_userinfo(url: str) -> str:
+    """`url` unchanged; ValueError if it carries credentials (`user:pass@`)."""
+    if "@" in urlsplit(url).netloc:
+        raise ValueError(
+            "credentials (user:password@) are not accepted in a node URL; put an access key in "
+            "the path or the query"
+        )
+    return url
 
 
 def _host(raw: str) -> str:

@@ -23,6 +23,7 @@ class RpcCode(IntEnum):
     NO_OPCODE_CAPABLE_NODES = -32011
     INSUFFICIENT_HISTORY = -32012
     NO_SINGLE_PROVIDER = -32013
+    ANSWER_TOO_LARGE = -32014  # a request's answers past its bound (docs/security.md)
     PUBLIC_RATE_LIMITED = -32029
     PUBLIC_CAPACITY_EXHAUSTED = -32030
     KEY_RATE_LIMITED = -32031  # the API key's own rate limit (not in the spec's table)

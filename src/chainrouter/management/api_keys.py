@@ -42,6 +42,7 @@ class ApiKeyChanges:
     rate_limit_interval_sec: int | None = None
     spend_alert_nano: int | None = None
     verified: bool | None = None
+    max_price_per_call_nano: int | None = None
 
     def columns(self) -> dict[str, Any]:
         given = {
@@ -53,6 +54,7 @@ class ApiKeyChanges:
             "rate_limit_interval_sec": self.rate_limit_interval_sec,
             "spend_alert_nano": self.spend_alert_nano,
             "verified": self.verified,
+            "max_price_per_call_nano": self.max_price_per_call_nano,
         }
         return {column: value for column, value in given.items() if value is not None}
 
@@ -68,6 +70,7 @@ def create_api_key(
     rate_limit_interval_sec: int = 1,
     spend_alert_nano: int = 0,
     verified: bool = False,
+    max_price_per_call_nano: int = 0,
 ) -> CreatedApiKey:
     secret = generate_secret(SecretKind.API_KEY)
     with engine.begin() as connection:
@@ -89,6 +92,7 @@ def create_api_key(
             rate_limit_interval_sec=rate_limit_interval_sec,
             spend_alert_nano=spend_alert_nano,
             verified=verified,
+            max_price_per_call_nano=max_price_per_call_nano,
         )
         bump_config_version(connection)
     return CreatedApiKey(record, secret)
@@ -106,6 +110,23 @@ def spent_today(engine: Engine, customer_id: int, now: datetime | None = None) -
         return spent_by_key_since(connection, customer_id, midnight)
 
 
+# What routers read of a key (stores/sql/snapshot.py, `KeyAccess`): a change to anything else
+# (its name, its spend alert) makes no router reload its configuration, so that a loop of
+# renames costs the routers nothing (issue 52).
+ROUTED_COLUMNS = frozenset(
+    {
+        "allowed_domains",
+        "routing_strategy",
+        "active",
+        "bypass_credit_check",
+        "rate_limit",
+        "rate_limit_interval_sec",
+        "max_price_per_call_nano",
+        "verified",
+    }
+)
+
+
 def update_api_key(engine: Engine, customer_id: int, key_id: int, changes: ApiKeyChanges) -> ApiKey:
     """Change the given fields of one of the customer's keys; another customer's key is 404."""
     with engine.begin() as connection:
@@ -115,7 +136,8 @@ def update_api_key(engine: Engine, customer_id: int, key_id: int, changes: ApiKe
         columns = changes.columns()
         if columns:
             store.update_api_key(connection, key_id, columns)
-            bump_config_version(connection)
+            if ROUTED_COLUMNS.intersection(columns):
+                bump_config_version(connection)
         updated = store.get_api_key(connection, key_id)
     assert updated is not None
     return updated

@@ -1,8 +1,10 @@
 """Providers' nodes: registration after mandatory screening, status changes, status reads.
 
-A node URL has exactly one owner. Registering a URL another provider owns is 404 (its existence
-is not revealed); one already on another plan of the same provider is 409. Every write bumps the
-configuration version, so routers start or stop using the node at their next poll (about 1 s).
+A node URL has exactly one owner, by what it reaches (scheme, host, port, path: its query and
+credentials do not make it another node; domain/urls.py). Registering a URL that reaches a node
+another provider owns is 404 (its existence is not revealed); one already on another plan of
+the same provider is 409. Every write bumps the configuration version, so routers start or stop
+using the node at their next poll (about 1 s).
 """
 
 from __future__ import annotations
@@ -76,10 +78,13 @@ def _check_ownership(
         if plan is None or plan.provider_id != provider_id:
             raise NotFoundError(f"no plan {plan_id}")
         existing = store.find_node(connection, _table(kind), url=url)
+        reaching = store.nodes_reaching(connection, _table(kind), url)
+    # Owned by what the URL reaches, not by its spelling: another provider's node with a query
+    # added (`?mine`) is still theirs.
+    if any(node.provider_id != provider_id for node in reaching):
+        raise NotFoundError("no node with this URL")  # another provider's: not revealed
     if existing is None:
         return None
-    if existing.provider_id != provider_id:
-        raise NotFoundError("no node with this URL")  # another provider's: not revealed
     if existing.plan_id != plan_id:
         raise ConflictError(
             f"this URL is already registered as node {existing.id} on your plan "

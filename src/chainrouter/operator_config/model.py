@@ -279,14 +279,19 @@ class ChainSpec(_Strict):
         )
 
 
+# The most a method may cost per call, in nano-credits: 100 credits (USD), whoever sets it.
+MAX_PRICE_NANO = 100 * 10**9
+
+
 class MethodPriceSpec(_Strict):
     """The price of one method on a plan; `chain_id` null means every chain."""
 
     method: MethodName
     vm: Literal["evm"] = "evm"
     node_target_type: TargetType = "full"
-    cost: Annotated[Credits, Field(ge=0)] = Field(
-        description="Credits per call (1 credit = 1 USD), exact to 9 decimal places; 0 is free."
+    cost: Annotated[Credits, Field(ge=0, le=MAX_PRICE_NANO)] = Field(
+        description="Credits per call (1 credit = 1 USD), exact to 9 decimal places; 0 is free; "
+        "at most 100 (no call costs more: a price past it is a mistake or an attack)."
     )
     rate_limit: NonNegativeInt | None = None
     rate_limit_interval_sec: PositiveInt | None = None

@@ -51,6 +51,7 @@ class RequestContext:
     refusal: RpcError | None = None  # set by the stage that refuses the request as a whole
     split_ranges: int = 0  # eth_getLogs ranges asked of nodes for calls split in parts
     cache_hits: int = 0  # calls answered from the cache or by joining an identical call
+    answer_bytes: int = 0  # of the answers its calls have ended with so far (stages/bounds.py)
     # Seconds the native server spent on the request before the pipeline got it (calls it sent
     # under decisions): taken off every call's deadline.
     waited_s: float = 0.0
@@ -105,6 +106,9 @@ class CallContext:
     # beyond the block parameter, and the epoch slots read, with their values then.
     params_read: bool = False
     epochs_read: dict[int, int] = field(default_factory=dict)
+    # The outcome a bound withheld from the client (`withhold`): still the one the calls that
+    # joined this one get, and the one the cache may keep.
+    withheld: Withheld | None = None
 
     @property
     def cost_nano(self) -> int:
@@ -139,3 +143,32 @@ class CallContext:
         self.scenario = scenario
         self.status = status
         self.answer = answer
+
+    def withhold(self, status: int, answer: bytes, retry_after_s: float | None = None) -> None:
+        """A bound keeps the ended call's answer from its client (stages/bounds.py): the
+        client gets `answer` instead, the call is `refused` and costs nothing; the outcome it
+        had is kept in `withheld` for the calls that joined it and the cache."""
+        scenario = self.scenario
+        if scenario is None or self.withheld is not None:
+            return
+        self.withheld = Withheld(
+            scenario, self.status, self.answer, self.retry_after_s, self.served_by
+        )
+        self.scenario = Scenario.REFUSED
+        self.served_by = None  # no plan's quota counts it
+        self.status = status
+        self.answer = answer
+        self.retry_after_s = retry_after_s
+        self.charged_nano = 0
+        self.ranges_served_by = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Withheld:
+    """An ended call's outcome, as it was before a bound withheld it."""
+
+    scenario: Scenario
+    status: int
+    answer: bytes
+    retry_after_s: float | None
+    served_by: Route | None

@@ -38,8 +38,9 @@ from chainrouter.domain.enums import Scenario
 from chainrouter.ratelimit.window import Bucket
 
 # 9: one data plane: decisions in `HttpAnswer`, `Attempted` calls in `HttpRequest`, `Coalesce`,
-# `Receipt` and `Verdict`; the Rust side generated from this module.
-VERSION = 11
+# `Receipt` and `Verdict`; the Rust side generated from this module. 11: a decision's
+# `audit_every` and a receipt's `audited` (audits). 12: a decision's `max_answer_bytes`.
+VERSION = 12
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -148,6 +149,10 @@ class Decision:
     # call's bytes (`audited`), however plain its answer, for the audits to sample
     # (router/audits.py: the rate is theirs, the server only counts). 0: none.
     audit_every: int = 0
+    # The bound on the bytes of its request's answers (router/stages/bounds.py): a request
+    # whose answers pass it is not served under decisions but handed to the pipeline, which
+    # withholds the answers past it. 0: no bound.
+    max_answer_bytes: int = 0
 
 
 @dataclass(slots=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import orjson
 
 from chainrouter.jsonrpc.errors import RpcCode, RpcError, body_too_large
-from chainrouter.net.client_ip import IpNetwork, client_address, in_networks
+from chainrouter.net.client_ip import IpNetwork, client_address, client_block, in_networks
 from chainrouter.router.contract import HttpAnswer, HttpRequest
 from chainrouter.router.fast.decisions import Decider
 from chainrouter.router.metrics import RouterMetrics
@@ -165,7 +165,8 @@ class RouterFace:
 
     def _upgrade(self, request: HttpRequest) -> HttpAnswer:
         """A WebSocket upgrade (the native server's; uvicorn carries the Python executor's): 101
-        when the keyed route's checks pass and the key has room for one more connection, the
+        when the keyed route's checks pass and the key has room for one more connection from the
+        client's address, and its customer for one more (router/ws/hub.py, `WsBounds`), the
         server then handing the connection to the session (docs/websocket.md); else the
         refusal's status and error."""
         service, hub = self._service, self._hub
@@ -177,14 +178,9 @@ class RouterFace:
             parts[0], parts[1], origin=request.origin, referer=request.referer
         )
         refusal = checked.refusal
-        if (
-            refusal is None
-            and checked.access is not None
-            and not hub.has_room(checked.access.key_id)
-        ):
-            refusal = RpcError(
-                429, RpcCode.SERVER_ERROR, "too many WebSocket connections for this key"
-            )
+        if refusal is None and checked.access is not None:
+            address = client_address(request.peer, request.forwarded_for, self._trusted)
+            refusal = hub.refusal(checked.access, client_block(address))
         if refusal is not None:
             return _answer(service.refuse(refusal), request.origin)
         key = request.websocket_key or ""

@@ -56,6 +56,7 @@ class Pipeline:
         request_stages: Sequence[RequestStage],
         call_stages: Sequence[CallStage],
         closing_stages: Sequence[CallStage],
+        answered_stages: Sequence[CallStage] = (),
         *,
         keep_requests: bool = False,
         hand_decisions: bool = False,
@@ -64,6 +65,9 @@ class Pipeline:
         self.request_stages = tuple(request_stages)
         self.call_stages = tuple(call_stages)
         self.closing_stages = tuple(closing_stages)
+        # After a call stage ended the call, before the closing ones: they may withhold its
+        # answer (the bounds), and may await.
+        self.answered_stages = tuple(answered_stages)
         # Hand each request and its ended calls back with the reply, for the request log.
         self.keep_requests = keep_requests
         # Hand them back for decisions (an executor that applies them), when not logged.
@@ -130,6 +134,10 @@ class Pipeline:
                     break
             else:
                 raise RuntimeError("no call stage ended the call")
+            for answered in self.answered_stages:
+                pending = answered.run(context)
+                if pending is not None:
+                    await pending
         finally:
             for closing in self.closing_stages:
                 closing.run(context)

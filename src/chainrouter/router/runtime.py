@@ -61,7 +61,7 @@ from chainrouter.router.stages.audit import Audit, finalized_from
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
 from chainrouter.router.ws.feed import Connect
-from chainrouter.router.ws.hub import Hub
+from chainrouter.router.ws.hub import Hub, WsBounds
 from chainrouter.router.ws.node_health import WsHealthPolicy, WsNodeHealth
 from chainrouter.router.ws.session import WsLimits
 from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
@@ -329,6 +329,7 @@ def build_runtime(
             max_logs_block_range=settings.max_logs_block_range,
             logs_split_max_parts=settings.logs_split_max_parts,
             logs_split_concurrency=settings.logs_split_concurrency,
+            max_answer_bytes=settings.max_answer_bytes,
         ),
         free_tier=FreeTierLimits(
             enabled=settings.free_tier_enabled,
@@ -336,6 +337,7 @@ def build_runtime(
             ip_interval_s=settings.free_tier_ip_interval_s,
             capacity_per_s=settings.free_tier_capacity_per_s,
             signup_url=settings.signup_url,
+            ip_answer_bytes=settings.free_tier_ip_answer_bytes,
         ),
         health=health,
         capabilities=capabilities,
@@ -380,6 +382,7 @@ def build_runtime(
             batch_of=batch_of,
             node_head=health.node_head,
             audit_every=(lambda n, m, p: 0) if audit is None else audit.every,
+            max_answer_bytes=deps.limits.max_answer_bytes,
         )
         settle = Settle(
             ledger, grants, metrics, health.node_head, None if audit is None else audit.receipt
@@ -428,11 +431,21 @@ def build_runtime(
             lambda: service.snapshot,
             connect,
             health.chain_head,
-            max_connections_per_key=settings.ws_max_connections_per_key,
+            bounds=WsBounds(
+                settings.ws_max_connections_per_address,
+                settings.ws_max_connections_per_customer,
+                settings.ws_max_subscriptions_per_customer,
+                settings.ws_max_filter_entries_per_customer,
+            ),
             health=ws_health,
+            recheck_interval_s=settings.ws_recheck_interval_s,
+            feed_grace_s=settings.ws_feed_grace_s,
         ),
         ws_limits=WsLimits(
-            settings.ws_max_subscriptions, settings.ws_send_queue, settings.max_batch_size
+            settings.ws_max_subscriptions,
+            settings.ws_send_queue,
+            settings.max_batch_size,
+            settings.ws_max_filter_entries,
         ),
         shared_epochs=_shared_epochs(settings, cache, finality),
         shared_heads=None

@@ -40,8 +40,22 @@ class RpcService:
         kept = {"keep_requests": keep_requests, "cache_header": deps.caching}
         # Keyed calls' decisions, for an executor that applies them (router/fast/).
         decided = {"hand_decisions": deps.grants is not None}
-        self.keyed = Pipeline(stages.keyed(deps), calls, stages.closing(deps), **kept, **decided)
-        self.public = Pipeline(stages.public(deps), calls, stages.free_closing(deps), **kept)
+        self.keyed = Pipeline(
+            stages.keyed(deps),
+            calls,
+            stages.closing(deps),
+            stages.answered(deps),
+            **kept,
+            **decided,
+        )
+        # No `X-Cache` on the free tier: it would tell an anonymous caller what others asked.
+        self.public = Pipeline(
+            stages.public(deps),
+            calls,
+            stages.free_closing(deps),
+            stages.free_answered(deps),
+            keep_requests=keep_requests,
+        )
         self.upgrade_stages = tuple(stages.websocket(deps))
         # The next batch id; a native worker's comes from its memo (one sequence with its own).
         self.batch_ids: Callable[[], str] = batch_ids or BatchIds().next

@@ -50,12 +50,14 @@ class RouterApp:
         self.executor: PythonExecutor | None = None
         self._face: RouterFace | None = None
         self._max_body = 0
+        self._trusted: list[IpNetwork] = []
 
     def attach(
         self, runtime: RouterRuntime, trusted: list[IpNetwork], executor: PythonExecutor
     ) -> None:
         self.runtime = runtime
         self.executor = executor
+        self._trusted = trusted
         self._face = runtime.face(trusted, executor)
         self._max_body = runtime.service.max_body_bytes
 
@@ -72,7 +74,7 @@ class RouterApp:
             runtime, executor = self.runtime, self.executor
             assert runtime is not None, "served before the lifespan started"
             assert executor is not None
-            await serve_websocket(runtime, executor, scope, receive, send)
+            await serve_websocket(runtime, executor, self._trusted, scope, receive, send)
             return
         if scope["type"] != "http":
             return

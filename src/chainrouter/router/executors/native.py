@@ -160,7 +160,9 @@ def run_worker(settings: Settings, listener: socket.socket, native: Any) -> int:
         server.apply_decisions(deps.grants.memo, runtime.settle)
     clients = WsClients()
     server.accept_websockets(
-        websocket_handler(runtime, executor.driver, loop, settings.ws_max_message_bytes, clients)
+        websocket_handler(
+            runtime, executor.driver, loop, settings.ws_max_message_bytes, trusted, clients
+        )
     )
     settle_heap()
     stopping = asyncio.Event()

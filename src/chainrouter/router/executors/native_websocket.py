@@ -11,12 +11,13 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
 
+from chainrouter.net.client_ip import IpNetwork, client_address, client_block
 from chainrouter.router.contract import HttpRequest
 from chainrouter.router.pipeline import Reply
 from chainrouter.router.runtime import RouterRuntime
@@ -149,6 +150,7 @@ def websocket_handler(
     driver: Any,
     loop: asyncio.AbstractEventLoop,
     max_bytes: int,
+    trusted: Sequence[IpNetwork],
     clients: WsClients | None = None,
 ) -> Callable[[HttpRequest, int], None]:
     """What the native server calls, on its thread, with each accepted connection's request
@@ -157,7 +159,10 @@ def websocket_handler(
     tasks = held.tasks
 
     def start(request: HttpRequest, fd: int) -> None:
-        task = loop.create_task(_serve(runtime, driver, loop, request, fd, max_bytes, held))
+        address = client_block(client_address(request.peer, request.forwarded_for, trusted))
+        task = loop.create_task(
+            _serve(runtime, driver, loop, request, fd, max_bytes, held, address)
+        )
         tasks.add(task)
         task.add_done_callback(tasks.discard)
 
@@ -175,12 +180,13 @@ async def _serve(
     fd: int,
     max_bytes: int,
     clients: WsClients,
+    address: str,
 ) -> None:
     reader, writer = await asyncio.open_connection(sock=socket.socket(fileno=fd))
     link = SocketLink(reader, writer, max_bytes)
     clients.links.add(link)
     try:
-        await _session(runtime, driver, loop, request, link, writer)
+        await _session(runtime, driver, loop, request, link, writer, address)
     finally:
         clients.links.discard(link)
 
@@ -192,6 +198,7 @@ async def _session(
     request: HttpRequest,
     link: SocketLink,
     writer: asyncio.StreamWriter,
+    address: str,
 ) -> None:
     service, hub = runtime.service, runtime.hub
     assert hub is not None
@@ -199,7 +206,7 @@ async def _session(
     origin, referer = request.origin, request.referer
     checked = service.check_upgrade(chain_segment, api_key, origin=origin, referer=referer)
     access = checked.access
-    if checked.refusal is not None or access is None or not hub.open(access.key_id):
+    if checked.refusal is not None or access is None or hub.open(access, address) is not None:
         await link.close(_POLICY, "refused")  # the configuration changed since the 101
         return
 
@@ -228,13 +235,26 @@ async def _session(
         return await answered
 
     deps = service.deps
-    session = WsSession(link, checked, hub, handle, deps.credits, deps.meter, runtime.ws_limits)
+    session = WsSession(
+        link,
+        checked,
+        hub,
+        handle,
+        deps.credits,
+        deps.meter,
+        runtime.ws_limits,
+        lambda: (
+            service.check_upgrade(chain_segment, api_key, origin=origin, referer=referer).refusal
+        ),
+    )
     pinging = asyncio.create_task(link.keep_alive())
+    hub.watch(session)
     try:
         await session.run()
     except Exception:
         log.exception("a WebSocket session failed")
     finally:
+        hub.unwatch(session)
         pinging.cancel()
-        hub.close(access.key_id)
+        hub.close(access, address)
         writer.close()

@@ -7,10 +7,12 @@ WebSocket (docs/websocket.md)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
+from chainrouter.net.client_ip import IpNetwork, client_address, client_block
 from chainrouter.router.executors.python import PythonExecutor
 from chainrouter.router.pipeline import Reply
 from chainrouter.router.runtime import RouterRuntime
@@ -48,7 +50,12 @@ class AsgiLink:
 
 
 async def serve_websocket(
-    runtime: RouterRuntime, executor: PythonExecutor, scope: dict[str, Any], receive: Any, send: Any
+    runtime: RouterRuntime,
+    executor: PythonExecutor,
+    trusted: Sequence[IpNetwork],
+    scope: dict[str, Any],
+    receive: Any,
+    send: Any,
 ) -> None:
     hub = runtime.hub
     assert hub is not None
@@ -68,9 +75,12 @@ async def serve_websocket(
         return
     access = request.access
     assert access is not None
-    if not hub.open(access.key_id):
-        limit = RpcError(429, RpcCode.SERVER_ERROR, "too many WebSocket connections for this key")
-        await _deny(scope, send, limit)
+    client = scope.get("client")
+    peer = client[0] if client else ""
+    address = client_block(client_address(peer, headers.get(b"x-forwarded-for"), trusted))
+    refusal = hub.open(access, address)
+    if refusal is not None:
+        await _deny(scope, send, refusal)
         return
     try:
         if (await receive())["type"] != "websocket.connect":
@@ -92,10 +102,19 @@ async def serve_websocket(
             deps.credits,
             deps.meter,
             runtime.ws_limits,
+            lambda: (
+                service.check_upgrade(
+                    chain_segment, api_key, origin=origin, referer=referer
+                ).refusal
+            ),
         )
-        await session.run()
+        hub.watch(session)
+        try:
+            await session.run()
+        finally:
+            hub.unwatch(session)
     finally:
-        hub.close(access.key_id)
+        hub.close(access, address)
 
 
 async def _deny(scope: dict[str, Any], send: Any, refusal: RpcError) -> None:

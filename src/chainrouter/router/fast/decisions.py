@@ -51,6 +51,7 @@ class Decider:
         batch_of: Callable[[NodeInfo], int] = lambda node: 1,
         node_head: Callable[[int], int | None] = lambda node_id: None,
         audit_every: Callable[[NodeInfo, str, Any], int] = lambda node, method, params: 0,
+        max_answer_bytes: int = 0,
     ) -> None:
         self._prices = prices
         self._grants = grants
@@ -61,6 +62,8 @@ class Decider:
         self._node_head = node_head  # the head each node last told (router/health.py)
         # The share of a forward's calls the audits sample (router/stages/audit.py, `every`).
         self._audit_every = audit_every
+        # The bound on a request's answers, `AnswerWithinBound`'s (router/stages/bounds.py).
+        self._max_answer_bytes = max_answer_bytes
 
     @staticmethod
     def masks() -> dict[str, int]:
@@ -167,8 +170,8 @@ class Decider:
             member=member,
         )
 
-    @staticmethod
     def _decision(
+        self,
         call: CallContext,
         headers: list[tuple[str, str]],
         booking: Booking,
@@ -208,6 +211,7 @@ class Decider:
             # The ledger reads every answer of a call that tells the key's head.
             judge_each=rpc.method == HEAD_METHOD,
             audit_every=audit_every,
+            max_answer_bytes=self._max_answer_bytes,
         )
 
 

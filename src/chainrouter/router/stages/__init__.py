@@ -4,6 +4,8 @@ goes through (docs/architecture.md).
 A stage is a small class with one job and a `run` method that reads and writes the context:
 - a request stage (`RequestStage`) refuses the request by setting `request.refusal`;
 - a call stage (`CallStage`) ends the call by calling `call.end(...)`;
+- an answered stage runs after each call a call stage ended, and may withhold its answer (the
+  bounds of docs/security.md: `answered`, `free_answered`);
 - a closing stage runs after every call, whatever ended it: a keyed call is booked there, in
   the one ledger (`closing`: credits settled, usage metered, heads noted; router/ledger.py); the
   free tier's own list, `free_closing`, counts its calls for the metrics.
@@ -41,6 +43,7 @@ from chainrouter.router.stages.attempt import Attempt, AttemptLimits
 from chainrouter.router.stages.audit import Audit
 from chainrouter.router.stages.body import BodyWithinLimit
 from chainrouter.router.stages.book import Book
+from chainrouter.router.stages.bounds import AnswerWithinBound
 from chainrouter.router.stages.cache import Coalesce, FromCache, Land
 from chainrouter.router.stages.capable import CapableRoutes
 from chainrouter.router.stages.chain import SupportedChain
@@ -49,7 +52,12 @@ from chainrouter.router.stages.content_type import JsonContentType
 from chainrouter.router.stages.count import CountFreeCall
 from chainrouter.router.stages.credit import CreditHold, CreditLeft
 from chainrouter.router.stages.domain import AllowedDomain
-from chainrouter.router.stages.free_tier import FreeTierLimits, FreeTierOpen, FreeTierRoom
+from chainrouter.router.stages.free_tier import (
+    FreeTierAnswerBytes,
+    FreeTierLimits,
+    FreeTierOpen,
+    FreeTierRoom,
+)
 from chainrouter.router.stages.heads import HasTheBlock
 from chainrouter.router.stages.key import ApiKey
 from chainrouter.router.stages.key_limit import KeyRateLimit
@@ -57,6 +65,7 @@ from chainrouter.router.stages.logs_range import LogsRange
 from chainrouter.router.stages.method import MethodPriced
 from chainrouter.router.stages.needs import CallNeeds
 from chainrouter.router.stages.payload import ParsePayload
+from chainrouter.router.stages.price_cap import WithinPriceCap
 from chainrouter.router.stages.routes import PlanRoutes
 from chainrouter.router.stages.verify import Verify
 from chainrouter.router.stages.write import SignedTransactions
@@ -79,6 +88,7 @@ class RouterLimits:
     max_logs_block_range: int
     logs_split_max_parts: int = 16
     logs_split_concurrency: int = 4
+    max_answer_bytes: int = 16 * 1024 * 1024  # one request's answers (0: no bound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +179,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
         *cached,
         LogsRange(limits.max_logs_block_range),
         PlanRoutes(deps.health, deps.epochs),
+        WithinPriceCap(),
         CapableRoutes(deps.capabilities, limits.logs_split_max_parts),
         HasTheBlock(deps.health, deps.epochs),
         NotBehindSeen(deps.seen_heads, deps.health, deps.epochs),
@@ -194,6 +205,18 @@ def calls(deps: StageDeps) -> list[CallStage]:
             deps.cordon,
         ),
     ]
+
+
+def answered(deps: StageDeps) -> list[CallStage]:
+    """After each keyed call a call stage ended, before the closing ones: the request's bound."""
+    return [AnswerWithinBound(deps.limits.max_answer_bytes)]
+
+
+def free_answered(deps: StageDeps) -> list[CallStage]:
+    """After each free-tier call a call stage ended: the IP's budget of answer bytes, then the
+    request's bound on what it hands on (the budget's refusals included). The budget is the
+    smaller by far (1 MiB a minute to 16 MiB a request, by default): it rules first."""
+    return [FreeTierAnswerBytes(deps.free_tier), AnswerWithinBound(deps.limits.max_answer_bytes)]
 
 
 def closing(deps: StageDeps) -> list[CallStage]:

@@ -7,7 +7,7 @@ coalescing"; docs/cache.md).
   in flight is joined instead of sending another; the first one leads (the executor's flight
   table, through the `Coalesce` command).
 - `Land`, closing: the leader's outcome goes to the calls that joined it, and an answer that can
-  no longer change is kept.
+  no longer change is kept, if a key's: the free tier reads the cache but never writes it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import orjson
 
 from chainrouter.domain.cacheable import COALESCED, CachePrices, cache_key, keepable, pinned
 from chainrouter.domain.enums import Scenario
+from chainrouter.domain.routing import Route
 from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
@@ -32,6 +33,7 @@ from chainrouter.router.finality import Finality
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
 from chainrouter.router.response_cache import ResponseCache
+from chainrouter.router.stages.credit import has_credit_left
 
 SERVED = frozenset({Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED, Scenario.SPLIT})
 
@@ -108,7 +110,8 @@ class FromCache:
         if value is None or not _json(value):  # garbage in Redis is a miss, never an answer
             cache.memory.count((call.request.chain_id, call.call.method), hit=False)
             return
-        cache.keep(key, value, shared=False)
+        if call.request.access is not None:  # the free tier writes no cache, this one neither
+            cache.keep(key, value, shared=False)
         self._answer(call, value)
 
     def _answer(self, call: CallContext, result: bytes) -> None:
@@ -130,12 +133,16 @@ def end_from_cache(
     price = prices.price_nano(request.chain_id, call.call.method)
     access = request.access
     more = price - call.held_nano  # what the call holds already counts towards the price
-    if access is not None and more > 0:
-        if not credits.hold(access.customer_id, more, check=not access.bypass_credit_check):
+    if access is not None:
+        # A customer with nothing left gets no answer from the cache, a free one neither.
+        if not has_credit_left(credits, access) or (
+            more > 0
+            and not credits.hold(access.customer_id, more, check=not access.bypass_credit_check)
+        ):
             failure = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
             call.end(Scenario.INSUFFICIENT_CREDITS, 402, error_response(failure, call.call.id_json))
             return
-        call.held_nano += more
+        call.held_nano += max(more, 0)
     call.charged_nano = price
     request.cache_hits += 1
     call.end(Scenario.CACHE, 200, _answer(call.call.id_json, member))
@@ -197,9 +204,22 @@ class Land:
         if key is None:
             return
         leading, landed = call.leading, None
+        # What the call ended with, before any bound withheld it from its own client: the calls
+        # that joined have bounds of their own.
+        withheld = call.withheld
+        scenario, status, answer, retry_s, served_by = (
+            (call.scenario, call.status, call.answer, call.retry_after_s, call.served_by)
+            if withheld is None
+            else (
+                withheld.scenario,
+                withheld.status,
+                withheld.answer,
+                withheld.retry_after_s,
+                withheld.served_by,
+            )
+        )
         try:  # whatever happens here, the calls that joined are let go
-            scenario = call.scenario
-            keeps = self._keeps(call)
+            keeps = self._keeps(call, scenario, served_by)
             # A refusal for credits is the leader's customer's own, not the call's outcome: the
             # calls that joined are attempted on their own.
             shares = (
@@ -209,33 +229,37 @@ class Land:
             )
             if not (keeps or shares):
                 return
-            exact = exact_member(call.answer)
+            exact = exact_member(answer)
             if exact is None:
                 return  # not one JSON-RPC answer read exactly: neither kept nor shared
             parsed, member = exact
             if shares and scenario is not None:
-                landed = Landed(scenario, call.status, member, call.retry_after_s)
-            if keeps and "result" in parsed:
-                self._keep(call, key, parsed["result"], member)
+                landed = Landed(scenario, status, member, retry_s)
+            if keeps and "result" in parsed and served_by is not None:
+                self._keep(call, key, parsed["result"], member, served_by)
         finally:
             if leading is not None:
                 call.leading = None
                 leading.land(landed)
 
-    def _keeps(self, call: CallContext) -> bool:
-        """Whether the call's answer is one the cache may keep, if final."""
+    def _keeps(self, call: CallContext, scenario: Scenario | None, served_by: Route | None) -> bool:
+        """Whether the call's answer is one the cache may keep, if final: never a free-tier
+        call's (anonymous callers would fill, and evict, what paying customers share)."""
         return (
-            call.cache_pin is not None
-            and call.scenario in SERVED
-            and call.scenario is not Scenario.SPLIT  # its parts' nodes: too many heads to judge
-            and call.served_by is not None
+            call.request.access is not None
+            and call.cache_pin is not None
+            and scenario in SERVED
+            and scenario is not Scenario.SPLIT  # its parts' nodes: too many heads to judge
+            and served_by is not None
             and self._cache is not None
         )
 
-    def _keep(self, call: CallContext, key: str, result: Any, member: bytes) -> None:
-        pin, served_by = call.cache_pin, call.served_by
+    def _keep(
+        self, call: CallContext, key: str, result: Any, member: bytes, served_by: Route
+    ) -> None:
+        pin = call.cache_pin
         cache, finality = self._cache, self._finality
-        if pin is None or served_by is None or cache is None or finality is None:
+        if pin is None or cache is None or finality is None:
             return
         finalized = finality.finalized(call.request.chain_id)
         if keepable(pin, result, finalized, self._node_head(served_by.node.node_id)):

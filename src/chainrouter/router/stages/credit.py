@@ -3,6 +3,7 @@ settles it when the call ends: router/ledger.py)."""
 
 from __future__ import annotations
 
+from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import Scenario
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
@@ -10,6 +11,13 @@ from chainrouter.router.capabilities import CapabilityBook
 from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.fast.grants import Grants
 from chainrouter.router.metering import CreditView
+
+
+def has_credit_left(credits: CreditView, access: KeyAccess) -> bool:
+    """Whether the customer has anything left (or the key bypasses the check): what a
+    WebSocket connection needs to open (`CreditLeft`), and an answer no node gave, from the
+    cache or an identical call in flight, however cheap (stages/cache.py)."""
+    return access.bypass_credit_check or credits.available(access.customer_id) > 0
 
 
 class CreditHold:
@@ -69,6 +77,6 @@ class CreditLeft:
     def run(self, request: RequestContext) -> None:
         access = request.access
         assert access is not None, "ApiKey runs first"
-        if access.bypass_credit_check or self._credits.available(access.customer_id) > 0:
+        if has_credit_left(self._credits, access):
             return
         request.refusal = RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")

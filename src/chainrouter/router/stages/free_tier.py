@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 from chainrouter.jsonrpc.envelope import RpcCall
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.jsonrpc.responses import error_response
 from chainrouter.net.client_ip import client_block
 from chainrouter.ratelimit.window import Bucket
-from chainrouter.router.context import RequestContext
+from chainrouter.router.context import CallContext, RequestContext
 from chainrouter.router.contract import Acquire
 
 
@@ -19,6 +20,7 @@ class FreeTierLimits:
     ip_interval_s: float
     capacity_per_s: int
     signup_url: str | None
+    ip_answer_bytes: int = 1024 * 1024  # per `ip_interval_s`
 
     @property
     def signup_hint(self) -> str:
@@ -76,3 +78,35 @@ class FreeTierRoom:
                 f"the public free tier is at capacity; {limits.signup_hint}",
                 retry_after_s=wait_s,
             )
+
+
+class FreeTierAnswerBytes:
+    """After each free-tier call ends, its answer's bytes count against the client IP's budget
+    of answer bytes (beside its calls: one call can be answered with megabytes); an answer that
+    does not fit is withheld: HTTP 429, -32029 with the budget in `data` and when to retry. An
+    answer larger than the whole budget never fits."""
+
+    def __init__(self, limits: FreeTierLimits) -> None:
+        self._limits = limits
+
+    async def run(self, call: CallContext) -> None:
+        limits = self._limits
+        size = len(call.answer)
+        if call.scenario is None or not size:
+            return
+        bucket = Bucket(
+            f"free:bytes:{client_block(call.request.client_ip)}",
+            limits.ip_answer_bytes,
+            limits.ip_interval_s,
+            size,
+        )
+        if wait_s := await Acquire([bucket]):
+            refusal = RpcError(
+                429,
+                RpcCode.PUBLIC_RATE_LIMITED,
+                f"public free tier: at most {limits.ip_answer_bytes} bytes of answers per "
+                f"{limits.ip_interval_s:g} s per IP, and this answer has {size}; "
+                f"{limits.signup_hint}",
+                {"ip_answer_bytes": limits.ip_answer_bytes},
+            )
+            call.withhold(429, error_response(refusal, call.call.id_json), wait_s)

@@ -40,19 +40,46 @@ class Subscription:
 
 @dataclass(slots=True)
 class Fanout:
+    """The subscribers, by kind. `logs` subscribers are also indexed by the addresses their
+    filters name, so that a log is matched against the filters that name its address and the
+    ones that name none, never against every filter: the work per log follows what it
+    matches, not how many filters are held (a customer's thousands of filters that never
+    match cost the event loop nothing per log)."""
+
     _by_id: dict[str, Subscription] = field(default_factory=dict)
-    _heads: list[Subscription] = field(default_factory=list)
-    _logs: list[Subscription] = field(default_factory=list)
-    _pending: list[Subscription] = field(default_factory=list)
+    _heads: dict[str, Subscription] = field(default_factory=dict)
+    _logs: dict[str, Subscription] = field(default_factory=dict)
+    _pending: dict[str, Subscription] = field(default_factory=dict)
+    _any_address: dict[str, Subscription] = field(default_factory=dict)  # logs of any address
+    _by_address: dict[str, dict[str, Subscription]] = field(default_factory=dict)
 
     def add(self, subscription: Subscription) -> None:
-        self._by_id[subscription.subscription_id] = subscription
-        self._list(subscription.kind).append(subscription)
+        subscription_id = subscription.subscription_id
+        self._by_id[subscription_id] = subscription
+        self._of(subscription.kind)[subscription_id] = subscription
+        if subscription.kind is SubscriptionKind.LOGS:
+            addresses = _addresses(subscription)
+            if addresses is None:
+                self._any_address[subscription_id] = subscription
+            else:
+                for address in addresses:
+                    self._by_address.setdefault(address, {})[subscription_id] = subscription
 
     def remove(self, subscription_id: str) -> Subscription | None:
         found = self._by_id.pop(subscription_id, None)
-        if found is not None:
-            self._list(found.kind).remove(found)
+        if found is None:
+            return None
+        del self._of(found.kind)[subscription_id]
+        if found.kind is SubscriptionKind.LOGS:
+            addresses = _addresses(found)
+            if addresses is None:
+                del self._any_address[subscription_id]
+            else:
+                for address in addresses:
+                    named = self._by_address[address]
+                    del named[subscription_id]
+                    if not named:
+                        del self._by_address[address]
         return found
 
     def remove_sink(self, sink: Sink) -> list[Subscription]:
@@ -66,9 +93,9 @@ class Fanout:
         return len(self._by_id)
 
     def wants(self, kind: SubscriptionKind) -> bool:
-        return bool(self._list(kind))
+        return bool(self._of(kind))
 
-    def _list(self, kind: SubscriptionKind) -> list[Subscription]:
+    def _of(self, kind: SubscriptionKind) -> dict[str, Subscription]:
         if kind is SubscriptionKind.NEW_HEADS:
             return self._heads
         if kind is SubscriptionKind.LOGS:
@@ -79,7 +106,7 @@ class Fanout:
         """Each head to every `newHeads` subscriber; the sinks that refused one."""
         refused: list[Sink] = []
         for head in heads:
-            for subscription in tuple(self._heads):
+            for subscription in tuple(self._heads.values()):
                 self._offer(subscription, head.header, refused)
         return refused
 
@@ -88,7 +115,10 @@ class Fanout:
         filter matches; with `removed`, marked so (a reorg orphaned its block)."""
         refused: list[Sink] = []
         for log in logs:
-            matching = [s for s in self._logs if s.log_filter is None or s.log_filter.matches(log)]
+            address = log.get("address")
+            named = self._by_address.get(address.lower()) if isinstance(address, str) else None
+            candidates = [*self._any_address.values(), *(named.values() if named else ())]
+            matching = [s for s in candidates if s.log_filter is None or s.log_filter.matches(log)]
             if not matching:
                 continue
             encoded = orjson.dumps({**log, "removed": True} if removed else log)
@@ -98,7 +128,7 @@ class Fanout:
 
     def pending(self, transaction: bytes) -> list[Sink]:
         refused: list[Sink] = []
-        for subscription in tuple(self._pending):
+        for subscription in tuple(self._pending.values()):
             self._offer(subscription, transaction, refused)
         return refused
 
@@ -107,3 +137,8 @@ class Fanout:
         message = notification(subscription.subscription_id, result)
         if not subscription.sink.offer(message, subscription.kind):
             refused.append(subscription.sink)
+
+
+def _addresses(subscription: Subscription) -> frozenset[str] | None:
+    log_filter = subscription.log_filter
+    return None if log_filter is None else log_filter.addresses

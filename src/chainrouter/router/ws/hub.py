@@ -1,23 +1,63 @@
 """A worker's chain feeds (`feed.py`): one per chain and routing strategy, made when its first
-client subscribes and stopped when its last one leaves, so that every client of a chain shares
-one upstream subscription. Feeds try nodes in the order the WebSocket nodes' health gives for
-their strategy (`node_health.py`). The hub also counts each key's open connections (a bound per
-key)."""
+client subscribes and stopped a grace period after its last one leaves, so that every client of
+a chain shares one upstream subscription and churn does not dial the node again and again.
+Feeds try nodes in the order the WebSocket nodes' health gives for their strategy
+(`node_health.py`).
+
+The hub also holds the bounds that follow who holds what (`WsBounds`, design notes "Bounds"):
+connections per client address and key (a dapp's one public key serves its visitors from their
+many addresses; one address cannot take them all), and per customer, all its keys together,
+connections, subscriptions and filter entries, so that one customer cannot take a router's
+memory. It runs the upgrade's access checks again on every open connection twice a second, so
+that a key deactivated, revoked or re-domained, or a customer out of credits, loses its
+connections within that and the configuration's reload (`recheck`), whether or not they are
+sent anything."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.ws_routes import WsRoute
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router.ws.fanout import Sink
 from chainrouter.router.ws.feed import DEFAULT_POLICY, ChainFeed, Connect, FeedPolicy
 from chainrouter.router.ws.node_health import WsNodeHealth
 from chainrouter.router.ws.protocol import SubscriptionKind
+
+
+class Watched(Protocol):
+    """An open connection whose access the hub checks again (router/ws/session.py)."""
+
+    @property
+    def checked_as(self) -> Hashable: ...
+
+    @property
+    def closing(self) -> bool: ...
+
+    def recheck(self) -> RpcError | None: ...
+
+    def refused(self, refusal: RpcError) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WsBounds:
+    """What one holder may hold open in one router process (docs/security.md, "Bounds")."""
+
+    connections_per_address: int = 50  # of one key from one client address
+    connections_per_customer: int = 10_000  # all its keys together
+    subscriptions_per_customer: int = 100_000
+    filter_entries_per_customer: int = 200_000  # logs filters' addresses and topics
+
+
+def _too_many(what: str, bound: int, field: str) -> RpcError:
+    return RpcError(429, RpcCode.SERVER_ERROR, f"too many {what} (at most {bound})", {field: bound})
 
 
 class Hub:
@@ -27,20 +67,33 @@ class Hub:
         connect: Connect,
         chain_head: Callable[[int], int | None],
         *,
-        max_connections_per_key: int = 100,
+        bounds: WsBounds = WsBounds(),
         policy: FeedPolicy = DEFAULT_POLICY,
         health: WsNodeHealth | None = None,
+        recheck_interval_s: float = 0.5,
+        feed_grace_s: float = 30.0,
     ) -> None:
         self._snapshot = snapshot
         self._connect = connect
         self._chain_head = chain_head
         self._policy = policy
         self.health = health if health is not None else WsNodeHealth(connect, chain_head)
-        self._max_per_key = max_connections_per_key
+        self.bounds = bounds
         self._feeds: dict[tuple[int, RoutingStrategy], tuple[ChainFeed, asyncio.Task[None]]] = {}
-        self._connections: dict[int, int] = {}  # key id -> open connections
+        self._connections: dict[tuple[int, str], int] = {}  # (key id, address) -> open ones
+        self._customer_connections: dict[int, int] = {}
+        self._subscriptions: dict[int, tuple[int, int]] = {}  # customer -> (count, entries)
         self._keys_of: RouterSnapshot | None = None  # the snapshot `_live_keys` was read from
         self._live_keys: frozenset[int] = frozenset()
+        self._watched: dict[Watched, None] = {}  # open connections, in the order they opened
+        self._recheck_s = recheck_interval_s
+        self._watcher: asyncio.Task[None] | None = None
+        # A feed nobody is subscribed to runs this long before it stops: a client that
+        # unsubscribes and subscribes again (or a page reloaded) does not make the router dial
+        # the provider's node again each time.
+        self._feed_grace_s = feed_grace_s
+        self._idle: dict[int, int] = {}  # id of a feed nobody is on -> the leave that left it so
+        self._leaves = 0
 
     def key_live(self, key_id: int) -> bool:
         """Whether the key is still in the configuration (not revoked or deleted since its
@@ -53,29 +106,101 @@ class Hub:
 
     # -- connections ------------------------------------------------------------------------
 
-    def open(self, key_id: int) -> bool:
-        """Count one more connection of the key; False (nothing counted) past the bound."""
-        held = self._connections.get(key_id, 0)
-        if held >= self._max_per_key:
-            return False
-        self._connections[key_id] = held + 1
-        return True
+    def refusal(self, access: KeyAccess, address: str) -> RpcError | None:
+        """Why the key may not open one more connection from `address` (HTTP 429), or None."""
+        bounds = self.bounds
+        if self._connections.get((access.key_id, address), 0) >= bounds.connections_per_address:
+            return _too_many(
+                "WebSocket connections for this key from this address",
+                bounds.connections_per_address,
+                "max_connections_per_address",
+            )
+        customer = access.customer_id
+        if self._customer_connections.get(customer, 0) >= bounds.connections_per_customer:
+            return _too_many(
+                "WebSocket connections for this customer",
+                bounds.connections_per_customer,
+                "max_connections_per_customer",
+            )
+        return None
 
-    def has_room(self, key_id: int) -> bool:
-        """Whether the key may open one more connection (counted by `open` once it is made)."""
-        return self._connections.get(key_id, 0) < self._max_per_key
+    def open(self, access: KeyAccess, address: str) -> RpcError | None:
+        """Count one more connection of the key from `address`; its refusal past a bound
+        (nothing counted)."""
+        refusal = self.refusal(access, address)
+        if refusal is None:
+            held = (access.key_id, address)
+            self._connections[held] = self._connections.get(held, 0) + 1
+            customer = access.customer_id
+            self._customer_connections[customer] = self._customer_connections.get(customer, 0) + 1
+        return refusal
 
     def gauges(self) -> dict[str, int]:
         """Client connections and feeds open now (read from any thread: each read of a
         dictionary here is one step under the interpreter lock)."""
         return {"connections": sum(list(self._connections.values())), "feeds": len(self._feeds)}
 
-    def close(self, key_id: int) -> None:
-        held = self._connections.get(key_id, 0) - 1
-        if held > 0:
-            self._connections[key_id] = held
+    def close(self, access: KeyAccess, address: str) -> None:
+        _count_down(self._connections, (access.key_id, address))
+        _count_down(self._customer_connections, access.customer_id)
+
+    def take_subscription(self, customer_id: int, entries: int) -> RpcError | None:
+        """Count one more subscription of the customer, with its filter entries; the refusal
+        past the customer's bounds (nothing counted)."""
+        bounds = self.bounds
+        count, held = self._subscriptions.get(customer_id, (0, 0))
+        if count >= bounds.subscriptions_per_customer:
+            return _too_many(
+                "subscriptions for this customer",
+                bounds.subscriptions_per_customer,
+                "max_subscriptions_per_customer",
+            )
+        if held + entries > bounds.filter_entries_per_customer:
+            return _too_many(
+                "filter addresses and topics for this customer",
+                bounds.filter_entries_per_customer,
+                "max_filter_entries_per_customer",
+            )
+        self._subscriptions[customer_id] = (count + 1, held + entries)
+        return None
+
+    def give_back_subscriptions(self, customer_id: int, count: int, entries: int) -> None:
+        held, held_entries = self._subscriptions.get(customer_id, (0, 0))
+        if held - count > 0:
+            self._subscriptions[customer_id] = (held - count, max(held_entries - entries, 0))
         else:
-            self._connections.pop(key_id, None)
+            self._subscriptions.pop(customer_id, None)
+
+    def watch(self, connection: Watched) -> None:
+        """Check `connection`'s access again with every other's from now on, until `unwatch`."""
+        self._watched[connection] = None
+        if self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.create_task(self._rechecking(), name="ws-recheck")
+
+    def unwatch(self, connection: Watched) -> None:
+        self._watched.pop(connection, None)
+
+    def recheck(self) -> int:
+        """Run the upgrade's checks again for every open connection, once per distinct chain,
+        key and page (their verdict is the same), and close the ones now refused. How many."""
+        verdicts: dict[Hashable, RpcError | None] = {}
+        closed = 0
+        for connection in list(self._watched):
+            if connection.closing:
+                continue
+            key = connection.checked_as
+            if key not in verdicts:
+                verdicts[key] = connection.recheck()
+            refusal = verdicts[key]
+            if refusal is not None:
+                connection.refused(refusal)
+                closed += 1
+        return closed
+
+    async def _rechecking(self) -> None:
+        while self._watched:
+            await asyncio.sleep(self._recheck_s)
+            self.recheck()
 
     # -- feeds (router/ws/session.py's SessionHub) ---------------------------------------------
 
@@ -86,6 +211,7 @@ class Hub:
         key = (chain_id, access.strategy)
         found = self._feeds.get(key)
         if found is not None:
+            self._idle.pop(id(found[0]), None)  # taken again within its grace period
             return found[0]
         strategy = access.strategy
         made = ChainFeed(
@@ -102,9 +228,22 @@ class Hub:
         return made
 
     def leave(self, feed: ChainFeed) -> None:
-        """A client left the feed: stop it when nobody is subscribed any more."""
+        """A client left the feed: stop it once nobody has been subscribed for the grace
+        period (at once without one)."""
         if len(feed.fanout):
             return
+        self._leaves += 1
+        self._idle[id(feed)] = leave = self._leaves
+        if self._feed_grace_s <= 0:
+            self._stop_idle(feed, leave)
+        else:
+            loop = asyncio.get_running_loop()
+            loop.call_later(self._feed_grace_s, self._stop_idle, feed, leave)
+
+    def _stop_idle(self, feed: ChainFeed, leave: int) -> None:
+        if self._idle.get(id(feed)) != leave or len(feed.fanout):
+            return  # taken again since (and maybe left again: that leave's timer decides)
+        del self._idle[id(feed)]
         for key, (made, task) in list(self._feeds.items()):
             if made is feed:
                 del self._feeds[key]
@@ -115,6 +254,9 @@ class Hub:
 
     async def stop(self) -> None:
         tasks = [task for _, task in self._feeds.values()]
+        if self._watcher is not None:
+            tasks.append(self._watcher)
+            self._watcher = None
         self._feeds.clear()
         for task in tasks:
             task.cancel()
@@ -130,3 +272,11 @@ class Hub:
 def _close_slow(sinks: list[Sink]) -> None:
     for sink in sinks:
         sink.too_slow()
+
+
+def _count_down(counts: dict[Any, int], key: Any) -> None:
+    held = counts.get(key, 0) - 1
+    if held > 0:
+        counts[key] = held
+    else:
+        counts.pop(key, None)

@@ -37,6 +37,13 @@ class LogFilter:
     addresses: frozenset[str] | None = None
     topics: tuple[frozenset[str] | None, ...] = ()
 
+    @property
+    def entries(self) -> int:
+        """Its addresses and topics: what it holds of a connection's and a customer's bound on
+        filter entries (router/ws/hub.py)."""
+        addresses = 0 if self.addresses is None else len(self.addresses)
+        return addresses + sum(len(choices) for choices in self.topics if choices is not None)
+
     def matches(self, log: dict[str, Any]) -> bool:
         if self.addresses is not None:
             address = log.get("address")

@@ -38,12 +38,21 @@ from chainrouter.router.ws.protocol import (
 
 log = logging.getLogger(__name__)
 
-# Close codes (docs/websocket.md): 1000 normal; 4001 key revoked; 4002 out of credits; 4008 too
-# slow to read.
+# Close codes (docs/websocket.md): 1000 normal; 1008 the upgrade's checks refuse it now for
+# another reason (its chain gone); 4001 key revoked; 4002 out of credits; 4003 its Origin no
+# longer allowed; 4008 too slow to read.
 NORMAL = 1000
+POLICY = 1008
 KEY_REVOKED = 4001
 OUT_OF_CREDITS = 4002
+ORIGIN_NOT_ALLOWED = 4003
 SLOW_CLIENT = 4008
+# A refusal of the upgrade's checks, run again on an open connection, by its HTTP status.
+_CLOSED_FOR = {
+    401: (KEY_REVOKED, "API key revoked"),
+    402: (OUT_OF_CREDITS, "insufficient credits"),
+    403: (ORIGIN_NOT_ALLOWED, "origin not allowed for this API key"),
+}
 _SUBSCRIBE_METHODS = frozenset({"eth_subscribe", "eth_unsubscribe"})
 
 
@@ -67,6 +76,7 @@ class WsLimits:
     max_subscriptions: int = 100  # per connection
     send_queue: int = 1000  # messages waiting for a client: beyond, it is closed (4008)
     max_batch: int = 100  # calls in one message, subscriptions among them (as over HTTP)
+    max_filter_entries: int = 1000  # per connection: logs filters' addresses and topics
 
 
 Outgoing = tuple[bytes, SubscriptionKind | None, WsRoute | None, int]
@@ -82,8 +92,18 @@ class SessionHub(Protocol):
     def leave(self, feed: ChainFeed) -> None: ...
     def key_live(self, key_id: int) -> bool: ...
 
+    def take_subscription(self, customer_id: int, entries: int) -> RpcError | None:
+        """Count one more subscription of the customer holding `entries` filter entries; the
+        refusal past its bounds (nothing counted)."""
+        ...
+
+    def give_back_subscriptions(self, customer_id: int, count: int, entries: int) -> None: ...
+
 
 Handle = Callable[[bytes], Awaitable[Reply]]  # a call or batch through the keyed pipeline
+# The upgrade's access checks run again, on the configuration and balances of now
+# (`RpcService.check_upgrade`): their refusal, or None.
+Recheck = Callable[[], RpcError | None]
 
 
 class WsSession:
@@ -96,6 +116,7 @@ class WsSession:
         credits: CreditView,
         meter: UsageMeter,
         limits: WsLimits,
+        recheck: Recheck | None = None,
     ) -> None:
         access = request.access
         assert access is not None, "the upgrade checks found the key"
@@ -110,9 +131,31 @@ class WsSession:
         # (message, its kind if a notification, the route it came from, its price in nano)
         self._outbox: asyncio.Queue[Outgoing] = asyncio.Queue(maxsize=limits.send_queue)
         self._feed: ChainFeed | None = None
-        self._subscriptions: set[str] = set()
+        self._subscriptions: dict[str, int] = {}  # id -> its filter entries
+        self._entries = 0  # of all its subscriptions
         self._closing: tuple[int, str] | None = None
         self._writer: asyncio.Task[None] | None = None
+        self._recheck = recheck
+        # Connections with the same of these get the same verdict (router/ws/hub.py, `recheck`).
+        self.checked_as = (request.chain_segment, request.api_key, request.page)
+
+    # -- the hub's side: access checked again ------------------------------------------------
+
+    def recheck(self) -> RpcError | None:
+        """The upgrade's checks, run again now: their refusal, or None."""
+        return None if self._recheck is None else self._recheck()
+
+    def refused(self, refusal: RpcError) -> None:
+        """The upgrade's checks now refuse the connection (its key deactivated, revoked or
+        deleted, its Origin no longer allowed, its customer out of credits): its subscriptions
+        end with the refusal, and it closes with 4001, 4003 or 4002 (1008 for another reason),
+        whether or not a notification was due."""
+        code, reason = _CLOSED_FOR.get(refusal.http_status, (POLICY, refusal.message[:120]))
+        self._close_soon(code, reason, error_response(refusal))
+
+    @property
+    def closing(self) -> bool:
+        return self._closing is not None
 
     # -- the feed's side: notifications --------------------------------------------------
 
@@ -175,7 +218,12 @@ class WsSession:
             feed.fanout.remove_sink(self)
             self._hub.leave(feed)
             self._feed = None
+        if self._subscriptions:
+            self._hub.give_back_subscriptions(
+                self._access.customer_id, len(self._subscriptions), self._entries
+            )
         self._subscriptions.clear()
+        self._entries = 0
 
     async def _write(self) -> None:
         while True:
@@ -287,21 +335,36 @@ class WsSession:
                 RpcCode.SERVER_ERROR,
                 f"at most {self._limits.max_subscriptions} subscriptions per connection",
             )
+        entries = 0 if wanted.log_filter is None else wanted.log_filter.entries
+        if self._entries + entries > self._limits.max_filter_entries:
+            raise RpcError(
+                429,
+                RpcCode.SERVER_ERROR,
+                f"at most {self._limits.max_filter_entries} filter addresses and topics per "
+                f"connection; this one holds {self._entries}",
+                {"max_filter_entries": self._limits.max_filter_entries},
+            )
         access = self._access
         if not access.bypass_credit_check and self._credits.available(access.customer_id) <= 0:
             raise RpcError(402, RpcCode.INSUFFICIENT_CREDITS, "insufficient credits")
+        refusal = self._hub.take_subscription(access.customer_id, entries)
+        if refusal is not None:
+            raise refusal
         if self._feed is None:
             self._feed = self._hub.feed(self._chain_id, access)
         subscription_id = new_subscription_id()
         self._feed.fanout.add(Subscription(subscription_id, wanted.kind, self, wanted.log_filter))
         self._feed.wake()
-        self._subscriptions.add(subscription_id)
+        self._subscriptions[subscription_id] = entries
+        self._entries += entries
         return subscription_id
 
     def _unsubscribe(self, subscription_id: str) -> bool:
         if subscription_id not in self._subscriptions or self._feed is None:
             return False
-        self._subscriptions.discard(subscription_id)
+        entries = self._subscriptions.pop(subscription_id)
+        self._entries -= entries
+        self._hub.give_back_subscriptions(self._access.customer_id, 1, entries)
         self._feed.fanout.remove(subscription_id)
         if not self._subscriptions:
             # Off the feed: the hub stops it once nobody is on it, and a later subscription

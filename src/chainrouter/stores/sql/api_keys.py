@@ -28,6 +28,7 @@ def _api_key(row: Row[Any]) -> ApiKey:
         rate_limit_interval_sec=row.rate_limit_interval_sec,
         spend_alert_nano=row.spend_alert_nano,
         verified=row.verified,
+        max_price_per_call_nano=row.max_price_per_call_nano,
     )
 
 
@@ -44,6 +45,7 @@ def insert_api_key(
     rate_limit_interval_sec: int = 1,
     spend_alert_nano: int = 0,
     verified: bool = False,
+    max_price_per_call_nano: int = 0,
 ) -> ApiKey:
     now = utcnow()
     key = connection.execute(
@@ -60,6 +62,7 @@ def insert_api_key(
             rate_limit_interval_sec=rate_limit_interval_sec,
             spend_alert_nano=spend_alert_nano,
             verified=verified,
+            max_price_per_call_nano=max_price_per_call_nano,
             created_at=now,
             updated_at=now,
         )

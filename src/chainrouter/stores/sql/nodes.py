@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import Connection, Engine, Row, Table, func, select
 
 from chainrouter.domain.capabilities import UNKNOWN, Capabilities
 from chainrouter.domain.enums import NodeSource, NodeStatus
 from chainrouter.domain.records import CordonWrite, Node, NodeHealthRecord
+from chainrouter.domain.urls import url_identity
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.schema import utcnow
@@ -130,6 +132,20 @@ def find_node(
     )
     row = connection.execute(query).first()
     return None if row is None else _node(row, ws=table is t.ws_nodes)
+
+
+def nodes_reaching(connection: Connection, table: Table, url: str) -> list[Node]:
+    """Every node (of any provider, deleted ones too) whose URL reaches the node `url` reaches:
+    the same identity, whatever its query or credentials (domain/urls.py, `url_identity`)."""
+    identity = url_identity(url)
+    host = urlsplit(identity).netloc
+    # Narrowed in SQL by the host, then compared exactly.
+    query = _with_provider(table).where(table.c.url.contains(host, autoescape=True))
+    return [
+        _node(row, ws=table is t.ws_nodes)
+        for row in connection.execute(query)
+        if url_identity(row.url) == identity
+    ]
 
 
 def provider_nodes(

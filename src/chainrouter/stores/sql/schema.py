@@ -271,6 +271,8 @@ api_keys = Table(
     Column("spend_alert_nano", BigInteger, nullable=False, server_default="0"),
     # Every provable answer proven, whatever the chain's setting (0020; docs/integrity.md).
     Column("verified", Boolean, nullable=False, server_default=text("false")),
+    # The most one call may cost; 0: no cap (0018).
+    Column("max_price_per_call_nano", BigInteger, nullable=False, server_default="0"),
     *_timestamps(),
 )
 

@@ -32,6 +32,7 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
             rate_limit=row.rate_limit,
             rate_limit_interval_s=row.rate_limit_interval_sec,
             verified=row.verified,
+            max_price_nano=row.max_price_per_call_nano,
         )
         for row in connection.execute(select(t.api_keys).where(t.api_keys.c.active.is_(True)))
     }
