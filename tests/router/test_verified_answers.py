@@ -396,3 +396,13 @@ def test_trusted_headers_stay_within_their_bound_and_find_what_they_hold(
             "hash": f"0x{number:04x}{fork:060x}",
             "number": hex(number),
         }
+
+
+def test_a_free_tier_read_the_cache_will_not_keep_asks_for_no_proof(chain: Chain) -> None:
+    """The free tier never writes the cache (docs/cache.md): under `cache` its final reads are
+    answers like any other, and an anonymous caller cannot make the router ask nodes more."""
+    w = world(chain, VerifyMode.CACHE)
+    reply = w.public(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
+    assert result(reply) == "0x2a"
+    assert verified(reply) is None
+    assert w.urls_called() == [A]

@@ -88,7 +88,8 @@ class FromCache:
             finalized = self._finalized(chain_id)
             if finalized is None or block > finalized:
                 return None  # not final: never kept, so not looked for (nor asked of Redis)
-        call.looked_up = True  # an answer the cache will keep, when it comes (Land)
+        # An answer the cache will keep when it comes (Land), but never a free-tier one's.
+        call.looked_up = call.request.access is not None
         call.read_params()
         call.read_epoch(self._epochs, epochs.chain_cache(chain_id))
         # A regress seen here and not yet told the other routers: the chain's answers stay out
