@@ -491,9 +491,8 @@ function rateText(key) {
   const lines = [
     key.rate_limit ? `${count(key.rate_limit, "call")} per ${count(key.rate_limit_interval_sec, "second")}` : "none"
   ];
-  if (key.max_price_per_call !== void 0 && key.max_price_per_call !== null) {
-    lines.push(`at most ${credits(key.max_price_per_call)} a call`);
-  }
+  if (exact(key.max_price_per_call) !== "0") lines.push(`at most ${credits(key.max_price_per_call)} a call`);
+  if (key.verified) lines.push("verified answers");
   for (const [field, label2] of [["allowed_methods", "methods"], ["allowed_contracts", "contracts"]]) {
     if (Array.isArray(key[field]) && key[field].length) lines.push(`${label2}: ${key[field].join(", ")}`);
   }
@@ -571,6 +570,8 @@ function editKey(key) {
   form.elements.rate_limit.value = String(key.rate_limit);
   form.elements.rate_limit_interval_sec.value = String(key.rate_limit_interval_sec);
   form.elements.spend_alert.value = exact(key.spend_alert);
+  form.elements.max_price_per_call.value = exact(key.max_price_per_call);
+  form.elements.verified.checked = key.verified;
   $("#key-form-title").textContent = `Edit ${keyName(key)}`;
   $("#key-submit").textContent = "Save changes";
   $("#key-cancel").hidden = false;
@@ -592,7 +593,9 @@ onSubmit($("#key-form"), async (form) => {
     routing_strategy: form.elements.strategy.value,
     rate_limit: Number(form.elements.rate_limit.value),
     rate_limit_interval_sec: Number(form.elements.rate_limit_interval_sec.value),
-    spend_alert: form.elements.spend_alert.value.trim()
+    spend_alert: form.elements.spend_alert.value.trim(),
+    max_price_per_call: form.elements.max_price_per_call.value.trim(),
+    verified: form.elements.verified.checked
   };
   const id = form.elements.id.value;
   if (id) {

@@ -19,10 +19,8 @@ function rateText(key) {
       ? `${count(key.rate_limit, "call")} per ${count(key.rate_limit_interval_sec, "second")}`
       : "none",
   ];
-  // Set by later versions of the API (the bounds of a key): shown when the API gives them.
-  if (key.max_price_per_call !== undefined && key.max_price_per_call !== null) {
-    lines.push(`at most ${credits(key.max_price_per_call)} a call`);
-  }
+  if (exact(key.max_price_per_call) !== "0") lines.push(`at most ${credits(key.max_price_per_call)} a call`);
+  if (key.verified) lines.push("verified answers");
   for (const [field, label] of [["allowed_methods", "methods"], ["allowed_contracts", "contracts"]]) {
     if (Array.isArray(key[field]) && key[field].length) lines.push(`${label}: ${key[field].join(", ")}`);
   }
@@ -107,6 +105,8 @@ function editKey(key) {
   form.elements.rate_limit.value = String(key.rate_limit);
   form.elements.rate_limit_interval_sec.value = String(key.rate_limit_interval_sec);
   form.elements.spend_alert.value = exact(key.spend_alert);
+  form.elements.max_price_per_call.value = exact(key.max_price_per_call);
+  form.elements.verified.checked = key.verified;
   $("#key-form-title").textContent = `Edit ${keyName(key)}`;
   $("#key-submit").textContent = "Save changes";
   $("#key-cancel").hidden = false;
@@ -132,6 +132,8 @@ onSubmit($("#key-form"), async (form) => {
     rate_limit: Number(form.elements.rate_limit.value),
     rate_limit_interval_sec: Number(form.elements.rate_limit_interval_sec.value),
     spend_alert: form.elements.spend_alert.value.trim(),
+    max_price_per_call: form.elements.max_price_per_call.value.trim(),
+    verified: form.elements.verified.checked,
   };
   const id = form.elements.id.value;
   if (id) {
