@@ -143,6 +143,8 @@ async def test_keys_are_listed_without_secrets(service: Service) -> None:
         "routing_strategy",
         "rate_limit",
         "rate_limit_interval_sec",
+        "max_price_per_call",
+        "verified",
         "created_at",
         "updated_at",
     }

@@ -36,6 +36,8 @@ _KEY_FIELDS = (
     "routing_strategy",
     "rate_limit",
     "rate_limit_interval_sec",
+    "max_price_per_call",
+    "verified",
     "created_at",
     "updated_at",
 )
@@ -94,7 +96,7 @@ class UpdateApiKeyArgs(ApiKeyUpdate):
         if not self.model_fields_set - {"api_key"}:
             raise ValueError(
                 "give at least one of name, active, allowed_domains, routing_strategy, "
-                "rate_limit, rate_limit_interval_sec"
+                "rate_limit, rate_limit_interval_sec, spend_alert, max_price_per_call, verified"
             )
         return self
 
