@@ -344,6 +344,7 @@ class _Writer:
                 "bypass_credit_check": key.bypass_credit_check,
                 "rate_limit": key.rate_limit,
                 "rate_limit_interval_sec": key.rate_limit_interval_sec,
+                "verified": key.verified,
             }
 
         self._upsert("api keys", t.api_keys, {"customer_id": customer_id, "name": key.name}, values)

@@ -484,6 +484,11 @@ class ApiKeySpec(_Strict):
     bypass_credit_check: StrictBool = False
     rate_limit: KeyRateLimit = 0
     rate_limit_interval_sec: KeyRateInterval = 1
+    verified: StrictBool = Field(
+        default=False,
+        description="Every answer the chain lets the router prove is proven before it is "
+        "served, whatever the chain's verify setting (docs/integrity.md).",
+    )
 
 
 class ManagementTokenSpec(_Strict):
