@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 from chainrouter.domain.requirements import work_of
 from chainrouter.domain.verification import Check, VerifyMode
 from chainrouter.integrity import PROOFS, ProofKind
-from chainrouter.router.contract import Forward
+from chainrouter.router.contract import FailureKind, Forward
 from chainrouter.router.pipeline import Reply
 from chainrouter.router.proving import CHECKS, TrustedHeaders
-from chainrouter.testing.scripted import Responder, slow
+from chainrouter.testing.scripted import Responder, failing, slow
 from tests.anvil import CHAIN_A, DEPLOY_LOGGING, node_result, start_anvil_nodes
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
 
@@ -406,3 +406,22 @@ def test_a_free_tier_read_the_cache_will_not_keep_asks_for_no_proof(chain: Chain
     assert result(reply) == "0x2a"
     assert verified(reply) is None
     assert w.urls_called() == [A]
+
+
+def test_a_refuted_answer_is_never_served_while_another_provider_could_answer(
+    chain: Chain,
+) -> None:
+    """A lies, B (another provider) fails: the call fails rather than serve A's refuted word;
+    and A is not accused, nothing having held the proof A failed."""
+    w = scripted_world(
+        [
+            (A, 100, relaying(chain.url, plus_one, ("eth_getBalance",))),
+            (B, 200, failing(FailureKind.TRANSPORT)),
+        ],
+        methods=PRICED,
+        heads={A: chain.head, B: chain.head},
+        verify=VerifyMode.ALWAYS,
+    )
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
+    assert reply.status != 200 or "result" not in orjson.loads(reply.body)
+    assert cordoned(w) == []

@@ -182,6 +182,16 @@ class _Attempts:
         return self._peers
 
 
+def _proofs_misfit(call: CallContext, tally: _Tally) -> bool:
+    """Whether the answers a proof refuted say more of the proofs than of the nodes: two
+    providers' answers refuted alike, or the only provider's. One provider's refuted answer
+    while another's node failed is no answer: the call fails rather than serve it."""
+    refuted = {served.route.node.provider_id for served, _ in tally.refuted if served.route}
+    if len(refuted) >= 2:
+        return True
+    return bool(refuted) and refuted == {route.node.provider_id for route in call.routes}
+
+
 def _proven_first(routes: Sequence[Route], unproven: Container[int]) -> Sequence[Route]:
     """The routes in their order, but those whose node's first health check is still out after
     the others: after a start, or when a node is added, a call does not wait on a node never
@@ -287,9 +297,10 @@ class Attempt:
         call.attempts = attempts.tally.tried
         if not isinstance(outcome, _Served) and attempts.tally.doubted:
             outcome = self._best_doubted(attempts)
-        if not isinstance(outcome, _Served) and attempts.tally.refuted:
-            # Every answer failed its proof alike: the proofs do not fit this chain (a header
-            # of its own kind, a transaction type they do not know), not every node lying.
+        if not isinstance(outcome, _Served) and _proofs_misfit(call, attempts.tally):
+            # Answers of two providers failed their proof alike (or of the only provider): the
+            # proofs do not fit this chain (a header of its own kind, a transaction type they
+            # do not know), rather than every node lying. Served unproven, as without proofs.
             outcome = attempts.tally.refuted[0][0]
             outcome.verified = None
         if isinstance(outcome, _Served):
