@@ -86,6 +86,7 @@ async def upsert_plan_methods(
         plan_id,
         [row.columns() for row in body],
         provider_id,
+        ctx.settings.price_notice_s,
     )
     return respond([PlanMethodOut.of(row) for row in rows])
 

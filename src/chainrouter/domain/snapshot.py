@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.routing import RouteTable
@@ -19,3 +20,5 @@ class RouterSnapshot:
     ws_routes: WsRouteTable = field(default_factory=WsRouteTable)  # WebSocket nodes, priced
     # chain id -> times an administrator purged its cached answers (part of every cache key)
     cache_generations: Mapping[int, int] = field(default_factory=dict)
+    # When a price set with notice next applies: the routers load the configuration again then.
+    next_price_at: datetime | None = None
