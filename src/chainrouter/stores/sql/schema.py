@@ -154,7 +154,7 @@ plan_methods = Table(
     Column("rate_limit_interval_sec", Integer),
     # NULL: the price applies on every chain; a chain-specific row wins over it.
     Column("chain_id", ForeignKey("chains.chain_id"), nullable=True),
-    # A provider's dearer price, and when it applies: the price notice after it was set (0018).
+    # A provider's dearer price, and when it applies: the price notice after it was set (0018a).
     Column("next_cost_nano", BigInteger, nullable=True),
     Column("next_cost_from", UtcDateTime(), nullable=True),
     *_timestamps(),

@@ -1,4 +1,4 @@
-"""a key's most a call may cost; a method's next price and when it applies (issue 52)
+"""a key's most a call may cost (issue 52)
 
 Revision ID: 0018
 Revises: 0017
@@ -24,11 +24,7 @@ def upgrade() -> None:
         "api_keys",
         sa.Column("max_price_per_call_nano", sa.BigInteger(), server_default="0", nullable=False),
     )
-    op.add_column("plan_methods", sa.Column("next_cost_nano", sa.BigInteger(), nullable=True))
-    op.add_column("plan_methods", sa.Column("next_cost_from", sa.DateTime(), nullable=True))
 
 
 def downgrade() -> None:
-    op.drop_column("plan_methods", "next_cost_from")
-    op.drop_column("plan_methods", "next_cost_nano")
     op.drop_column("api_keys", "max_price_per_call_nano")
