@@ -290,6 +290,14 @@ class Settings(BaseSettings):
         description="Largest upstream answer accepted, in bytes; a larger one counts as a "
         "failure of that node and the router fails over.",
     )
+    price_notice_s: float = Field(
+        default=24 * 3600.0,
+        ge=0,
+        le=365 * 24 * 3600.0,
+        description="How long after a provider makes a method dearer (PUT or POST of its price "
+        "rows) the new price applies, seconds; the old price holds until then, and a cheaper "
+        "price applies at once. Administrators and the operator file price at once. 0: at once.",
+    )
     max_answer_bytes: int = Field(
         default=16 * 1024 * 1024,
         ge=0,

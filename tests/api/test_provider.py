@@ -195,3 +195,35 @@ def test_each_plan_shows_its_current_billing_cycle_and_use(api: ApiHarness) -> N
         f"/admin/providers/{mine.provider_id}/plans", headers=api.admin
     ).json()
     assert seen_by_admin["cycle"] == cycle
+
+
+def _price(api: ApiHarness, who: Any, plan: int, cost: str, *, admin: bool = False) -> Any:
+    url = f"/admin/plans/{plan}/methods" if admin else f"/provider/plans/{plan}/methods"
+    headers = api.admin if admin else who.headers
+    answer = api.client.post(url, json=[{"method": "eth_call", "cost": cost}], headers=headers)
+    assert answer.status_code == 200, answer.text
+    [row] = [r for r in answer.json() if r["method"] == "eth_call"]
+    return row
+
+
+def test_a_provider_making_a_method_dearer_gives_a_days_notice_and_cheaper_applies_at_once(
+    api: ApiHarness,
+) -> None:
+    """The old price holds for `price_notice_s` (24 h) after a provider raises it, and its rows
+    say when the new one applies; a cheaper price, a new row, or an administrator's price apply
+    at once (design notes, "Bounds")."""
+    mine = api.provider("mine")
+    plan = mine.plan_ids[0]
+    first = _price(api, mine, plan, "0.000001")
+    assert (first["cost"], first["next_cost"]) == (0.000001, None)  # a new row: at once
+    before = datetime.now(UTC)
+    raised = _price(api, mine, plan, "0.000005")
+    assert raised["cost"] == 0.000001  # the old price holds
+    assert raised["next_cost"] == 0.000005
+    applies = datetime.fromisoformat(raised["next_cost_from"].replace("Z", "+00:00"))
+    assert 24 * 3600 - 5 <= (applies - before).total_seconds() <= 24 * 3600 + 60
+    cheaper = _price(api, mine, plan, "0.0000005")
+    assert (cheaper["cost"], cheaper["next_cost"]) == (0.0000005, None)  # at once, none pending
+    _price(api, mine, plan, "0.000002")
+    by_admin = _price(api, mine, plan, "0.000003", admin=True)
+    assert (by_admin["cost"], by_admin["next_cost"]) == (0.000003, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import update
@@ -13,6 +14,7 @@ from chainrouter.domain.enums import LedgerEntryKind, NodeStatus
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.ledger import record_credit_change
+from chainrouter.stores.sql.schema import utcnow
 from chainrouter.testing.faulty_upstream import FaultyUpstream
 from tests.router.conftest import CHAIN_A, World, WorldFactory, provider, rpc, world_config
 
@@ -118,3 +120,31 @@ async def test_a_credit_grant_reaches_the_credit_check(
         bump_config_version(connection)
     await world.runtime.sync.refresh()
     assert (await world.call(rpc("eth_blockNumber"))).status == 200
+
+
+async def test_a_price_set_with_notice_is_loaded_when_it_comes_due_with_nothing_else_changed(
+    make_world: WorldFactory, upstream: FaultyUpstream
+) -> None:
+    world = await _world(make_world, upstream, "notice")
+
+    def prices() -> list[int]:
+        routes = world.service.snapshot.routes
+        return sorted(p.cost_nano for p in routes.prices.values() if p.method == "eth_blockNumber")
+
+    assert prices() == [1_000, 2_000]
+    due = utcnow() + timedelta(seconds=0.5)
+    with world.engine.begin() as connection:
+        connection.execute(
+            update(t.plan_methods)
+            .where(t.plan_methods.c.cost_nano == 1_000)
+            .values(next_cost_nano=3_000, next_cost_from=due)
+        )
+        bump_config_version(connection)
+    assert await world.runtime.sync.refresh()
+    assert prices() == [1_000, 2_000]  # not yet
+    assert world.service.snapshot.next_price_at == due
+    assert not await world.runtime.sync.refresh()  # nothing changed, nothing due
+    await asyncio.sleep(max((due - utcnow()).total_seconds(), 0) + 0.05)
+    assert await world.runtime.sync.refresh()  # the version still, but a price came due
+    assert prices() == [2_000, 3_000]
+    assert world.service.snapshot.next_price_at is None

@@ -161,6 +161,11 @@ class PlanMethodOut(OutModel):
     rate_limit: int | None
     rate_limit_interval_sec: int | None
     chain_id: ChainIdOut | None = Field(description="null: the price applies on every chain.")
+    next_cost: CreditsOut | None = Field(
+        description="A dearer price a provider set, charged from next_cost_from (the price "
+        "notice after it was set); null: none pending."
+    )
+    next_cost_from: datetime | None = Field(description="When next_cost applies; null: none.")
 
     @classmethod
     def of(cls, row: PlanMethod) -> PlanMethodOut:
@@ -174,6 +179,8 @@ class PlanMethodOut(OutModel):
             rate_limit=row.rate_limit,
             rate_limit_interval_sec=row.rate_limit_interval_sec,
             chain_id=None if row.chain_id is None else str(row.chain_id),
+            next_cost=None if row.next_cost_nano is None else credits_out(row.next_cost_nano),
+            next_cost_from=row.next_cost_from,
         )
 
 

@@ -87,6 +87,7 @@ async def upsert_plan_methods(
         plan_id,
         [row.columns() for row in body],
         provider_id,
+        ctx.settings.price_notice_s,
     )
     return respond([PlanMethodOut.of(row) for row in rows])
 

@@ -122,10 +122,13 @@ class PlanMethod:
     method: str
     vm: str
     node_target_type: str
-    cost_nano: int
+    cost_nano: int  # what it charges now
     rate_limit: int | None
     rate_limit_interval_sec: int | None
     chain_id: int | None
+    # A dearer price set with notice, and when it applies; None: none pending.
+    next_cost_nano: int | None = None
+    next_cost_from: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.routing import RouteTable
@@ -21,3 +22,5 @@ class RouterSnapshot:
     cache_generations: Mapping[int, int] = field(default_factory=dict)
     # Nodes cordoned in storage (router/cordon.py): each router disputes what it served of them.
     cordoned: frozenset[int] = frozenset()
+    # When a price set with notice next applies: the routers load the configuration again then.
+    next_price_at: datetime | None = None

@@ -305,12 +305,18 @@ def list_plan_methods(
 
 
 def upsert_plan_methods(
-    engine: Engine, plan_id: int, rows: list[dict[str, Any]], provider_id: int | None = None
+    engine: Engine,
+    plan_id: int,
+    rows: list[dict[str, Any]],
+    provider_id: int | None = None,
+    notice_s: float = 0.0,
 ) -> list[PlanMethod]:
     """Create or re-price 1 to 500 method rows of a plan, all or none; returns the plan's rows.
 
     Rows are identified by (vm, method, node target type, chain); a row for a chain wins over the
-    all-chains row when routing. Every `chain_id` must be a chain the catalog knows.
+    all-chains row when routing. Every `chain_id` must be a chain the catalog knows. With
+    `notice_s` (a provider's own prices), a dearer price applies only that long after it is set
+    (stores/sql/plans.py, `upsert_methods`).
     """
     if not 1 <= len(rows) <= MAX_METHOD_ROWS:
         raise InvalidInputError(f"send 1 to {MAX_METHOD_ROWS} method rows per call")
@@ -332,7 +338,9 @@ def upsert_plan_methods(
                 "unknown chain_id: " + ", ".join(str(c) for c in unknown[:10]),
                 details=[{"field": "chain_id", "message": f"no chain {c}"} for c in unknown[:10]],
             )
-        plans.upsert_methods(connection, [{**row, "plan_id": plan_id} for row in rows])
+        plans.upsert_methods(
+            connection, [{**row, "plan_id": plan_id} for row in rows], notice_s=notice_s
+        )
         bump_config_version(connection)
         return plans.list_methods(connection, plan_id)
 

@@ -38,6 +38,7 @@ from chainrouter.stores.sql.engine import database_away, read_snapshot
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.stores.sql.nodes import write_cordons
 from chainrouter.stores.sql.plan_usage import plan_standings
+from chainrouter.stores.sql.schema import utcnow
 from chainrouter.stores.sql.snapshot import load_router_snapshot
 from chainrouter.stores.sql.usage import read_balances, write_usage
 
@@ -143,7 +144,7 @@ class StorageSync:
         """Load and install a new snapshot if the configuration changed; True if it did."""
         version = await asyncio.to_thread(_read_version, self.engine)
         self.last_contact = time.monotonic()
-        if version == self.version:
+        if version == self.version and not self._price_due():
             return False
         snapshot = await asyncio.to_thread(load_snapshot, self.engine)
         self._install(snapshot)
@@ -155,6 +156,13 @@ class StorageSync:
         log.info("configuration version %d loaded (was %d)", snapshot.version, self.version)
         self.version = snapshot.version
         return True
+
+    def _price_due(self) -> bool:
+        """Whether a price set with notice applies now, with the configuration unchanged: the
+        routers load their prices again (stores/sql/snapshot.py, `next_price_at`)."""
+        current = self._current
+        due = None if current is None else current().next_price_at
+        return due is not None and due <= utcnow()
 
     async def flush(self) -> bool:
         """Write what was metered; True when nothing is left unwritten."""

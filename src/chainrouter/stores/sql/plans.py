@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Row, delete, select
@@ -80,14 +81,25 @@ def update_plan(connection: Connection, plan_id: int, values: dict[str, Any]) ->
     )
 
 
+def effective_cost_nano(row: Any, now: datetime) -> int:
+    """What a price row charges at `now`: its next price once that applies, else its price."""
+    due = row.next_cost_from
+    return int(row.next_cost_nano if due is not None and due <= now else row.cost_nano)
+
+
 def _method(row: Row[Any]) -> PlanMethod:
+    now = utcnow()
+    due = row.next_cost_from
+    pending = due is not None and due > now
     return PlanMethod(
         id=row.id,
         plan_id=row.plan_id,
         method=row.method,
         vm=row.vm,
         node_target_type=row.node_target_type,
-        cost_nano=row.cost_nano,
+        cost_nano=effective_cost_nano(row, now),
+        next_cost_nano=row.next_cost_nano if pending else None,
+        next_cost_from=due if pending else None,
         rate_limit=row.rate_limit,
         rate_limit_interval_sec=row.rate_limit_interval_sec,
         chain_id=row.chain_id,
@@ -103,10 +115,19 @@ def list_methods(connection: Connection, plan_id: int) -> list[PlanMethod]:
     return [_method(row) for row in connection.execute(query)]
 
 
-def upsert_methods(connection: Connection, rows: list[dict[str, Any]]) -> None:
+def upsert_methods(
+    connection: Connection,
+    rows: list[dict[str, Any]],
+    *,
+    notice_s: float = 0.0,
+    now: datetime | None = None,
+) -> None:
     """Create each price row, or replace the price and limits of the row with the same identity
-    (plan, vm, method, node target type, chain)."""
-    now = utcnow()
+    (plan, vm, method, node target type, chain). With `notice_s` (a provider's change), a row
+    made dearer keeps charging what it charges now for that long, the new price then applying
+    (`next_cost_nano` from `next_cost_from`); a cheaper price, or a new row, applies at once."""
+    now = now or utcnow()
+    rows = [_with_notice(connection, row, notice_s, now) for row in rows]
     for chain_specific in (True, False):
         part = [r for r in rows if (r["chain_id"] is not None) is chain_specific]
         if not part:
@@ -128,12 +149,46 @@ def upsert_methods(connection: Connection, rows: list[dict[str, Any]]) -> None:
             index_where=where,
             set_={
                 "cost_nano": insert.excluded.cost_nano,
+                "next_cost_nano": insert.excluded.next_cost_nano,
+                "next_cost_from": insert.excluded.next_cost_from,
                 "rate_limit": insert.excluded.rate_limit,
                 "rate_limit_interval_sec": insert.excluded.rate_limit_interval_sec,
                 "updated_at": now,
             },
         )
         connection.execute(statement, [{**r, "created_at": now, "updated_at": now} for r in part])
+
+
+def _with_notice(
+    connection: Connection, row: dict[str, Any], notice_s: float, now: datetime
+) -> dict[str, Any]:
+    """The row to store: its price at once, or, dearer than what the stored row charges now
+    and with a notice, that price until the notice ends and its own from then."""
+    pending: dict[str, Any] = {"next_cost_nano": None, "next_cost_from": None}
+    if notice_s <= 0:
+        return {**row, **pending}
+    table = t.plan_methods
+    chain = row["chain_id"]
+    stored = connection.execute(
+        select(table.c.cost_nano, table.c.next_cost_nano, table.c.next_cost_from).where(
+            table.c.plan_id == row["plan_id"],
+            table.c.vm == row["vm"],
+            table.c.method == row["method"],
+            table.c.node_target_type == row["node_target_type"],
+            table.c.chain_id.is_(None) if chain is None else table.c.chain_id == chain,
+        )
+    ).first()
+    if stored is None:
+        return {**row, **pending}  # a new row: nobody was charged another price for it
+    charged = effective_cost_nano(stored, now)
+    if row["cost_nano"] <= charged:
+        return {**row, **pending}  # cheaper or the same: no surprise
+    return {
+        **row,
+        "cost_nano": charged,
+        "next_cost_nano": row["cost_nano"],
+        "next_cost_from": now + timedelta(seconds=notice_s),
+    }
 
 
 def delete_method(connection: Connection, plan_id: int, method_id: int) -> bool:

@@ -154,6 +154,9 @@ plan_methods = Table(
     Column("rate_limit_interval_sec", Integer),
     # NULL: the price applies on every chain; a chain-specific row wins over it.
     Column("chain_id", ForeignKey("chains.chain_id"), nullable=True),
+    # A provider's dearer price, and when it applies: the price notice after it was set (0021).
+    Column("next_cost_nano", BigInteger, nullable=True),
+    Column("next_cost_from", UtcDateTime(), nullable=True),
     *_timestamps(),
     CheckConstraint("cost_nano >= 0", name="cost_not_negative"),
     # One price per (plan, vm, method, target, chain). NULLs are distinct in a plain unique

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, func, select
 
 from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.capabilities import UNKNOWN, Capabilities
@@ -17,6 +17,8 @@ from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.chains import cache_generations
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.plan_usage import plan_standings, terms_of
+from chainrouter.stores.sql.plans import effective_cost_nano
+from chainrouter.stores.sql.schema import utcnow
 
 
 def load_router_snapshot(connection: Connection) -> RouterSnapshot:
@@ -49,19 +51,33 @@ def load_router_snapshot(connection: Connection) -> RouterSnapshot:
                 select(t.nodes.c.id).where(t.nodes.c.status == NodeStatus.CORDONED.value)
             ).scalars()
         ),
+        next_price_at=next_price_at(connection),
     )
+
+
+def next_price_at(connection: Connection) -> datetime | None:
+    """When the next price set with notice applies (the routers load their prices again then)."""
+    due = t.plan_methods.c.next_cost_from
+    found = connection.execute(select(func.min(due)).where(due > utcnow())).scalar()
+    if found is None:
+        return None
+    assert isinstance(found, datetime)
+    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
 
 
 def load_ws_routes(connection: Connection) -> WsRouteTable:
     """Enabled WebSocket nodes with their plans' notification prices on their chains."""
+    now = utcnow()
     rows = [
-        (row.plan_id, row.method, row.chain_id, row.cost_nano)
+        (row.plan_id, row.method, row.chain_id, effective_cost_nano(row, now))
         for row in connection.execute(
             select(
                 t.plan_methods.c.plan_id,
                 t.plan_methods.c.method,
                 t.plan_methods.c.chain_id,
                 t.plan_methods.c.cost_nano,
+                t.plan_methods.c.next_cost_nano,
+                t.plan_methods.c.next_cost_from,
             ).where(t.plan_methods.c.node_target_type == WS_TARGET_TYPE)
         )
     ]
@@ -118,11 +134,12 @@ def load_route_table(connection: Connection) -> RouteTable:
                 cycle=plan_terms.cycle,
             )
         )
+    now = utcnow()
     prices = [
         MethodPrice(
             plan_id=row.plan_id,
             method=row.method,
-            cost_nano=row.cost_nano,
+            cost_nano=effective_cost_nano(row, now),
             node_target_type=row.node_target_type,
             chain_id=row.chain_id,
             rate_limit=row.rate_limit,
