@@ -1,15 +1,15 @@
-"""Throughput through the deployment recipe's balancer: one router against two, in one run.
+"""Throughput through the deployment recipe's balancer: one, two and three routers, in one run.
 
-The recipe (chainrouter.deploy.render) is rendered twice for this machine: HAProxy in front of
-one router, and in front of two; the routers (the native executor, one worker each, on their
+The recipe (chainrouter.deploy.render) is rendered three times for this machine: HAProxy in front
+of one router, of two and of three; the routers (the native executor, one worker each, on their
 own loopback addresses) share PostgreSQL and a Redis with the rendered limits' configuration,
 and forward to a static nginx upstream. wrk loads each balancer in interleaved rounds
 (BENCH_ROUNDS, 2 by default; BENCH_DURATION_S each), and one router directly, for what the
-balancer costs. The ratio two/one is the median of the per-round ratios. Every request is a
+balancer costs. The ratios N/one are the medians of the per-round ratios. Every request is a
 keyed, billed eth_blockNumber (coalescing and the cache off, as in bench/router.py).
 
-This machine has 2 cores for wrk, HAProxy, nginx and the routers together: the ratio says what
-a second router adds when the cores are shared, not what a second machine adds.
+This machine has 2 cores for wrk, HAProxy, nginx and the routers together: the ratios say what
+more routers add when the cores are shared, not what more machines add.
 Results: bench/results/deployment.{json,md}.
 """
 
@@ -43,7 +43,8 @@ BODY = '{"jsonrpc":"2.0","method":"eth_blockNumber","params":[],"id":1}'
 CONNECTIONS = 64
 DURATION_S = int(os.environ.get("BENCH_DURATION_S", "8"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
-ROUTERS = ("127.0.0.11", "127.0.0.12")
+ROUTERS = ("127.0.0.11", "127.0.0.12", "127.0.0.13")
+COUNTS = (1, 2, 3)
 BALANCER = "127.0.0.10"
 
 
@@ -144,7 +145,7 @@ def main() -> None:
     if haproxy is None:
         raise SystemExit("missing haproxy: scripts/services.sh installs it")
     static_port = free_port()
-    rpc_port, fronts = free_port(), {1: free_port(), 2: free_port()}
+    rpc_port, fronts = free_port(), {n: free_port() for n in COUNTS}
     rounds: list[dict[str, WrkResult]] = []
     with ExitStack() as stack:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory()))
@@ -154,13 +155,13 @@ def main() -> None:
         key = _world(db_url, f"http://127.0.0.1:{static_port}/")
         recipes = {
             n: _recipe(directory, ROUTERS[:n], rpc_port, fronts[n], db_url.replace("+psycopg", ""))
-            for n in (1, 2)
+            for n in COUNTS
         }
         stack.enter_context(
             _process(
                 [
                     "redis-server",
-                    str(recipes[2] / "redis" / "limits.conf"),
+                    str(recipes[3] / "redis" / "limits.conf"),
                     "--bind",
                     "127.0.0.1",
                     "--port",
@@ -177,12 +178,12 @@ def main() -> None:
             stack.enter_context(
                 _process(
                     [sys.executable, "-m", "chainrouter.cli", "serve", "--role", "rpc"],
-                    env=_environment(recipes[2], host),
+                    env=_environment(recipes[3], host),
                     cwd=home,
                 )
             )
             wait_until_ready(f"http://{host}:{rpc_port}")
-        for n in (1, 2):
+        for n in COUNTS:
             stack.enter_context(
                 _process(
                     [haproxy, "-db", "-f", str(recipes[n] / "haproxy" / "haproxy.cfg")],
@@ -193,8 +194,7 @@ def main() -> None:
             wait_until_ready(f"http://{BALANCER}:{fronts[n]}")
         targets = {
             "router direct": f"http://{ROUTERS[0]}:{rpc_port}/rpc/{CHAIN}/{key}",
-            "HAProxy, 1 router": f"http://{BALANCER}:{fronts[1]}/rpc/{CHAIN}/{key}",
-            "HAProxy, 2 routers": f"http://{BALANCER}:{fronts[2]}/rpc/{CHAIN}/{key}",
+            **{_name(n): f"http://{BALANCER}:{fronts[n]}/rpc/{CHAIN}/{key}" for n in COUNTS},
         }
         for url in targets.values():
             wait_until_serving(url)
@@ -208,11 +208,15 @@ def main() -> None:
     _report(rounds)
 
 
+def _name(routers: int) -> str:
+    return f"HAProxy, {routers} router{'s' if routers > 1 else ''}"
+
+
 def _report(rounds: list[dict[str, WrkResult]]) -> None:
-    ratios = [
-        r["HAProxy, 2 routers"].requests_per_s / r["HAProxy, 1 router"].requests_per_s
-        for r in rounds
-    ]
+    ratios = {
+        n: [r[_name(n)].requests_per_s / r[_name(1)].requests_per_s for r in rounds]
+        for n in COUNTS[1:]
+    }
     rows = {
         name: {
             "requests_per_s": round(statistics.median(r[name].requests_per_s for r in rounds)),
@@ -229,19 +233,24 @@ def _report(rounds: list[dict[str, WrkResult]]) -> None:
         "duration_s": DURATION_S,
         "connections": CONNECTIONS,
         "targets": rows,
-        "two_over_one": round(statistics.median(ratios), 2),
-        "two_over_one_range": [round(min(ratios), 2), round(max(ratios), 2)],
+        **{
+            f"{n}_over_1": {
+                "median": round(statistics.median(values), 2),
+                "range": [round(min(values), 2), round(max(values), 2)],
+            }
+            for n, values in ratios.items()
+        },
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "deployment.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = [
-        "# Deployment: one router against two behind HAProxy",
+        "# Deployment: one, two and three routers behind HAProxy",
         "",
         f"{result['date']}, {ROUNDS} interleaved rounds of {DURATION_S} s, {CONNECTIONS} "
         "connections, keyed billed `eth_blockNumber` (bench/deployment.py). The balancer and the "
         "routers are the rendered recipe; routers: native executor, one worker each, PostgreSQL "
         "and the limits' Redis shared; upstream: static nginx. One 2-core machine runs wrk, "
-        "HAProxy, nginx and both routers.",
+        "HAProxy, nginx and every router.",
         "",
         "| target | requests/s | p50 ms | p99 ms | errors |",
         "|---|---|---|---|---|",
@@ -251,8 +260,18 @@ def _report(rounds: list[dict[str, WrkResult]]) -> None:
             for name, row in rows.items()
         ),
         "",
-        f"**Two routers over one: {result['two_over_one']}x** (rounds: "
-        f"{min(ratios):.2f} to {max(ratios):.2f}).",
+        *(
+            f"**{n} routers over one: {statistics.median(values):.2f}x** (rounds: "
+            f"{min(values):.2f} to {max(values):.2f})."
+            for n, values in ratios.items()
+        ),
+        "",
+        "What it predicts for more cores: here every router shares the two cores with wrk, HAProxy "
+        "and nginx, so a second or a third router adds contention, not capacity. Given a core "
+        "each (and one for the balancer), each router serves about what one serves directly "
+        f"({rows['router direct']['requests_per_s']:,}/s here, on a shared core), so N routers "
+        "should serve about N times that until the balancer's core is full; HAProxy's cost per "
+        "request is the gap between one router directly and one behind it.",
         "",
     ]
     (RESULTS / "deployment.md").write_text("\n".join(lines))
