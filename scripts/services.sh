@@ -38,3 +38,11 @@ if ! command -v haproxy >/dev/null 2>&1; then
   apt-get install -y -qq haproxy >/dev/null 2>&1 \
     || { apt-get update -qq >/dev/null && apt-get install -y -qq haproxy >/dev/null; }
 fi
+
+# iptables, with which the multi-host test cuts one router off from Redis (a network partition).
+if ! command -v iptables >/dev/null 2>&1 && [ ! -x /usr/sbin/iptables ]; then
+  echo "installing iptables" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq iptables >/dev/null 2>&1 \
+    || { apt-get update -qq >/dev/null && apt-get install -y -qq iptables >/dev/null; }
+fi
