@@ -97,7 +97,7 @@ class _Tally:
         self.faults: list[NodeFault] = []  # nodes that said they cannot serve the call
         self.missing: bytes | None = None  # the last node's own "no such block" error answer
         self.doubted: list[_Served] = []  # answers not believed (router/belief.py)
-        # Answers a proof refuted, with why: false once another provider's answer is proven.
+        # Answers a proof refuted, with why: false once another provider's held the same proof.
         self.refuted: list[tuple[_Served, str]] = []
         # Nodes that rejected the request, and how: cooled down unless all rejected it alike.
         self.rejections: list[tuple[int, str]] = []
