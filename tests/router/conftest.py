@@ -244,6 +244,7 @@ async def _make_world(
     # No response cache and no coalescing unless a test asks for them (tests/router/test_cache*):
     # the routing, failover and billing tests count what each call does at the nodes.
     settings.setdefault("cache_max_bytes", 0)
+    settings.setdefault("verify", "off")  # proofs only where a test asks: they ask nodes more
     settings.setdefault("coalesce", False)
     # No audits unless a test asks (tests/router/test_audits_served.py).
     settings.setdefault("audit_rate", 0)

@@ -143,6 +143,10 @@ def launch_router(
         # No audits unless a test asks (test_audits_served.py): an audit asks another node at
         # random, which the tests counting what each node is asked would see.
         "CHAINROUTER_AUDIT_RATE": "0",
+        # Nor are answers proven unless a test asks (test_verified_answers_served.py): a proof
+        # asks nodes more, and most of these worlds have one provider, whose answers the cache
+        # would then never keep.
+        "CHAINROUTER_VERIFY": "off",
         **settings,
     }
     with (tmp / "router.log").open("ab") as log:
