@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictStr, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictStr,
+    WithJsonSchema,
+    field_validator,
+)
 
 from chainrouter.domain.enums import NodeSource, NodeStatus
 from chainrouter.domain.urls import normalise_url, refuse_userinfo
@@ -85,7 +93,18 @@ class WsNodeIn(_In):
 
 class NodeStatusIn(_In):
     node_id: RowId
-    status: NodeStatus = Field(
+    # The schema offers the statuses one may set; `cordoned` is the audits' and proofs' alone.
+    status: Annotated[
+        NodeStatus,
+        WithJsonSchema(
+            {
+                "type": "string",
+                "enum": [
+                    status.value for status in NodeStatus if status is not NodeStatus.CORDONED
+                ],
+            }
+        ),
+    ] = Field(
         description="healthy, disabled by provider or provider-deleted. healthy also brings a "
         "cordoned node back, watched (audited at the higher rate) for a day."
     )
