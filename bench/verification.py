@@ -34,6 +34,7 @@ import httpx
 
 from bench.host import probe
 from bench.upstreams import anvil, free_port, wait_until_ready
+from bench.worlds import plan, world
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
@@ -61,40 +62,11 @@ def _node(url: str, method: str, params: list[Any]) -> Any:
 
 
 def _world(key: str, nodes: list[str]) -> dict[str, Any]:
-    plans = [
-        {
-            "slug": f"provider{n}",
-            "name": f"Provider {n}",
-            "plans": [
-                {
-                    "name": "bench",
-                    "methods": [{"method": m, "cost": "0.000001"} for m in METHODS],
-                    "nodes": [{"url": url, "chain_id": CHAIN}],
-                }
-            ],
-        }
-        for n, url in enumerate(nodes, start=1)
-    ]
-    return {
-        "version": 1,
-        "chains": [
-            {
-                "chain_id": CHAIN,
-                "name": "Bench chain",
-                "short_name": "bench",
-                "native_currency": {"name": "Ether", "symbol": "ETH"},
-            }
-        ],
-        "providers": plans,
-        "customers": [
-            {
-                "email": "bench@example.com",
-                "name": "Bench",
-                "credits": [{"reference": "bench", "amount": "1000000"}],
-                "api_keys": [{"name": "bench", "secret": key, "allowed_domains": ["*"]}],
-            }
-        ],
+    methods = [{"method": m, "cost": "0.000001"} for m in METHODS]
+    providers = {
+        f"provider{n}": plan("bench", methods, [url], CHAIN) for n, url in enumerate(nodes, 1)
     }
+    return world(CHAIN, providers, key)
 
 
 @contextmanager

@@ -33,6 +33,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from bench.cpu import rss_mb
 from bench.host import probe
 from bench.upstreams import anvil, free_port, wait_until_ready
+from bench.worlds import plan, world
 from chainrouter.domain.credentials import SecretKind, generate_secret
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
@@ -52,39 +53,7 @@ def _world(node: str, key: str) -> dict[str, Any]:
         {"method": "eth_chainId", "cost": "0"},
         {"method": "newHeads", "node_target_type": "ws", "cost": "0.000000001"},
     ]
-    return {
-        "version": 1,
-        "chains": [
-            {
-                "chain_id": CHAIN,
-                "name": "Bench",
-                "short_name": "bench",
-                "native_currency": {"name": "Ether", "symbol": "ETH"},
-            }
-        ],
-        "providers": [
-            {
-                "slug": "bench",
-                "name": "Bench",
-                "plans": [
-                    {
-                        "name": "ws",
-                        "methods": methods,
-                        "nodes": [{"url": node, "chain_id": CHAIN}],
-                        "ws_nodes": [{"url": node.replace("http://", "ws://"), "chain_id": CHAIN}],
-                    }
-                ],
-            }
-        ],
-        "customers": [
-            {
-                "email": "bench@example.com",
-                "name": "Bench",
-                "credits": [{"reference": "bench", "amount": "1000"}],
-                "api_keys": [{"name": "bench", "secret": key, "allowed_domains": ["*"]}],
-            }
-        ],
-    }
+    return world(CHAIN, {"bench": plan("ws", methods, [node], CHAIN)}, key, credits="1000")
 
 
 @contextmanager
