@@ -87,6 +87,7 @@ PRICED = (
     "eth_getTransactionReceipt",
     "eth_getTransactionByHash",
     "eth_call",
+    "eth_getLogs",
 )
 
 
@@ -277,6 +278,39 @@ def test_a_transaction_is_proven_against_its_blocks_transactions(chain: Chain) -
     assert cordoned(lying) == [A]
 
 
+def test_logs_of_a_short_range_are_proven_complete_by_their_blocks_receipts(chain: Chain) -> None:
+    logs = rpc("eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0x4"}])
+    w = world(chain, VerifyMode.ALWAYS, cache=False)
+    reply = w.call(logs)
+    assert [log["blockNumber"] for log in result(reply)] == ["0x2"]  # the deployment's
+    assert verified(reply) == "proof"
+
+    def dropped(request: dict[str, Any], found: Any) -> Any:
+        return []  # well-formed, and false: block 2's receipts hold a log the filter matches
+
+    lying = world(chain, VerifyMode.ALWAYS, relaying(chain.url, dropped, ("eth_getLogs",)))
+    reply = lying.call(logs)
+    assert len(result(reply)) == 1
+    assert verified(reply) == "proof"
+    assert cordoned(lying) == [A]
+
+
+def test_logs_of_one_block_by_its_hash_are_proven(chain: Chain) -> None:
+    block = node_result(chain.url, "eth_getBlockByNumber", ["0x2", False])
+    w = world(chain, VerifyMode.ALWAYS, cache=False)
+    reply = w.call(rpc("eth_getLogs", [{"blockHash": block["hash"]}]))
+    assert len(result(reply)) == 1
+    assert verified(reply) == "proof"
+
+
+def test_a_log_range_wider_than_the_proven_one_is_agreed_when_kept(chain: Chain) -> None:
+    w = world(chain, VerifyMode.CACHE)
+    reply = w.call(rpc("eth_getLogs", [{"fromBlock": "0x1", "toBlock": "0x6"}]))
+    assert len(result(reply)) == 1
+    assert verified(reply) == "agreement"
+    assert w.urls_called() == [A, B]
+
+
 def test_a_kept_answer_the_chain_cannot_prove_is_agreed_by_two_providers(chain: Chain) -> None:
     call = rpc("eth_call", [{"to": chain.contract, "data": "0x"}, "0x2"])
     w = world(chain, VerifyMode.CACHE)
@@ -356,6 +390,7 @@ def test_every_method_the_router_proves_is_one_the_proofs_table_says_is_provable
         Check.BLOCK: ProofKind.HEADER,
         Check.RECEIPT: ProofKind.RECEIPTS,
         Check.TRANSACTION: ProofKind.TRANSACTIONS,
+        Check.LOGS: ProofKind.RECEIPTS,
     }
     assert {method: kinds[check] for method, check in CHECKS.items()} == {
         method: PROOFS[method].kind for method in CHECKS

@@ -28,6 +28,7 @@ class Check(enum.Enum):
     BLOCK = "block"  # the header's own hash, agreed by two providers
     RECEIPT = "receipt"  # the block's receipts against its receiptsRoot
     TRANSACTION = "transaction"  # the block's transactions against its transactionsRoot
+    LOGS = "logs"  # the range's blocks' receipts against their receiptsRoots
     AGREEMENT = "agreement"  # another provider's node answers the same
 
 
@@ -35,3 +36,4 @@ class Check(enum.Enum):
 class ProofPlan:
     check: Check
     block: int | str | None = None  # the block a state read is pinned to: number or hash
+    through: int | None = None  # the last block of a log range (`block` its first)

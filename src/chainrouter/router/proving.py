@@ -10,8 +10,10 @@ is served (and, for an answer the cache keeps, before it is kept):
 - **a block** by number or hash is its own header; with its transactions, their root too;
 - **a receipt** is checked against the whole block's receipts, proven against `receiptsRoot`
   (fetched once per block and kept), **a transaction** against its block's `transactionsRoot`;
-- a kept answer the chain offers no proof for (an `eth_call`, logs) is **agreed**: asked again
-  of another provider's node, and kept only when both say the same.
+- **logs** of a short range (or one block by hash) against the receipts of each of its blocks:
+  exactly the matching logs, so an answer that leaves one out is false too;
+- a kept answer the chain offers no proof for (an `eth_call`, a wide log range) is **agreed**:
+  asked again of another provider's node, and kept only when both say the same.
 The proofs themselves are `chainrouter.integrity`'s (pure functions over the nodes' JSON); this
 module decides what to prove (`plan`) and fetches what the proof needs (`check`, a program that
 awaits `Forward` commands like the attempt it runs inside: router/stages/attempt.py).
@@ -54,8 +56,13 @@ CHECKS = {
     "eth_getBlockByHash": Check.BLOCK,
     "eth_getTransactionReceipt": Check.RECEIPT,
     "eth_getTransactionByHash": Check.TRANSACTION,
+    "eth_getLogs": Check.LOGS,
 }
-_TAGS = frozenset({"latest", "pending", "safe", "finalized", "earliest"})
+_HEAD_TAGS = frozenset({"latest", "pending", "safe", "finalized"})
+_TAGS = _HEAD_TAGS | {"earliest"}
+# The widest log range proven: each block costs its header, its transactions and its receipts
+# (each once per block, then kept), so wider ranges are agreed instead (docs/integrity.md).
+MAX_PROVEN_LOG_BLOCKS = 4
 
 
 def plan(call: CallContext, mode: VerifyMode) -> ProofPlan | None:
@@ -78,6 +85,11 @@ def plan(call: CallContext, mode: VerifyMode) -> ProofPlan | None:
         return ProofPlan(check, block)
     if check is Check.BLOCK and not _pinned_block(call):
         return ProofPlan(Check.AGREEMENT) if kept else None
+    if check is Check.LOGS:
+        blocks = _log_blocks(call)
+        if blocks is None:
+            return ProofPlan(Check.AGREEMENT) if kept else None
+        return ProofPlan(check, *blocks)
     return ProofPlan(check)
 
 
@@ -96,6 +108,24 @@ def _state_block(call: CallContext) -> int | str | None:
     if len(ref) == 66:
         return ref.lower()
     return call.needs.state_at
+
+
+def _log_blocks(call: CallContext) -> tuple[int | str, int | None] | None:
+    """The blocks a log query covers, when it can be proven: its block's hash, or its first and
+    last numbers (no head tag: the head may move before the proof), at most
+    `MAX_PROVEN_LOG_BLOCKS` of them; None otherwise."""
+    params = call.call.params
+    if not isinstance(params, list) or not params or not isinstance(params[0], dict):
+        return None
+    query = params[0]
+    if "blockHash" in query:
+        return str(query["blockHash"]).lower(), None
+    if any(query.get(end, "latest") in _HEAD_TAGS for end in ("fromBlock", "toBlock")):
+        return None
+    first, last = call.needs.history_from, call.needs.history_to
+    if first is None or last is None or not 0 <= last - first < MAX_PROVEN_LOG_BLOCKS:
+        return None
+    return first, last
 
 
 def _pinned_block(call: CallContext) -> bool:
@@ -206,6 +236,8 @@ class Prover:
                 await self._block(asking, result)
             elif plan.check is Check.RECEIPT:
                 await self._receipt(asking, result)
+            elif plan.check is Check.LOGS:
+                await self._logs(asking, plan, result)
             else:
                 await self._transaction(asking, result)
         except ProofError as error:
@@ -242,6 +274,23 @@ class Prover:
         block, receipts = await self._block_receipts(asking, header)
         tx_hash = str(asking.call.call.params[0]).lower()  # type: ignore[index]
         integrity.verify_receipt(block, receipts, tx_hash, claimed)
+
+    async def _logs(self, asking: _Asking, plan: ProofPlan, claimed: Any) -> None:
+        """Logs, complete and true: exactly what the filter matches among the proven receipts of
+        every block of the range (an empty answer included: that no block holds a match)."""
+        query = dict(asking.call.call.params[0])  # type: ignore[index]
+        if isinstance(plan.block, str):
+            numbers: Sequence[int | str] = [plan.block]
+        else:
+            assert plan.block is not None
+            assert plan.through is not None
+            numbers = range(plan.block, plan.through + 1)
+            query.update(fromBlock=hex(plan.block), toBlock=hex(plan.through))  # `earliest`: 0
+        blocks = []
+        for block in numbers:
+            header = await self._header(asking, block)
+            blocks.append(await self._block_receipts(asking, header))
+        integrity.verify_logs(blocks, query, claimed)
 
     async def _transaction(self, asking: _Asking, claimed: Any) -> None:
         if not isinstance(claimed, dict) or not isinstance(claimed.get("blockHash"), str):
