@@ -43,6 +43,7 @@ from typing import Any
 
 import httpx
 
+from bench import worlds
 from bench.cpu import rss_mb
 from bench.host import probe
 from bench.rounds import CONNECTIONS, DURATION_S, ROUNDS, WARM_UP_S
@@ -82,41 +83,6 @@ BATCH = json.dumps(
 )
 
 
-def _world(key: str, node_url: str, chain_id: int, methods: list[str]) -> dict[str, Any]:
-    return {
-        "version": 1,
-        "chains": [
-            {
-                "chain_id": chain_id,
-                "name": f"Bench chain {chain_id}",
-                "short_name": f"b{chain_id}",
-                "native_currency": {"name": "Ether", "symbol": "ETH"},
-            }
-        ],
-        "providers": [
-            {
-                "slug": "bench",
-                "name": "Bench",
-                "plans": [
-                    {
-                        "name": "bench",
-                        "methods": [{"method": m, "cost": "0.000001"} for m in methods],
-                        "nodes": [{"url": node_url, "chain_id": chain_id}],
-                    }
-                ],
-            }
-        ],
-        "customers": [
-            {
-                "email": "bench@example.com",
-                "name": "Bench",
-                "credits": [{"reference": "bench", "amount": "1000000"}],
-                "api_keys": [{"name": "bench", "secret": key, "allowed_domains": ["*"]}],
-            }
-        ],
-    }
-
-
 @contextmanager
 def _router(
     directory: Path, node_url: str, chain_id: int, executor: str = "native", **settings: str
@@ -128,7 +94,11 @@ def _router(
     engine = create_database_engine(database_url)
     migrate.upgrade(engine)
     methods = ["eth_getBlockByNumber", "eth_getBlockReceipts", "eth_blockNumber", "eth_chainId"]
-    apply_config(engine, validate_document(_world(key, node_url, chain_id, methods)))
+    priced = [{"method": method, "cost": "0.000001"} for method in methods]
+    world = worlds.world(
+        chain_id, {"bench": worlds.plan("bench", priced, [node_url], chain_id)}, key
+    )
+    apply_config(engine, validate_document(world))
     engine.dispose()
     port = free_port()
     env = {
