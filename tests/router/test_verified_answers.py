@@ -26,7 +26,7 @@ from chainrouter.router.pipeline import Reply
 from chainrouter.router.proving import CHECKS, TrustedHeaders
 from chainrouter.testing.scripted import Responder, failing, slow
 from tests.anvil import CHAIN_A, DEPLOY_LOGGING, node_result, start_anvil_nodes
-from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world
+from tests.router.scripted_world import CHAIN, ScriptedWorld, rpc, scripted_world
 
 A, B = "http://a.node", "http://b.node"
 RECIPIENT = "0x00000000000000000000000000000000000000aa"
@@ -347,9 +347,43 @@ def test_an_answer_being_proven_is_not_given_up_by_a_hedge_with_no_route_left(
     assert verified(reply) == "proof"
 
 
-def test_a_read_at_a_head_tag_is_not_proven(chain: Chain) -> None:
+def test_a_read_at_latest_is_pinned_to_a_block_its_nodes_have_and_proven(chain: Chain) -> None:
     w = world(chain, VerifyMode.ALWAYS, cache=False)
     reply = w.call(rpc("eth_getBalance", [RECIPIENT, "latest"]))
+    assert result(reply) == "0x2a"
+    assert verified(reply) == "proof"
+    sent = orjson.loads(w.executor.forwarded[0].body)
+    assert sent["params"] == [RECIPIENT, hex(chain.head)]  # the lowest head of its nodes
+
+    block = w.call(rpc("eth_getBlockByNumber", ["latest", False]))
+    assert result(block)["number"] == hex(chain.head)
+    assert verified(block) == "proof"
+
+    lying = world(chain, VerifyMode.ALWAYS, relaying(chain.url, plus_one, ("eth_getBalance",)))
+    reply = lying.call(rpc("eth_getBalance", [RECIPIENT]))  # no block named: latest
+    assert result(reply) == "0x2a"
+    assert cordoned(lying) == [A]
+
+
+def test_a_read_at_latest_is_not_pinned_below_the_head_its_key_was_told(chain: Chain) -> None:
+    w = scripted_world(
+        [(A, 100, relaying(chain.url)), (B, 200, relaying(chain.url))],
+        methods=PRICED,
+        heads={A: chain.head - 1, B: chain.head},  # A within the allowed lag
+        finality_depth=10,
+        verify=VerifyMode.ALWAYS,
+    )
+    w.deps.seen_heads.saw(1, CHAIN, chain.head, None)
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "latest"]))
+    assert result(reply) == "0x2a"
+    sent = orjson.loads(w.executor.forwarded[0].body)
+    assert w.executor.forwarded[0].url == B  # the node behind what the key was told is passed
+    assert sent["params"] == [RECIPIENT, hex(chain.head)]
+
+
+def test_a_read_at_another_head_tag_is_not_proven(chain: Chain) -> None:
+    w = world(chain, VerifyMode.ALWAYS, cache=False)
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "pending"]))
     assert result(reply) == "0x2a"
     assert verified(reply) is None
     assert w.urls_called() == [A]
@@ -380,8 +414,8 @@ def test_a_proven_call_is_never_handed_over_as_a_decision(chain: Chain) -> None:
     reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
     assert verified(reply) == "proof"
     assert w.decided(reply) == []
-    unproven = w.call(rpc("eth_getBalance", [RECIPIENT, "latest"]))
-    assert w.decided(unproven)  # a read at the head still is
+    unproven = w.call(rpc("eth_getBalance", [RECIPIENT, "pending"]))
+    assert w.decided(unproven)  # a read it does not prove still is
 
 
 def test_every_method_the_router_proves_is_one_the_proofs_table_says_is_provable() -> None:
@@ -400,13 +434,15 @@ def test_every_method_the_router_proves_is_one_the_proofs_table_says_is_provable
 def test_a_storage_read_that_names_no_block_is_not_taken_for_one_pinned_to_a_hash(
     chain: Chain,
 ) -> None:
-    """eth_getStorageAt(address, slot) reads the head: a 32-byte slot is no block hash."""
+    """eth_getStorageAt(address, slot) reads the head: a 32-byte slot is no block hash, and the
+    call is pinned to the head's number after it, not in its place."""
     w = world(chain, VerifyMode.ALWAYS, cache=False)
     slot = "0x" + "00" * 32
     reply = w.call(rpc("eth_getStorageAt", [chain.contract, slot]))
     assert reply.status == 200
-    assert verified(reply) is None
-    assert w.urls_called() == [A]  # nothing asked for a proof
+    assert verified(reply) == "proof"
+    sent = orjson.loads(w.executor.forwarded[0].body)
+    assert sent["params"] == [chain.contract, slot, hex(chain.head)]
 
 
 @settings(max_examples=200, deadline=None)

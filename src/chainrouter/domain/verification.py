@@ -37,3 +37,5 @@ class ProofPlan:
     check: Check
     block: int | str | None = None  # the block a state read is pinned to: number or hash
     through: int | None = None  # the last block of a log range (`block` its first)
+    # A read of `latest` sent pinned to `block` instead, so that its answer can be proven.
+    pins_latest: bool = False

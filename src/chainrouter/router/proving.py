@@ -28,26 +28,23 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
 
 from chainrouter import integrity
+from chainrouter.domain.requirements import METHODS
 from chainrouter.domain.routing import Route
 from chainrouter.domain.verification import Check, ProofPlan, Verified, VerifyMode
 from chainrouter.integrity import ProofError
+from chainrouter.jsonrpc.encode import encode_call
 from chainrouter.router.context import CallContext
 from chainrouter.router.contract import Failure, Forward
 
-# Where each state read names its block.
-_BLOCK_PARAM = {
-    "eth_getBalance": 1,
-    "eth_getTransactionCount": 1,
-    "eth_getCode": 1,
-    "eth_getStorageAt": 2,
-}
-STATE_READS = frozenset(_BLOCK_PARAM)
+STATE_READS = frozenset(
+    {"eth_getBalance", "eth_getTransactionCount", "eth_getCode", "eth_getStorageAt"}
+)
 # The methods whose proofs this module fetches for, by check; each is provable by
 # chainrouter.integrity's table (`PROOFS`), which a test holds it to.
 CHECKS = {
@@ -65,11 +62,13 @@ _TAGS = _HEAD_TAGS | {"earliest"}
 MAX_PROVEN_LOG_BLOCKS = 4
 
 
-def plan(call: CallContext, mode: VerifyMode) -> ProofPlan | None:
+def plan(call: CallContext, mode: VerifyMode, latest: int | None = None) -> ProofPlan | None:
     """What `call`'s answer must be checked by before it is served, if anything: under `cache`,
     an answer the cache will keep; under `always`, that and every answer the chain can prove.
-    A read at a head tag is not proven (the head may move between the answer and the proof:
-    an honest node would be taken for a false one)."""
+    A state read or a block at `latest` is proven at block `latest` (`latest_block`), to which
+    the call is then pinned (`pin_latest`): asked as it came, the node's head could move between
+    its answer and the proof, and an honest node would be taken for a false one. Other head
+    tags are not proven."""
     if mode is VerifyMode.OFF:
         return None
     kept = call.looked_up  # the cache looked for it: its answer will be kept
@@ -78,6 +77,8 @@ def plan(call: CallContext, mode: VerifyMode) -> ProofPlan | None:
         return ProofPlan(Check.AGREEMENT) if kept else None
     if not kept and mode is not VerifyMode.ALWAYS:
         return None
+    if check in (Check.STATE, Check.BLOCK) and latest is not None and _reads_latest(call):
+        return ProofPlan(check, latest, pins_latest=True)
     if check is Check.STATE:
         block = _state_block(call)
         if block is None:
@@ -93,12 +94,49 @@ def plan(call: CallContext, mode: VerifyMode) -> ProofPlan | None:
     return ProofPlan(check)
 
 
+def latest_block(call: CallContext, node_head: Callable[[int], int | None]) -> int | None:
+    """The block a read of `latest` is proven at: the lowest head among the nodes the call may
+    go to, which every one of them has (none lags, none is behind the head the call's key was
+    told, where such nodes exist: stages/heads.py, stages/consistent_head.py); None where a
+    node's head is unknown, or that block is older than what the key was told."""
+    heads = [node_head(route.node.node_id) for route in call.ordered]
+    if not heads or None in heads:
+        return None
+    lowest = min(head for head in heads if head is not None)
+    seen = call.seen_head
+    return None if seen is not None and lowest < seen else lowest
+
+
+def _reads_latest(call: CallContext) -> bool:
+    """Whether the call reads its block parameter's `latest`, named or left out."""
+    params, at = call.call.params, METHODS[call.call.method].block_param
+    if not isinstance(params, list) or at is None:
+        return False
+    return len(params) == at or (len(params) > at and params[at] == "latest")
+
+
+def pin_latest(call: CallContext, block: int) -> None:
+    """Send the call pinned to `block` instead of `latest`: the answer the client gets is the
+    chain's state (or block) at that block, which every node the call may go to has."""
+    rpc = call.call
+    at = METHODS[rpc.method].block_param
+    assert isinstance(rpc.params, list)
+    assert at is not None
+    params = [*rpc.params[:at], hex(block), *rpc.params[at + 1 :]]
+    call.call = replace(rpc, params=params)
+    call.body = encode_call(call.call)
+    if call.needs.state_at is not None or rpc.method in STATE_READS:
+        call.needs = replace(call.needs, state_at=block, at_head=False)
+    else:
+        call.needs = replace(call.needs, history_from=block, history_to=block, at_head=False)
+
+
 def _state_block(call: CallContext) -> int | str | None:
     """The block a state read names: its number, or its hash (EIP-1898); None for a tag, or
     none named (a slot's 32 bytes are never read as a block's hash)."""
     params = call.call.params
-    at = _BLOCK_PARAM[call.call.method]
-    if not isinstance(params, list) or len(params) <= at:
+    at = METHODS[call.call.method].block_param
+    if not isinstance(params, list) or at is None or len(params) <= at:
         return None
     ref = params[at]
     if isinstance(ref, dict):

@@ -168,7 +168,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
         cached.append(
             FromCache(deps.cache, deps.finality, deps.cache_prices, deps.credits, deps.epochs)
         )
-    verified: list[CallStage] = [] if deps.prover is None else [Verify(deps.prover)]
+    verified: list[CallStage] = [] if deps.prover is None else [Verify(deps.prover, deps.health)]
     coalesced: list[CallStage] = []
     if deps.coalesce:
         coalesced.append(Coalesce(deps.cache_prices, deps.credits, deps.ledger))
