@@ -11,7 +11,9 @@ is kept and retried first next time; nothing metered is dropped, and the final f
 shutdown. A flush that fails for any other reason (a constraint, a balance out of
 range, a bug) would fail the same way every time, so it must not hold back the flushes behind it:
 it is split by customer, the parts that can be written are, and a part that still fails is set
-aside, logged, and tried again at every flush after the others.
+aside, logged, and tried again at every flush after the others. After the usage, each flush
+writes the health reports, the cordons, and what audits and proofs found of each node (counts
+added to the node's totals, kept for the next flush if storage fails: router/node_checks.py).
 """
 
 from __future__ import annotations
