@@ -10,10 +10,8 @@ import time
 
 import httpx
 from playwright.sync_api import Page, expect
-from sqlalchemy import select
 
 from chainrouter.domain.records import NodeChecksWrite
-from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.node_checks import write_node_checks
 from tests.dashboard.conftest import CHAIN, Stack, screenshot, sign_in, status
@@ -43,12 +41,16 @@ def _reported(stack: Stack) -> None:
 def _checked(stack: Stack) -> None:
     """What routers' flushes add when audits and proofs check the node's answers (the world has
     one provider: its own router finds no referee, and proves nothing)."""
+    listed = httpx.get(
+        f"{stack.api}/provider/nodes", headers={"X-Api-Key": stack.provider_token}, timeout=10
+    ).json()
+    [node_id] = [
+        n["node"]["id"]
+        for n in listed
+        if n["kind"] == "http" and n["node"]["chain_id"] == str(CHAIN)
+    ]
     engine = create_database_engine(stack.database_url)
     try:
-        with engine.connect() as connection:
-            node_id = connection.execute(
-                select(t.nodes.c.id).where(t.nodes.c.url == stack.anvil.urls["a1"])
-            ).scalar_one()
         write_node_checks(
             engine,
             [
