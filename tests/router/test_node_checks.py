@@ -20,7 +20,9 @@ from chainrouter.domain.records import NodeChecksWrite
 from chainrouter.management import nodes
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
+from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.node_checks import LAST_AT, NodeCheck, NodeChecks
+from chainrouter.router.sync import StorageSync
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.node_checks import node_checks, write_node_checks
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -214,6 +216,35 @@ def test_counts_of_a_node_deleted_since_are_dropped_not_retried_forever(engine: 
         stored = node_checks(connection, [*node_ids, gone])
     assert list(stored) == [node_ids[0]]
     assert stored[node_ids[0]].audits_failed == 1
+
+
+@pytest.mark.anyio
+async def test_counts_storage_refuses_are_kept_and_written_once_at_the_next_flush(
+    engine: Engine,
+) -> None:
+    [node_id] = _nodes_in(engine, 1)
+    counted = NodeChecks()
+    sync = StorageSync(
+        engine,
+        UsageMeter(),
+        CreditView(),
+        lambda snapshot: None,
+        version=1,
+        sync_interval_s=1,
+        flush_interval_s=1,
+        node_checks=counted,
+    )
+    t.node_checks.drop(engine)  # storage refuses the write (no such table)
+    counted.add(node_id, NodeCheck.AUDIT_FAILED)
+    await sync.write_node_checks()
+    assert counted.pending() == 1  # put back
+    t.node_checks.create(engine)
+    counted.add(node_id, NodeCheck.AUDIT_FAILED)
+    await sync.write_node_checks()
+    await sync.write_node_checks()  # nothing left: nothing added twice
+    assert counted.pending() == 0
+    with engine.connect() as connection:
+        assert node_checks(connection, [node_id])[node_id].audits_failed == 2
 
 
 _CHECKS = st.sampled_from(list(NodeCheck))

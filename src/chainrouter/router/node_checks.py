@@ -38,8 +38,9 @@ LAST_AT = {
 
 
 class NodeChecks:
-    """The counts since the last flush: (node, check) -> [count, when last]. Any thread may
-    `add` (the native server books on its own); `take` runs on the flush's."""
+    """The counts since the last flush: (node, check) -> [count, when last], at most four
+    entries per node the router knows. Any thread may `add` (the native server books on its
+    own); `take` runs on the flush's."""
 
     def __init__(self, now: Callable[[], float] = time.time) -> None:
         self._now = now
@@ -83,6 +84,6 @@ class NodeChecks:
                         counted[1] = max(counted[1], at)
 
     def pending(self) -> int:
-        """Checks counted and not yet taken (the metrics, the tests)."""
+        """Checks counted and not yet taken."""
         with self._lock:
             return int(sum(count for count, _ in self._counts.values()))
