@@ -9,9 +9,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chainrouter.domain.chains import Chain
-from chainrouter.domain.records import CordonWrite
+from chainrouter.domain.records import CordonWrite, NodeChecksWrite
 from chainrouter.stores.sql.chains import upsert_chains
 from chainrouter.stores.sql.config_version import read_config_version
+from chainrouter.stores.sql.node_checks import write_node_checks
 from chainrouter.stores.sql.nodes import write_cordons
 from tests.anvil import AnvilNodes
 from tests.api.conftest import ApiHarness, ProviderAccount
@@ -103,3 +104,68 @@ def test_the_administrator_lists_cordons_and_lifts_one(api: ApiHarness, anvil: A
     ]
     customer = api.customer("Someone")
     assert api.client.get("/admin/cordons", headers=customer.headers).status_code == 403
+
+
+def test_the_provider_and_the_administrator_see_what_audits_and_proofs_found_of_a_node(
+    api: ApiHarness, anvil: AnvilNodes
+) -> None:
+    """The counts as routers flush them (stores/sql/node_checks.py), two routers adding up."""
+    mine = api.provider("mine")
+    node_id = _node(api, mine, anvil.urls["a1"])
+    fresh = _status(api, mine, node_id)["checks"]
+    assert fresh == {
+        "audits_passed": 0,
+        "audits_failed": 0,
+        "proofs_checked": 0,
+        "proofs_failed": 0,
+        "last_audit_passed_at": None,
+        "last_audit_failed_at": None,
+        "last_proof_checked_at": None,
+        "last_proof_failed_at": None,
+    }
+    first = NodeChecksWrite(node_id, audits_passed=4, proofs_checked=2, last_audit_passed_at=1.8e9)
+    second = NodeChecksWrite(
+        node_id,
+        audits_passed=1,
+        audits_failed=1,
+        last_audit_passed_at=1.7e9,
+        last_audit_failed_at=1.8e9 + 60,
+    )
+    write_node_checks(api.engine, [first])
+    write_node_checks(api.engine, [second])  # another router's flush
+    _cordon(api, node_id)
+    status = _status(api, mine, node_id)
+    assert status["status"] == "cordoned"
+    checks = status["checks"]
+    assert (checks["audits_passed"], checks["audits_failed"]) == (5, 1)
+    assert (checks["proofs_checked"], checks["proofs_failed"]) == (2, 0)
+    assert checks["last_audit_passed_at"] == "2027-01-15T08:00:00Z"  # the later of the two
+    assert checks["last_audit_failed_at"] == "2027-01-15T08:01:00Z"
+    assert checks["last_proof_failed_at"] is None
+    listed = api.client.get("/provider/nodes", headers=mine.headers).json()
+    assert listed[0]["status"]["checks"] == checks
+    [cordon] = api.client.get("/admin/cordons", headers=api.admin).json()
+    assert cordon["checks"] == checks
+    seen = api.client.get(f"/admin/nodes/{node_id}/status", headers=api.admin)
+    assert seen.status_code == 200
+    assert seen.json()["checks"] == checks
+    assert seen.json()["cordon_reason"] == REASON
+    assert api.client.get("/admin/nodes/999999/status", headers=api.admin).status_code == 404
+    assert api.client.get(f"/admin/nodes/{node_id}/status", headers=mine.headers).status_code == 403
+
+
+def test_the_providers_earnings_say_what_of_its_nodes_answers_was_disputed_in_all(
+    api: ApiHarness, anvil: AnvilNodes
+) -> None:
+    mine, theirs = api.provider("mine"), api.provider("theirs")
+    with api.engine.begin() as connection:
+        upsert_chains(connection, [Chain(31338, "Anvil B", "anvilb", "Ether", "ETH", 18)])
+    one, two = _node(api, mine, anvil.urls["a1"]), _node(api, mine, anvil.urls["a2"])
+    other = _node(api, theirs, anvil.urls["b1"])
+    earned = api.client.get("/provider/earnings", headers=mine.headers).json()
+    assert earned["disputed"] == {"answers": 0, "credits": 0}
+    _cordon(api, one, 3, 300)
+    _cordon(api, two, 2, 250)
+    _cordon(api, other, 7, 700)
+    earned = api.client.get("/provider/earnings", headers=mine.headers).json()
+    assert earned["disputed"] == {"answers": 5, "credits": 0.00000055}

@@ -316,6 +316,10 @@ def test_every_route_answers_what_it_documents(
     check(c.post(f"/admin/nodes/{node['node']['id']}/lift-cordon", headers=admin), lift)
     check(c.post(f"/admin/nodes/{node['node']['id']}/lift-cordon", headers=admin), lift)
     check(c.post("/admin/nodes/99999/lift-cordon", headers=admin), lift)
+    status = "/admin/nodes/{node_id}/status"
+    check(c.get(f"/admin/nodes/{node['node']['id']}/status", headers=admin), status)
+    check(c.get("/admin/nodes/99999/status", headers=admin), status)
+    check(c.get(f"/admin/nodes/{node['node']['id']}/status", headers=me), status)
     check(c.get("/provider/nodes", headers=me), "/provider/nodes")
     check(c.get("/provider/nodes", params={"limit": 0}, headers=me), "/provider/nodes")
     check(c.get("/provider/earnings", headers=me), "/provider/earnings")

@@ -291,6 +291,17 @@ def test_status_reads_follow_health_reports_and_the_providers_setting(
         "cordon_reason": None,
         "disputed_answers": 0,
         "disputed_credits": 0,
+        # Never audited nor proven (tests/router/test_node_checks.py, tests/api/test_cordons.py).
+        "checks": {
+            "audits_passed": 0,
+            "audits_failed": 0,
+            "proofs_checked": 0,
+            "proofs_failed": 0,
+            "last_audit_passed_at": None,
+            "last_audit_failed_at": None,
+            "last_proof_checked_at": None,
+            "last_proof_failed_at": None,
+        },
     }
     now = datetime.now(UTC)
     for report, expected in (
@@ -435,6 +446,17 @@ def test_a_websocket_node_must_deliver_new_heads(
         "cordon_reason": None,
         "disputed_answers": 0,
         "disputed_credits": 0,
+        # Never audited nor proven (tests/router/test_node_checks.py, tests/api/test_cordons.py).
+        "checks": {
+            "audits_passed": 0,
+            "audits_failed": 0,
+            "proofs_checked": 0,
+            "proofs_failed": 0,
+            "last_audit_passed_at": None,
+            "last_audit_failed_at": None,
+            "last_proof_checked_at": None,
+            "last_proof_failed_at": None,
+        },
     }
     now = datetime.now(UTC)
     for report, expected in (

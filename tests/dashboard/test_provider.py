@@ -11,6 +11,9 @@ import time
 import httpx
 from playwright.sync_api import Page, expect
 
+from chainrouter.domain.records import NodeChecksWrite
+from chainrouter.stores.sql.engine import create_database_engine
+from chainrouter.stores.sql.node_checks import write_node_checks
 from tests.dashboard.conftest import CHAIN, Stack, screenshot, sign_in, status
 from tests.tls_nodes import MINING_CHAIN
 
@@ -35,15 +38,42 @@ def _reported(stack: Stack) -> None:
     raise AssertionError("the router reported no health of the nodes")
 
 
+def _checked(stack: Stack) -> None:
+    """What routers' flushes add when audits and proofs check the node's answers (the world has
+    one provider: its own router finds no referee, and proves nothing)."""
+    listed = httpx.get(
+        f"{stack.api}/provider/nodes", headers={"X-Api-Key": stack.provider_token}, timeout=10
+    ).json()
+    [node_id] = [
+        n["node"]["id"]
+        for n in listed
+        if n["kind"] == "http" and n["node"]["chain_id"] == str(CHAIN)
+    ]
+    engine = create_database_engine(stack.database_url)
+    try:
+        write_node_checks(
+            engine,
+            [
+                NodeChecksWrite(
+                    node_id, audits_passed=12, proofs_checked=3, last_audit_passed_at=1.8e9
+                )
+            ],
+        )
+    finally:
+        engine.dispose()
+
+
 def test_a_provider_sees_its_earnings_plans_and_how_each_node_is_doing(
     page: Page, stack: Stack
 ) -> None:
     _reported(stack)
+    _checked(stack)
     _provider(page, stack)
     # Earnings: the history's served calls at the plan's prices, in all and over time.
     earnings = page.locator("#earnings")
     expect(earnings.locator("tr", has_text="starter")).to_contain_text(re.compile(r"[\d,]+ calls"))
     expect(page.locator("#earnings-summary")).to_contain_text("credits")
+    expect(page.locator("#earnings-summary")).to_contain_text("Disputed, in all")
     expect(page.locator("#chart-earnings canvas")).to_have_count(1)
     # The standing, explained.
     plans = page.locator("#plans")
@@ -56,7 +86,9 @@ def test_a_provider_sees_its_earnings_plans_and_how_each_node_is_doing(
     expect(node).to_contain_text("healthy")
     expect(node).to_contain_text("at the chain's head")
     expect(node).to_contain_text(re.compile(r"\d+(\.\d)? ms"))
-    expect(node).to_contain_text("none outvoted")  # audits: no answer of it outvoted
+    # Audits and proofs: every router's counts; no answer of it outvoted nor refuted.
+    expect(node).to_contain_text("12 audits passed, none outvoted")
+    expect(node).to_contain_text("3 answers proven, none refuted")
     expect(node.locator("td").nth(7)).to_have_text("none")  # no answer of it disputed
     expect(page.locator("#ws-nodes")).to_contain_text("No WebSocket node")
     page.get_by_role("button", name="Method prices of starter").click()

@@ -39,6 +39,8 @@ EXPECTED_TABLES = {
     "deposit_cursors",
     "deposits",
     "payment_settings",
+    # What audits and proofs found of each node (migration 0022).
+    "node_checks",
 }
 
 

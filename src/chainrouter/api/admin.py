@@ -15,6 +15,7 @@ from chainrouter.api.common import (
     CreditsOut,
     IssuedTokenOut,
     MethodRows,
+    NodeChecksOut,
     OutModel,
     PathChainId,
     PathId,
@@ -26,12 +27,14 @@ from chainrouter.api.common import (
 from chainrouter.api.deps import Administrator, Context
 from chainrouter.api.errors import ErrorBody
 from chainrouter.api.jsonio import ExactJsonRoute, respond
+from chainrouter.api.provider import NodeStatusOut, status_out
 from chainrouter.domain.enums import LedgerEntryKind, Role, SubmissionStatus
 from chainrouter.domain.records import (
     ChainRequest,
     Customer,
     LedgerLine,
     Node,
+    NodeChecksRecord,
     NodeRequest,
     Provider,
 )
@@ -594,9 +597,10 @@ class CordonOut(OutModel):
     watched_until: datetime | None = Field(
         description="Until when its answers are audited at the higher rate, once lifted."
     )
+    checks: NodeChecksOut = Field(description="What audits and proofs found of it, in all.")
 
     @classmethod
-    def of(cls, node: Node) -> CordonOut:
+    def of(cls, node: Node, checks: NodeChecksRecord) -> CordonOut:
         return cls(
             node_id=node.id,
             provider_id=node.provider_id,
@@ -609,6 +613,7 @@ class CordonOut(OutModel):
             disputed_answers=node.disputed_calls,
             disputed_credits=credits_out(node.disputed_nano),
             watched_until=node.watched_until,
+            checks=NodeChecksOut.of(checks),
         )
 
 
@@ -622,7 +627,7 @@ async def list_cordons(
     _: Administrator, ctx: Context, limit: Limit = 100, offset: Offset = 0
 ) -> Response:
     found = await run_in_threadpool(nodes.cordoned_nodes, ctx.engine, limit=limit, offset=offset)
-    return respond([CordonOut.of(node) for node in found])
+    return respond([CordonOut.of(node, checks) for node, checks in found])
 
 
 @router.post(
@@ -633,4 +638,16 @@ async def list_cordons(
 )
 async def lift_cordon(node_id: PathId, _: Administrator, ctx: Context) -> Response:
     node = await run_in_threadpool(nodes.lift_cordon, ctx.engine, node_id)
-    return respond(CordonOut.of(node))
+    checks = await run_in_threadpool(nodes.checks_of, ctx.engine, node_id)
+    return respond(CordonOut.of(node, checks))
+
+
+@router.get(
+    "/nodes/{node_id}/status",
+    response_model=NodeStatusOut,
+    responses=_ERRORS,
+    summary="Any HTTP node's status as its provider sees it: health, head lag, cordon, checks",
+)
+async def get_node_status(node_id: PathId, _: Administrator, ctx: Context) -> Response:
+    report = await run_in_threadpool(nodes.any_node_status, ctx.engine, node_id)
+    return respond(status_out(report))

@@ -13,7 +13,7 @@ from chainrouter.domain.chains import MAX_CHAIN_ID
 from chainrouter.domain.enums import Role
 from chainrouter.domain.money import NANO_PER_CREDIT, credits_decimal
 from chainrouter.domain.plan_cycle import CycleReport, Standing
-from chainrouter.domain.records import ManagementToken, Plan, PlanMethod
+from chainrouter.domain.records import ManagementToken, NodeChecksRecord, Plan, PlanMethod
 from chainrouter.management.admin import MAX_METHOD_ROWS
 from chainrouter.operator_config.model import MAX_ROW_ID, MethodPriceSpec
 
@@ -42,6 +42,45 @@ def optional_credits(nano: int | None) -> Decimal | None:
 
 class OutModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class NodeChecksOut(OutModel):
+    """What audits and proofs found of a node, added up over every router (docs/integrity.md,
+    "What is visible where"); up to one flush interval behind the routers."""
+
+    audits_passed: int = Field(
+        default=0,
+        description="Its answers asked again of another provider's node and agreed with (or "
+        "in the majority when referees disagreed).",
+    )
+    audits_failed: int = Field(
+        default=0, description="Its answers outvoted by nodes of two or more providers."
+    )
+    proofs_checked: int = Field(
+        default=0, description="Its answers proven before they were served (X-Verified: proof)."
+    )
+    proofs_failed: int = Field(
+        default=0,
+        description="Its answers a proof refuted while another provider's answer to the same "
+        "call held the same proof (not served; the node is cordoned).",
+    )
+    last_audit_passed_at: datetime | None = Field(default=None, description="null: never.")
+    last_audit_failed_at: datetime | None = Field(default=None, description="null: never.")
+    last_proof_checked_at: datetime | None = Field(default=None, description="null: never.")
+    last_proof_failed_at: datetime | None = Field(default=None, description="null: never.")
+
+    @classmethod
+    def of(cls, checks: NodeChecksRecord) -> NodeChecksOut:
+        return cls(
+            audits_passed=checks.audits_passed,
+            audits_failed=checks.audits_failed,
+            proofs_checked=checks.proofs_checked,
+            proofs_failed=checks.proofs_failed,
+            last_audit_passed_at=checks.last_audit_passed_at,
+            last_audit_failed_at=checks.last_audit_failed_at,
+            last_proof_checked_at=checks.last_proof_checked_at,
+            last_proof_failed_at=checks.last_proof_failed_at,
+        )
 
 
 class Created(OutModel):

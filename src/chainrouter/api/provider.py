@@ -17,6 +17,7 @@ from chainrouter.api.common import (
     ChainIdOut,
     CreditsOut,
     MethodRows,
+    NodeChecksOut,
     NumberOut,
     OutModel,
     PathId,
@@ -111,9 +112,21 @@ class EarnedTotalOut(OutModel):
     request_count: int
 
 
+class DisputedOut(OutModel):
+    answers: int = Field(
+        description="Your nodes' answers disputed when they were cordoned (those since each "
+        "one's last clean audit): refunded to the customers, not paid to you."
+    )
+    credits: CreditsOut = Field(description="What those answers would have earned.")
+
+
 class EarningsOut(OutModel):
     period: Period
     total: EarnedTotalOut
+    disputed: DisputedOut = Field(
+        description="In all, since your nodes were registered (not only in this period); "
+        "the period's earnings already leave them out."
+    )
     by_plan: list[EarnedOut] = Field(description="Plans with earnings, by credits.")
     time_series: list[EarnedBucketOut] = Field(
         description="Per bucket and plan with earnings, oldest first."
@@ -146,6 +159,9 @@ async def get_earnings(
     found = await run_in_threadpool(
         earnings.provider_earnings, ctx.engine, provider_id, first, last, granularity
     )
+    disputed_calls, disputed_nano = await run_in_threadpool(
+        nodes.provider_disputed, ctx.engine, provider_id
+    )
 
     def out(row: earnings.Earned) -> dict[str, Any]:
         return {
@@ -162,6 +178,7 @@ async def get_earnings(
                 credits=credits_out(sum(e.credits_nano for e in found.by_plan)),
                 request_count=sum(e.request_count for e in found.by_plan),
             ),
+            disputed=DisputedOut(answers=disputed_calls, credits=credits_out(disputed_nano)),
             by_plan=[EarnedOut(**out(e)) for e in found.by_plan],
             time_series=[
                 EarnedBucketOut(**out(e), bucket=e.bucket)
@@ -377,6 +394,11 @@ class NodeStatusOut(OutModel):
         default=None, description="Health checks failed in a row at the last report."
     )
     checked_at: datetime | None = Field(default=None, description="The routers' last report.")
+    checks: NodeChecksOut = Field(
+        default=NodeChecksOut(),
+        description="What audits and proofs found of its answers, in all (zeros for WebSocket "
+        "nodes, which answer no audited call).",
+    )
 
 
 class ListedNodeOut(OutModel):
@@ -405,7 +427,7 @@ async def list_nodes(
         )
         for node, report in found:
             shown = WsNodeOut.of(node) if node.ws else NodeOut.of(node)
-            listed.append(ListedNodeOut(kind=kind, node=shown, status=_status_out(report)))
+            listed.append(ListedNodeOut(kind=kind, node=shown, status=status_out(report)))
     return respond(listed)
 
 
@@ -419,7 +441,7 @@ async def get_node_status(
     node_id: PathId, provider_id: ProviderId, ctx: Context, kind: Kind = "http"
 ) -> Response:
     report = await run_in_threadpool(nodes.node_status, ctx.engine, provider_id, node_id, kind)
-    return respond(_status_out(report))
+    return respond(status_out(report))
 
 
 @router.post(
@@ -437,10 +459,11 @@ async def set_node_status(body: NodeStatusIn, provider_id: ProviderId, ctx: Cont
     report = await run_in_threadpool(
         nodes.node_status, ctx.engine, provider_id, body.node_id, body.kind
     )
-    return respond(_status_out(report))
+    return respond(status_out(report))
 
 
-def _status_out(report: nodes.NodeStatusReport) -> NodeStatusOut:
+def status_out(report: nodes.NodeStatusReport) -> NodeStatusOut:
+    """The node's status as its provider sees it (and an administrator: api/admin.py)."""
     health = report.health
     return NodeStatusOut(
         node_id=report.node_id,
@@ -456,4 +479,5 @@ def _status_out(report: nodes.NodeStatusReport) -> NodeStatusOut:
         cordon_reason=report.cordon_reason,
         disputed_answers=report.disputed_calls,
         disputed_credits=credits_out(report.disputed_nano),
+        checks=NodeChecksOut.of(report.checks),
     )

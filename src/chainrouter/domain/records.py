@@ -218,3 +218,37 @@ class CordonWrite:
     at: float
     disputed_calls: int
     disputed_nano: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChecksWrite:
+    """What one router found of one node's answers since its last flush, for storage
+    (router/node_checks.py): counts to add, and when each kind last happened (Unix seconds;
+    None: not since the last flush)."""
+
+    node_id: int
+    audits_passed: int = 0
+    audits_failed: int = 0
+    proofs_checked: int = 0
+    proofs_failed: int = 0
+    last_audit_passed_at: float | None = None
+    last_audit_failed_at: float | None = None
+    last_proof_checked_at: float | None = None
+    last_proof_failed_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeChecksRecord:
+    """What audits and proofs found of a node, in all routers' flushes so far."""
+
+    audits_passed: int = 0
+    audits_failed: int = 0
+    proofs_checked: int = 0
+    proofs_failed: int = 0
+    last_audit_passed_at: datetime | None = None
+    last_audit_failed_at: datetime | None = None
+    last_proof_checked_at: datetime | None = None
+    last_proof_failed_at: datetime | None = None
+
+
+NO_CHECKS = NodeChecksRecord()  # a node never audited nor proven

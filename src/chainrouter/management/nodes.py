@@ -18,7 +18,7 @@ from sqlalchemy import Connection, Engine, Table
 
 from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.enums import NodeSource, NodeStatus
-from chainrouter.domain.records import Node, NodeHealthRecord
+from chainrouter.domain.records import NO_CHECKS, Node, NodeChecksRecord, NodeHealthRecord
 from chainrouter.management.errors import (
     ConflictError,
     InvalidInputError,
@@ -31,6 +31,8 @@ from chainrouter.screening.ws import screen_ws_node
 from chainrouter.stores.sql import nodes as store
 from chainrouter.stores.sql import schema as t
 from chainrouter.stores.sql.config_version import bump_config_version
+from chainrouter.stores.sql.node_checks import node_checks
+from chainrouter.stores.sql.node_checks import provider_disputed as disputed_of
 from chainrouter.stores.sql.nodes import capabilities_column
 from chainrouter.stores.sql.plans import get_plan, known_chain_ids
 from chainrouter.stores.sql.schema import utcnow
@@ -296,10 +298,37 @@ def lift_cordon(engine: Engine, node_id: int) -> Node:
     return lifted
 
 
-def cordoned_nodes(engine: Engine, *, limit: int, offset: int) -> list[Node]:
-    """Nodes cordoned now, or ever disputed: the administrator's list, latest cordon first."""
+def cordoned_nodes(
+    engine: Engine, *, limit: int, offset: int
+) -> list[tuple[Node, NodeChecksRecord]]:
+    """Nodes cordoned now, or ever disputed: the administrator's list, latest cordon first,
+    each with what audits and proofs found of it."""
     with engine.connect() as connection:
-        return store.cordoned_nodes(connection, limit=limit, offset=offset)
+        found = store.cordoned_nodes(connection, limit=limit, offset=offset)
+        checks = node_checks(connection, [node.id for node in found])
+    return [(node, checks.get(node.id, NO_CHECKS)) for node in found]
+
+
+def checks_of(engine: Engine, node_id: int) -> NodeChecksRecord:
+    """What audits and proofs found of an HTTP node, in all (zeros: never checked)."""
+    with engine.connect() as connection:
+        return node_checks(connection, [node_id]).get(node_id, NO_CHECKS)
+
+
+def any_node_status(engine: Engine, node_id: int) -> NodeStatusReport:
+    """An administrator's view of any HTTP node's status (a provider's own: `node_status`);
+    404 for no such node."""
+    with engine.connect() as connection:
+        node = store.find_node(connection, t.nodes, node_id=node_id)
+        if node is None:
+            raise NotFoundError(f"no node {node_id}")
+        return _report(connection, node)
+
+
+def provider_disputed(engine: Engine, provider_id: int) -> tuple[int, int]:
+    """(answers, nano-credits) disputed of the provider's nodes, in all."""
+    with engine.connect() as connection:
+        return disputed_of(connection, provider_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +345,8 @@ class NodeStatusReport:
     cordon_reason: str | None = None
     disputed_calls: int = 0
     disputed_nano: int = 0
+    # What audits and proofs found of it, in all routers' flushes (WebSocket nodes: none).
+    checks: NodeChecksRecord = NO_CHECKS
 
     @property
     def head_lag(self) -> int | None:
@@ -359,6 +390,7 @@ def _report(connection: Connection, node: Node) -> NodeStatusReport:
     else:
         in_sync, status = True, NodeStatus.HEALTHY.value
     head = store.chain_head(connection, node.chain_id)
+    checks = NO_CHECKS if node.ws else node_checks(connection, [node.id]).get(node.id)
     return NodeStatusReport(
         node.id,
         in_sync,
@@ -369,4 +401,5 @@ def _report(connection: Connection, node: Node) -> NodeStatusReport:
         node.cordon_reason,
         node.disputed_calls,
         node.disputed_nano,
+        checks or NO_CHECKS,
     )

@@ -39,6 +39,7 @@ from chainrouter.domain.requirements import (
 )
 from chainrouter.domain.routing import NodeInfo, Route
 from chainrouter.router.contract import Failure, Forward, Wait
+from chainrouter.router.node_checks import NodeCheck, NodeChecks
 
 
 class Rule(Enum):
@@ -266,6 +267,7 @@ class Auditor:
         cordoned: Callable[[int], bool] = lambda node_id: False,
         now: Callable[[], float] = time.time,
         draw: Callable[[], float] = random.random,
+        checks: NodeChecks | None = None,
     ) -> None:
         self.settings = settings
         self._routes_of = routes_of
@@ -274,6 +276,7 @@ class Auditor:
         self._cordoned = cordoned
         self._now = now
         self._draw = draw
+        self._checks = NodeChecks() if checks is None else checks  # for storage (sync.py)
         self._queue: deque[Sample] = deque()
         self._lock = threading.Lock()
         self._stopping = False
@@ -357,7 +360,7 @@ class Auditor:
             if outcome is Outcome.UNCOMPARED:
                 continue  # nothing learned from this one (its error, its null): the next
             if outcome is Outcome.AGREE and not disagreed:
-                self._standing(audited).passed += 1
+                self._count(audited, passed=True)
                 self._clean(audited.node_id)
                 return
             disagreed = True
@@ -369,14 +372,14 @@ class Auditor:
             return  # no majority: nobody is cordoned on a tie
         providers = sorted({node.provider_id for node in majority})
         for node in losers:
-            self._standing(node).failed += 1
+            self._count(node, passed=False)
             reason = (
                 f"audit: its {sample.method} answer on chain {sample.chain_id} was outvoted by "
                 f"{len(majority)} nodes of providers {', '.join(map(str, providers))}"
             )
             self._cordon(node, reason)
         for node in majority:
-            self._standing(node).passed += 1
+            self._count(node, passed=True)
             if node is audited:
                 self._clean(node.node_id)
 
@@ -398,8 +401,13 @@ class Auditor:
             (more if node.provider_id in providers else first).append(node)
         return first + more
 
-    def _standing(self, node: NodeInfo) -> Standing:
+    def _count(self, node: NodeInfo, *, passed: bool) -> None:
+        """One audit's outcome for the node: this worker's metrics, and storage's totals."""
         standing = self.standings.get(node.node_id)
         if standing is None:
             standing = self.standings[node.node_id] = Standing()
-        return standing
+        if passed:
+            standing.passed += 1
+        else:
+            standing.failed += 1
+        self._checks.add(node.node_id, NodeCheck.AUDIT_PASSED if passed else NodeCheck.AUDIT_FAILED)

@@ -42,6 +42,7 @@ from chainrouter.router.ledger import Ledger
 from chainrouter.router.memory_cache import MemoryCache
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import MetricsShare, RouterMetrics, with_metered
+from chainrouter.router.node_checks import NodeChecks
 from chainrouter.router.probing import CapabilityProber
 from chainrouter.router.prometheus import RouterExposition, RouterState
 from chainrouter.router.proving import Prover
@@ -226,6 +227,7 @@ class RouterRuntime:
         self._tasks.clear()
         if not await self.sync.flush():
             self.sync.log_unwritten()
+        await self.sync.write_node_checks()  # counts: what a failed write holds is lost here
         self.sync.close_journal()
         if self.shared_heads is not None:
             await self.shared_heads.close()
@@ -298,6 +300,7 @@ def build_runtime(
     metrics = RouterMetrics()
     seen_heads = SeenHeads(health)
     cordons = Cordons(meter, credits, health.cordon, health.uncordon)
+    node_checks = NodeChecks()  # what audits and proofs find, flushed by `sync`
     ledger = Ledger(credits, meter, seen_heads, health, cooldowns, metrics, cache, cordons)
     service_of: list[RpcService] = []  # the service, once made: the auditor reads its routes
     auditor = audit = None
@@ -314,6 +317,7 @@ def build_runtime(
             cordons.cordon,
             cordons.clean,
             cordoned=lambda node_id: cordons.is_cordoned(node_id) or node_id in health.out_of_sync,
+            checks=node_checks,
         )
         audit = Audit(
             auditor,
@@ -357,6 +361,7 @@ def build_runtime(
         cordon=cordons.cordon,
         grants=grants,
         audit=audit,
+        node_checks=node_checks,
     )
     request_log = RequestLog(logging.getLevelNamesMapping()[settings.request_log_level.name])
     service = RpcService(
@@ -411,6 +416,7 @@ def build_runtime(
         instance=instance,
         journal=journal,
         cordons=cordons,
+        node_checks=node_checks,
     )
     return RouterRuntime(
         service,

@@ -11,7 +11,9 @@ is kept and retried first next time; nothing metered is dropped, and the final f
 shutdown. A flush that fails for any other reason (a constraint, a balance out of
 range, a bug) would fail the same way every time, so it must not hold back the flushes behind it:
 it is split by customer, the parts that can be written are, and a part that still fails is set
-aside, logged, and tried again at every flush after the others.
+aside, logged, and tried again at every flush after the others. After the usage, each flush
+writes the health reports, the cordons, and what audits and proofs found of each node (counts
+added to the node's totals, kept for the next flush if storage fails: router/node_checks.py).
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.router.cordon import Cordons
 from chainrouter.router.journal import UsageJournal
 from chainrouter.router.metering import CreditView, UsageBatch, UsageKey, UsageMeter
+from chainrouter.router.node_checks import NodeChecks
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.engine import database_away, read_snapshot
+from chainrouter.stores.sql.node_checks import write_node_checks
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.stores.sql.nodes import write_cordons
 from chainrouter.stores.sql.plan_usage import plan_standings
@@ -74,9 +78,11 @@ class StorageSync:
         instance: str | None = None,
         journal: UsageJournal | None = None,
         cordons: Cordons | None = None,
+        node_checks: NodeChecks | None = None,
     ) -> None:
         self.engine = engine
         self._cordons = cordons  # cordons to store (router/cordon.py)
+        self._node_checks = node_checks  # audits' and proofs' counts (router/node_checks.py)
         self._meter = meter
         self._credits = credits
         self._install = install
@@ -113,6 +119,7 @@ class StorageSync:
                 await self.flush()
                 await self.report_health()
                 await self.write_cordons()
+                await self.write_node_checks()
 
     async def report_health(self) -> None:
         """Store what this router's health checker saw since the last report."""
@@ -139,6 +146,21 @@ class StorageSync:
             log.warning("cannot store cordons: %s", _first_line(exc))
             return
         self._cordons.stored(writes)
+
+    async def write_node_checks(self) -> None:
+        """Add what audits and proofs found since the last round to the nodes' totals; kept
+        for the next round if storage fails (lost only if this router dies first: counts, not
+        money)."""
+        if self._node_checks is None:
+            return
+        writes = self._node_checks.take()
+        if not writes:
+            return
+        try:
+            await asyncio.to_thread(write_node_checks, self.engine, writes)
+        except SQLAlchemyError as exc:
+            self._node_checks.put_back(writes)
+            log.warning("cannot store node checks: %s", _first_line(exc))
 
     async def refresh(self) -> bool:
         """Load and install a new snapshot if the configuration changed; True if it did."""

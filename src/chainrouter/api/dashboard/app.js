@@ -5176,14 +5176,33 @@ function headCell(status) {
   const behind = lag === null || lag === void 0 ? "" : lag === 0 ? ", at the chain's head" : `, ${count(lag, "block")} behind`;
   return `block ${Number(status.head_block).toLocaleString()}${behind}`;
 }
+function since(label2, iso) {
+  return iso ? `${label2} ${when(iso)}` : `never ${label2}`;
+}
 function audited(status) {
-  if (status.status === "cordoned") return withTitle("outvoted: cordoned", status.cordon_reason || "cordoned");
-  return withTitle("none outvoted", "Routers ask a share of its answers again of other providers' nodes; none has outvoted it");
+  const checks = status.checks || {};
+  const cell = element("div", null, { class: "checks" });
+  if (status.status === "cordoned") cell.append(withTitle("outvoted: cordoned", status.cordon_reason || "cordoned", "strong"));
+  const failed = checks.audits_failed || 0;
+  const audits = `${count(checks.audits_passed || 0, "audit")} passed, ${failed ? `${count(failed, "answer")} outvoted` : "none outvoted"}`;
+  const auditTimes = [since("passed", checks.last_audit_passed_at), since("outvoted", checks.last_audit_failed_at)].join("; ");
+  cell.append(withTitle(audits, `Routers ask a share of its answers again of other providers' nodes: ${auditTimes}`, "div"));
+  const refuted = checks.proofs_failed || 0;
+  const proofs = `${count(checks.proofs_checked || 0, "answer")} proven, ${refuted ? `${count(refuted, "answer")} refuted` : "none refuted"}`;
+  const proofTimes = [since("proven", checks.last_proof_checked_at), since("refuted", checks.last_proof_failed_at)].join("; ");
+  cell.append(withTitle(proofs, `Answers checked against the chain's own proofs before they were served: ${proofTimes}`, "div"));
+  cell.lastChild.classList.add("hint");
+  return cell;
 }
 function disputed(status) {
   const answers = status.disputed_answers || 0;
   if (!answers) return "none";
   return withTitle(`${count(answers, "answer")}, ${credits(status.disputed_credits)}`, "Refunded to the customers, not paid to you");
+}
+function disputedTotal(disputed2) {
+  const answers = disputed2 && disputed2.answers || 0;
+  if (!answers) return "none";
+  return withTitle(`${count(answers, "answer")}, ${credits(disputed2.credits)}`, "Answers of your nodes disputed when they were cordoned: refunded to the customers, not paid to you");
 }
 function nodeActions(listed) {
   const { node, status, kind } = listed;
@@ -5296,7 +5315,9 @@ async function loadEarnings() {
     element("dt", "Earned"),
     wrap2(withTitle(credits(earned.total.credits), creditsFull(earned.total.credits))),
     element("dt", "Calls served"),
-    element("dd", count(earned.total.request_count, "call"))
+    element("dd", count(earned.total.request_count, "call")),
+    element("dt", "Disputed, in all"),
+    wrap2(disputedTotal(earned.disputed))
   );
   fill(
     $("#earnings tbody"),

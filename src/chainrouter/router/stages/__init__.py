@@ -36,6 +36,7 @@ from chainrouter.router.latency import TailPolicies, TailPolicy
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.node_checks import NodeChecks
 from chainrouter.router.proving import Prover
 from chainrouter.router.response_cache import ResponseCache
 from chainrouter.router.seen_heads import SeenHeads
@@ -121,6 +122,8 @@ class StageDeps:
     cordon: Callable[[NodeInfo, str], object] | None = None
     # Samples the answers nodes gave for audits (router/audits.py); None: no audits.
     audit: Audit | None = None
+    # What proofs found of each node, for storage (router/node_checks.py); None: not counted.
+    node_checks: NodeChecks | None = None
 
     @property
     def caching(self) -> bool:
@@ -203,6 +206,7 @@ def calls(deps: StageDeps) -> list[CallStage]:
             deps.metrics,
             deps.prover,
             deps.cordon,
+            deps.node_checks,
         ),
     ]
 

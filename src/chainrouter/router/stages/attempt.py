@@ -58,6 +58,7 @@ from chainrouter.router.latency import HEDGED_WORK, TailPolicies, TailPolicy
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
 from chainrouter.router.metrics import RouterMetrics
+from chainrouter.router.node_checks import NodeCheck, NodeChecks
 from chainrouter.router.proving import Prover
 from chainrouter.router.writes import already_known, echoes
 
@@ -216,8 +217,11 @@ class Attempt:
         metrics: RouterMetrics | None = None,
         prover: Prover | None = None,
         answered_false: Callable[[NodeInfo, str], object] | None = None,
+        node_checks: NodeChecks | None = None,
     ) -> None:
         self._cooldowns = cooldowns
+        # What proofs found of each node, for storage (router/node_checks.py).
+        self._node_checks = NodeChecks() if node_checks is None else node_checks
         self._prover = prover
         # A node whose answer a proof showed false: reported here (router/cordon.py: out at once,
         # its answers since its last clean audit disputed), and cooled down either way.
@@ -457,6 +461,7 @@ class Attempt:
                 continue  # one provider's nodes do not vouch against each other
             node_id = route.node.node_id
             self._metrics.checked(call.request.chain_id, call.call.method, node_id, "false")
+            self._node_checks.add(node_id, NodeCheck.PROOF_FAILED)
             self._cooldowns.failed(node_id)
             if self._answered_false is not None:
                 self._answered_false(route.node, f"a proof failed: {why}")
@@ -468,6 +473,8 @@ class Attempt:
         outcome = "unproven" if verified is None else verified.value
         node_id = -1 if call.served_by is None else call.served_by.node.node_id
         self._metrics.checked(call.request.chain_id, call.call.method, node_id, outcome)
+        if verified is Verified.PROOF and node_id >= 0:
+            self._node_checks.add(node_id, NodeCheck.PROOF_CHECKED)
         call.verified = verified
         if verified is None:
             call.cache_pin = None

@@ -436,6 +436,24 @@ node_health = Table(
 # The same for WebSocket nodes (router/ws/node_health.py): another id space, another table.
 ws_node_health = Table("ws_node_health", metadata, *_health("ws_node_id", "ws_nodes"))
 
+# What audits and proofs found of each HTTP node, in all (router/node_checks.py): every router
+# adds what it counted since its last flush (`n = n + d`), and keeps the latest of each time.
+node_checks = Table(
+    "node_checks",
+    metadata,
+    Column(
+        "node_id", ForeignKey("nodes.id", ondelete="CASCADE"), primary_key=True, autoincrement=False
+    ),
+    Column("audits_passed", BigInteger, nullable=False, server_default="0"),
+    Column("audits_failed", BigInteger, nullable=False, server_default="0"),
+    Column("proofs_checked", BigInteger, nullable=False, server_default="0"),
+    Column("proofs_failed", BigInteger, nullable=False, server_default="0"),
+    Column("last_audit_passed_at", UtcDateTime()),
+    Column("last_audit_failed_at", UtcDateTime()),
+    Column("last_proof_checked_at", UtcDateTime()),
+    Column("last_proof_failed_at", UtcDateTime()),
+)
+
 chain_requests = Table(
     "chain_requests",
     metadata,

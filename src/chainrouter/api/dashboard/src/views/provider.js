@@ -108,16 +108,39 @@ function headCell(status) {
   return `block ${Number(status.head_block).toLocaleString()}${behind}`;
 }
 
-// What audits found (docs/integrity.md, "Audits"): the cordon's reason, and the answers disputed.
+// What audits and proofs found of the node (docs/integrity.md, "What is visible where"): every
+// router's counts, up to one flush behind; the cordon's reason when an audit or a proof caught it.
+function since(label, iso) {
+  return iso ? `${label} ${when(iso)}` : `never ${label}`;
+}
+
 function audited(status) {
-  if (status.status === "cordoned") return withTitle("outvoted: cordoned", status.cordon_reason || "cordoned");
-  return withTitle("none outvoted", "Routers ask a share of its answers again of other providers' nodes; none has outvoted it");
+  const checks = status.checks || {};
+  const cell = element("div", null, { class: "checks" });
+  if (status.status === "cordoned") cell.append(withTitle("outvoted: cordoned", status.cordon_reason || "cordoned", "strong"));
+  const failed = checks.audits_failed || 0;
+  const audits = `${count(checks.audits_passed || 0, "audit")} passed, ${failed ? `${count(failed, "answer")} outvoted` : "none outvoted"}`;
+  const auditTimes = [since("passed", checks.last_audit_passed_at), since("outvoted", checks.last_audit_failed_at)].join("; ");
+  cell.append(withTitle(audits, `Routers ask a share of its answers again of other providers' nodes: ${auditTimes}`, "div"));
+  const refuted = checks.proofs_failed || 0;
+  const proofs = `${count(checks.proofs_checked || 0, "answer")} proven, ${refuted ? `${count(refuted, "answer")} refuted` : "none refuted"}`;
+  const proofTimes = [since("proven", checks.last_proof_checked_at), since("refuted", checks.last_proof_failed_at)].join("; ");
+  cell.append(withTitle(proofs, `Answers checked against the chain's own proofs before they were served: ${proofTimes}`, "div"));
+  cell.lastChild.classList.add("hint");
+  return cell;
 }
 
 function disputed(status) {
   const answers = status.disputed_answers || 0;
   if (!answers) return "none";
   return withTitle(`${count(answers, "answer")}, ${credits(status.disputed_credits)}`, "Refunded to the customers, not paid to you");
+}
+
+// The provider's answers disputed in all (not only in the period): refunded, never earned.
+function disputedTotal(disputed) {
+  const answers = (disputed && disputed.answers) || 0;
+  if (!answers) return "none";
+  return withTitle(`${count(answers, "answer")}, ${credits(disputed.credits)}`, "Answers of your nodes disputed when they were cordoned: refunded to the customers, not paid to you");
 }
 
 function nodeActions(listed) {
@@ -238,6 +261,8 @@ async function loadEarnings() {
     wrap(withTitle(credits(earned.total.credits), creditsFull(earned.total.credits))),
     element("dt", "Calls served"),
     element("dd", count(earned.total.request_count, "call")),
+    element("dt", "Disputed, in all"),
+    wrap(disputedTotal(earned.disputed)),
   );
   fill(
     $("#earnings tbody"),
