@@ -145,3 +145,39 @@ def test_the_server_samples_every_nth_call_it_serves_under_a_decision(
     audits = router.asked()[1] - before[1]
     assert least <= audits <= most, (audits, decided)
     assert router.asked()[0] - before[0] == calls  # the client's answers: all the cheap node's
+
+
+@pytest.mark.anyio
+async def test_a_cordon_made_just_before_the_router_stops_is_stored(
+    make_world: WorldFactory, final_blocks_node: AnvilNodes, upstream: FaultyUpstream
+) -> None:
+    """The router writes cordons with its usage, every round and once more as it stops: a liar
+    cordoned a moment before a restart stays out after it."""
+    port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
+    liar = upstream.url(f"/relay/{port}/lie/eth_getBalance/stopping-liar")
+    config = world_config(
+        [
+            provider("liar", {"eth_getBalance": "0.0000001"}, [(liar, CHAIN_A)]),
+            provider(
+                "b",
+                {"eth_getBalance": "0.000001"},
+                [(upstream.url(f"/relay/{port}/full/stopping-b"), CHAIN_A)],
+            ),
+            provider(
+                "c",
+                {"eth_getBalance": "0.000001"},
+                [(upstream.url(f"/relay/{port}/full/stopping-c"), CHAIN_A)],
+            ),
+        ]
+    )
+    world = await make_world(config, audit_rate=1.0)
+    for node in world.runtime.current_nodes():
+        await world.check_health(node)
+    auditor = world.runtime.auditor
+    assert auditor is not None
+    await world.call(rpc("eth_getBalance", [ADDRESS, AT]))
+    await world.executor.run(auditor.drain())
+    await world.runtime.stop()  # before the next round's write
+    with world.engine.connect() as connection:
+        row = connection.execute(select(t.nodes).where(t.nodes.c.url == liar)).one()
+    assert row.status == NodeStatus.CORDONED.value

@@ -227,6 +227,9 @@ class RouterRuntime:
         self._tasks.clear()
         if not await self.sync.flush():
             self.sync.log_unwritten()
+        # A cordon made since the last round: unwritten, its node would serve again after a
+        # restart (its disputes are journaled with the usage above).
+        await self.sync.write_cordons()
         await self.sync.write_node_checks()  # counts: what a failed write holds is lost here
         self.sync.close_journal()
         if self.shared_heads is not None:
