@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chainrouter.domain.verification import VerifyMode
 from chainrouter.router.contract import FailureKind
@@ -172,6 +174,32 @@ def test_a_balance_that_holds_only_the_call_gets_it_unproven_and_nothing_asked_m
     assert w.urls_called() == [A]
     assert w.balance() == 0
     assert usage(w) == {(BALANCE, "first_choice", PLAN_A): (1, 100)}
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.integers(0, 200))
+def test_whatever_the_balance_a_check_takes_it_no_lower_than_zero_and_bills_what_was_made(
+    chain: Chain, balance: int
+) -> None:
+    """The call holds 100, then A's header 10, B's header 20 and A's proof 30, each before it is
+    sent: the check goes as far as the balance holds, proven only when it holds all four."""
+    w = world(chain, balance_nano=balance)
+    reply = w.call(AT_BLOCK_1)
+    spent = sent = 0
+    for price in (100, 10, 20, 30):  # the call, A's header, B's header, A's proof
+        if spent + price > balance:
+            break
+        spent, sent = spent + price, sent + 1
+    assert w.balance() == balance - spent >= 0
+    assert sum(credits for _, credits in usage(w).values()) == spent
+    assert len(w.urls_called()) == sent
+    if sent == 0:
+        assert reply.status == 402
+    else:
+        assert result(reply) == "0x2a"
+        assert verified(reply) == ("proof" if sent == 4 else None)
 
 
 def test_a_key_that_bypasses_the_credit_check_has_its_checks_made_and_billed(
