@@ -84,9 +84,9 @@ class _Billing:
 
     def ledger(self) -> tuple[int, int, int, int]:
         """(balance, calls, their nano-credits, the nano-credits of the calls their checks made)
-        in storage, once everything served is flushed. Under the default `verify` (`cache`) a
-        final balance is proven before it is kept: its proof's calls are billed as calls
-        (scenario `verification`; docs/integrity.md)."""
+        in storage, once everything served is flushed. A call whose answer is checked (the
+        default `verify`, `cache`, checks what the cache keeps) is billed with its check's
+        calls, under the scenario `verification` (docs/integrity.md)."""
         time.sleep(0.3)  # past a flush interval
         deadline = time.monotonic() + 20
         while httpx.get(self.served.base + "/health", timeout=10).json()["unwritten_usage_batches"]:
