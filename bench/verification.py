@@ -1,5 +1,6 @@
-"""What proving answers costs (docs/integrity.md, "Verified answers"): node calls and added
-latency per call with `CHAINROUTER_VERIFY` off, `cache` and `always`, in the same run.
+"""What proving answers costs (docs/integrity.md, "Verified answers"): node calls, added
+latency and the credits billed per call with `CHAINROUTER_VERIFY` off, `cache` and `always`, in
+the same run.
 
 A real node (anvil, with a transfer in each of its first blocks and mined past finality) is
 served by two providers' nodes: two paths of the fault-injecting upstream, which relay to it and
@@ -10,7 +11,9 @@ on), each asked the same calls in turn, one at a time (so each latency is the ca
 - receipts of distinct transactions (each proven against its block's receipts);
 - balances at a block not final yet (never kept: proven only under `always`).
 Rounds interleave the settings; each figure is the median over the rounds, and each added
-latency the median of the per-round differences against `off`.
+latency the median of the per-round differences against `off`. Every method is priced at
+0.000001 credits, so the credits billed count the calls billed: the proofs' calls are billed as
+calls (scenario `verification`), read from the router's metrics before and after each workload.
 
 Results: bench/results/verification.{json,md}; docs/benchmarks.md summarises them.
 """
@@ -130,10 +133,23 @@ def _workloads(head: int, receipts: list[str], round_no: int) -> dict[str, list[
     }
 
 
+def _billed(url: str) -> tuple[float, float]:
+    """(calls billed under `verification`, credits billed) so far, from the router's metrics."""
+    text = httpx.get(url.split("/rpc/")[0] + "/metrics", timeout=10).text
+    checks = credits = 0.0
+    for line in text.splitlines():
+        if line.startswith("chainrouter_calls_total{") and 'scenario="verification"' in line:
+            checks += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("chainrouter_credits_billed_total{"):
+            credits += float(line.rsplit(" ", 1)[1])
+    return checks, credits
+
+
 def _run(
     url: str, upstream: FaultyUpstream, paths: list[str], calls: list[dict[str, Any]], mode: str
 ) -> dict[str, float]:
     before = sum(upstream.requests[p] for p in paths)
+    checks_before, credits_before = _billed(url)
     times, verified = [], 0
     with httpx.Client(timeout=30) as client:
         for call in calls:
@@ -149,10 +165,13 @@ def _run(
                 )
             verified += answer.headers.get("x-verified") is not None
     node_calls = sum(upstream.requests[p] for p in paths) - before
+    checks, credits = _billed(url)
     return {
         "node_calls_per_call": node_calls / len(calls),
         "p50_ms": statistics.median(times) * 1000,
         "verified_share": verified / len(calls),
+        "checks_billed_per_call": (checks - checks_before) / len(calls),
+        "credits_per_call": (credits - credits_before) / len(calls),
     }
 
 
@@ -202,6 +221,10 @@ def _summary(rounds: list[dict[str, dict[str, dict[str, float]]]]) -> dict[str, 
         for mode in MODES:
             per_round = [r[workload][mode] for r in rounds]
             added = [r[workload][mode]["p50_ms"] - r[workload]["off"]["p50_ms"] for r in rounds]
+            dearer = [
+                r[workload][mode]["credits_per_call"] - r[workload]["off"]["credits_per_call"]
+                for r in rounds
+            ]
             rows[mode] = {
                 "node_calls_per_1000": round(
                     1000 * statistics.median(p["node_calls_per_call"] for p in per_round)
@@ -211,6 +234,13 @@ def _summary(rounds: list[dict[str, dict[str, dict[str, float]]]]) -> dict[str, 
                 "verified_share": round(
                     statistics.median(p["verified_share"] for p in per_round), 3
                 ),
+                "checks_billed_per_1000": round(
+                    1000 * statistics.median(p["checks_billed_per_call"] for p in per_round)
+                ),
+                "credits_per_1000": round(
+                    1000 * statistics.median(p["credits_per_call"] for p in per_round), 6
+                ),
+                "added_credits_per_1000": round(1000 * statistics.median(dearer), 6),
             }
         summary[workload] = rows
     return summary
@@ -223,20 +253,24 @@ def _markdown(result: dict[str, Any]) -> str:
         f"{result['when']}. One anvil node served by two providers' nodes (relays that count "
         f"what reaches them); one native router worker per setting, the response cache on, "
         f"finality {FINALITY_DEPTH} blocks; {CALLS} calls per workload, one at a time, "
-        f"{ROUNDS} interleaved rounds, medians; added p50 against `off` in the same round. "
-        f"Python {sys.version.split()[0]}.",
+        f"{ROUNDS} interleaved rounds, medians; added p50 and credits against `off` in the same "
+        f"round. Every method priced at 0.000001 credits; a proof's calls are billed as calls "
+        f"(scenario `verification`). Python {sys.version.split()[0]}.",
         "",
         f"The machine at the start: {result['host'][0]}; at the end: {result['host'][-1]}.",
         "",
         "| workload | CHAINROUTER_VERIFY | node calls per 1,000 calls | p50 ms | added p50 ms "
-        "| answers with X-Verified |",
-        "|---|---|---|---|---|---|",
+        "| answers with X-Verified | `verification` calls billed per 1,000 calls "
+        "| credits billed per 1,000 calls | added credits per 1,000 calls |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for workload, rows in result["summary"].items():
         for mode, row in rows.items():
             lines.append(
                 f"| {workload} | `{mode}` | {row['node_calls_per_1000']} | {row['p50_ms']:.3f} "
-                f"| {row['added_p50_ms']:+.3f} | {100 * row['verified_share']:.0f} % |"
+                f"| {row['added_p50_ms']:+.3f} | {100 * row['verified_share']:.0f} % "
+                f"| {row['checks_billed_per_1000']} | {row['credits_per_1000']:.6f} "
+                f"| {row['added_credits_per_1000']:+.6f} |"
             )
     return "\n".join(lines) + "\n"
 

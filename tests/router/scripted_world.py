@@ -189,6 +189,7 @@ def scripted_world(
     max_answer_bytes: int = 16 << 20,
     free_answer_bytes: int = 1 << 20,
     max_price_nano: int = 0,
+    method_prices: dict[tuple[str, str], int] | None = None,
 ) -> ScriptedWorld:
     """One plan per node, in the order given, each pricing `methods` at the node's price; nodes
     declare `capabilities` (by URL) and have passed a health check at `heads` (by URL). With
@@ -199,7 +200,8 @@ def scripted_world(
     URL). `verify`: what nodes' answers are checked by (router/proving.py). With `audits`,
     answers are audited at those settings (`draw`: the sampler's random numbers; `watched`:
     each node's `watched_until`, by URL). `max_answer_bytes` bounds a request's answers,
-    `free_answer_bytes` the free tier's per IP and minute."""
+    `free_answer_bytes` the free tier's per IP and minute. `method_prices` (node URL, method) ->
+    price: a node's plan prices that method at that price instead (or as well)."""
     declared = capabilities or {}
     scripted = [
         ScriptedNode(url, price, script, capabilities=declared.get(url, UNKNOWN))
@@ -225,7 +227,9 @@ def scripted_world(
         plans.append(
             PlanLimits(index, provider, credits_nano=plan_credits_per_minute, credits_interval_s=60)
         )
-        prices += [MethodPrice(index, method, node.price_nano) for method in methods]
+        own = {m: p for (url, m), p in (method_prices or {}).items() if url == node.url}
+        priced = {**dict.fromkeys(methods, node.price_nano), **own}
+        prices += [MethodPrice(index, method, price) for method, price in priced.items()]
     key = generate_secret(SecretKind.API_KEY)
     access = KeyAccess(
         1,

@@ -79,6 +79,10 @@ class Scenario(StrEnum):
     # Answered by a node later outvoted by an audit (or a failed proof) before a clean audit:
     # refunded, not paid to its provider (router/cordon.py).
     DISPUTED = "disputed"
+    # A call a verified answer's check made (a proof, a header, a block's receipts, another
+    # provider's answer): billed to the customer whose call caused it, at the answering plan's
+    # price for that method (router/proving.py; docs/integrity.md).
+    VERIFICATION = "verification"
     SUBSCRIPTION = (
         "subscription"  # a notification sent to a WebSocket subscriber (method: its kind)
     )

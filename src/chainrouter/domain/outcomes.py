@@ -58,6 +58,8 @@ MEANINGS: dict[Scenario, Meaning] = {
     ),
     # The caller got a result, no error: one a later audit (or proof) caught, refunded.
     Scenario.DISPUTED: _SERVED,
+    # Not a call of the caller's but one its call's check made: a node answered it.
+    Scenario.VERIFICATION: _SERVED,
     Scenario.RATE_LIMITED: Meaning(
         Outcome.LIMITED, (-32003,), "every node was rate limited or cooling down"
     ),

@@ -161,14 +161,19 @@ class RouteTable:
                 continue
             if standings.get(plan.plan_id) is Standing.EXHAUSTED:
                 continue
-            target = node.node_target_type
-            price = self.prices.get((node.plan_id, target, method, chain_id)) or self.prices.get(
-                (node.plan_id, target, method, None)
-            )
+            price = self.price(node, method, chain_id)
             if price is not None:
                 resolved.append(Route(node, plan, price))
         resolved.sort(key=lambda r: (self.operator_cost(r), r.price.cost_nano, r.node.node_id))
         return tuple(resolved)
+
+    def price(self, node: NodeInfo, method: str, chain_id: int) -> MethodPrice | None:
+        """What `node`'s plan charges for `method` on `chain_id`: its row for the chain, else
+        its all-chains row; None when the plan does not price the method."""
+        target = node.node_target_type
+        return self.prices.get((node.plan_id, target, method, chain_id)) or self.prices.get(
+            (node.plan_id, target, method, None)
+        )
 
     def operator_cost(self, route: Route) -> int:
         """What one more call on `route` costs the operator (plan_cycle.PlanQuota.overage_cost

@@ -20,7 +20,7 @@ from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.cacheable import Pinned
 from chainrouter.domain.enums import RoutingStrategy, Scenario
 from chainrouter.domain.requirements import NOTHING, Needs
-from chainrouter.domain.routing import Route
+from chainrouter.domain.routing import NodeInfo, Route
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.verification import ProofPlan, Verified
 from chainrouter.jsonrpc.envelope import InvalidCall, RpcCall
@@ -99,6 +99,10 @@ class CallContext:
     flight_seen: int | None = None  # the seen head its flight's key holds (a read of the head)
     proof: ProofPlan | None = None  # what its answer is checked by before it is served
     verified: Verified | None = None  # how it was, once served
+    # The calls its checks made that nodes answered, each billed at its own price, and the
+    # credits held for every call they sent (router/proving.py; the ledger settles both).
+    check_calls: list[CheckCall] | None = None
+    checks_held_nano: int = 0
     # Served by its first route at the first try, with no rate limit in the way: how long the
     # attempt would have waited before another node was tried. None: not (router/fast/).
     decided_within_s: float | None = None
@@ -161,6 +165,17 @@ class CallContext:
         self.retry_after_s = retry_after_s
         self.charged_nano = 0
         self.ranges_served_by = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CheckCall:
+    """One call a check made and a node answered: billed to the customer whose call caused it,
+    and earned by the node's plan, under the scenario `verification` (router/ledger.py)."""
+
+    node: NodeInfo
+    plan_id: int
+    method: str
+    cost_nano: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,10 @@ recorded (the key's head, the node's answer time). Nothing else does any of it.
   the `Booking` the decision carries.
 - Attempt stages and the settling both record a node's answer here (`node_answered`).
 
-Credits: a pipeline call held its price before it was sent (stages/credit.py) and is settled
-here; a call under a decision spent from its customer's grant (router/fast/grants.py), which was
-held for it, and is settled here alike. Usage is metered (and journaled) before the answer
+Credits: a pipeline call held its price before it was sent (stages/credit.py), and each call
+its answer's check made held its own (router/proving.py): all are settled here together. A call
+under a decision spent from its customer's grant (router/fast/grants.py), which was held for
+it, and is settled here alike. Usage is metered (and journaled) before the answer
 leaves in both cases.
 """
 
@@ -24,7 +25,7 @@ from chainrouter.domain.enums import Scenario
 from chainrouter.domain.requirements import Work
 from chainrouter.domain.routing import NodeInfo
 from chainrouter.router.belief import HEAD_METHOD, NOTHING_EXPECTED, Expected, head_told
-from chainrouter.router.context import CallContext
+from chainrouter.router.context import CallContext, CheckCall
 from chainrouter.router.cooldown import MemoryCooldowns
 from chainrouter.router.cordon import Cordons
 from chainrouter.router.health import HealthMonitor
@@ -92,12 +93,17 @@ class Ledger:
         charge what it cost, meter it under (customer, key, chain, method, scenario) and the
         plan whose node answered (each range of a split `eth_getLogs` at its route's price),
         and record the head an `eth_blockNumber` answer tells. Method names no plan prices are
-        metered as `(unsupported)`: clients choose them."""
+        metered as `(unsupported)`: clients choose them. The calls its answer's check made are
+        billed with it, whatever became of the call (`_book_checks`)."""
         request = call.request
         access = request.access
         if access is None:  # the free tier
             return
-        self._credits.settle(access.customer_id, call.held_nano, call.cost_nano)
+        checks = call.check_calls
+        if checks is None:
+            self._credits.settle(access.customer_id, call.held_nano, call.cost_nano)
+        else:
+            self._book_checks(call, checks)
         scenario = call.scenario
         if scenario is None:  # cut short by a bug: released, and nothing to meter
             return
@@ -140,6 +146,38 @@ class Ledger:
             if head is not None:
                 node = None if served_by is None else served_by.node
                 self._saw(access.key_id, request.chain_id, head, node)
+
+    def _book_checks(self, call: CallContext, checks: list[CheckCall]) -> None:
+        """Settle `call` with the calls its check made (router/proving.py): each a node
+        answered costs its price, under the scenario `verification` with its own method, and is
+        earned by the node's plan; the nodes' answers are recorded for a cordon's disputes like
+        any other. One answered by a node cordoned by now (the one whose answer the check
+        refuted, say) is `disputed` at once: not billed, not paid. What was held for calls that
+        got no answer is released."""
+        request = call.request
+        access = request.access
+        assert access is not None
+        cordons = self.cordons
+        disputed = [
+            cordons is not None and cordons.is_cordoned(check.node.node_id) for check in checks
+        ]
+        billed = sum(
+            check.cost_nano for check, out in zip(checks, disputed, strict=True) if not out
+        )
+        customer, key_id, chain_id = access.customer_id, access.key_id, request.chain_id
+        self._credits.settle(
+            customer, call.held_nano + call.checks_held_nano, call.cost_nano + billed
+        )
+        for check, out in zip(checks, disputed, strict=True):
+            method = check.method
+            if out:
+                self._meter.record(customer, key_id, chain_id, method, Scenario.DISPUTED, 0)
+                continue
+            scenario, cost, plan_id = Scenario.VERIFICATION, check.cost_nano, check.plan_id
+            self._meter.record(customer, key_id, chain_id, method, scenario, cost, plan_id)
+            if cordons is not None:
+                node_id = check.node.node_id
+                cordons.served(node_id, customer, key_id, chain_id, method, scenario, plan_id, cost)
 
     # -- what a node's answer tells ------------------------------------------------------------
 

@@ -22,6 +22,12 @@ A proof that fails means the node answered something false: the caller's answer 
 another node, and the node is reported (`on_false`). A proof that cannot be made (no second
 provider, a node without the block's receipts, a time-out) leaves the answer served unproven:
 not marked, and not kept.
+
+The calls a check makes are priced as calls (`_Asking`): each is held against the customer's
+balance before it is sent, at the answering plan's price for its method (the plan's price for
+the call's own method where it does not price that one), and each a node answers is billed
+under the scenario `verification` (router/ledger.py). A check whose next call the balance cannot
+hold sends nothing more and leaves the answer unproven.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from chainrouter.domain.routing import Route
 from chainrouter.domain.verification import Check, ProofPlan, Verified, VerifyMode
 from chainrouter.integrity import ProofError
 from chainrouter.jsonrpc.encode import encode_call
-from chainrouter.router.context import CallContext
+from chainrouter.router.context import CallContext, CheckCall
 from chainrouter.router.contract import Failure, Forward
 
 STATE_READS = frozenset(
@@ -210,6 +216,10 @@ class _UnprovableError(Exception):
     """The proof could not be made (no second provider, a node's failure): served unproven."""
 
 
+class _UnaffordableError(_UnprovableError):
+    """The customer's balance cannot hold the next call's price: nothing more is asked."""
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     verified: Verified | None  # None: served unproven
@@ -253,15 +263,22 @@ class Prover:
         self._max_receipt_bytes = max_receipts_bytes
 
     async def check(
-        self, call: CallContext, plan: ProofPlan, route: Route, answer: bytes, timeout_s: float
+        self,
+        call: CallContext,
+        plan: ProofPlan,
+        route: Route,
+        answer: bytes,
+        timeout_s: float,
+        hold: Callable[[int], bool],
     ) -> Outcome:
         """Check `answer`, given by `route`'s node, by `plan`; the extra calls go to that node and
-        to another provider's, each within `timeout_s`."""
+        to another provider's, each within `timeout_s`, each sent once `hold` held its price
+        (False: the balance cannot, and the check ends unproven)."""
         try:
             result = orjson.loads(answer)["result"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return UNPROVEN
-        asking = _Asking(call, route, timeout_s)
+        asking = _Asking(call, route, timeout_s, hold)
         try:
             if plan.check is Check.AGREEMENT:
                 agreed = await asking.other(call.call.method, call.call.params) == result
@@ -422,12 +439,21 @@ class Prover:
 
 
 class _Asking:
-    """The calls one check makes: to the answering node, or to a node of another provider."""
+    """The calls one check makes: to the answering node, or to a node of another provider.
 
-    def __init__(self, call: CallContext, route: Route, timeout_s: float) -> None:
+    Each is priced as a call: its price held by `hold` before it is sent, and, once its node
+    answers it, recorded on the call (`CallContext.check_calls`) for the ledger to bill to the
+    call's customer and pay to the node's plan. A failure or an error answer is not billed, as
+    no call's is. Once a hold fails nothing more is sent: the check is left unproven."""
+
+    def __init__(
+        self, call: CallContext, route: Route, timeout_s: float, hold: Callable[[int], bool]
+    ) -> None:
         self.call = call
         self._route = route
         self._timeout_s = timeout_s
+        self._hold = hold
+        self._unaffordable = False
         self._sent = 0
         self.last_bytes = 0  # the size of the last answer
         self.unagreed = False  # a header no node of another provider vouched for
@@ -447,12 +473,18 @@ class _Asking:
             tried += 1
             try:
                 return await self._ask(route, method, params)
+            except _UnaffordableError:
+                raise
             except _UnprovableError:
                 if tried == _OTHERS_TRIED:
                     raise
         raise _UnprovableError  # one provider serves the chain: nothing to agree with
 
     async def _ask(self, route: Route, method: str, params: Any) -> Any:
+        cost = self._price(route, method)
+        if self._unaffordable or not self._hold(cost):
+            self._unaffordable = True
+            raise _UnaffordableError
         self._sent += 1
         body = orjson.dumps(
             {"jsonrpc": "2.0", "id": self._sent, "method": method, "params": params}
@@ -467,4 +499,19 @@ class _Asking:
             raise _UnprovableError from error
         if not isinstance(parsed, dict) or "result" not in parsed:
             raise _UnprovableError
+        made = CheckCall(route.node, route.plan.plan_id, method, cost)
+        if self.call.check_calls is None:
+            self.call.check_calls = [made]
+        else:
+            self.call.check_calls.append(made)
         return parsed["result"]
+
+    def _price(self, route: Route, method: str) -> int:
+        """What `method` costs on `route`'s node: its plan's price for it (domain/routing.py),
+        or, where the plan does not price it, the plan's price for the call's own method, which
+        `route` carries (every route a check asks is one of the call's)."""
+        call = self.call
+        if method == route.price.method:
+            return route.price.cost_nano
+        price = call.request.snapshot.routes.price(route.node, method, call.request.chain_id)
+        return route.price.cost_nano if price is None else price.cost_nano

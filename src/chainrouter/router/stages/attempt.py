@@ -443,7 +443,9 @@ class Attempt:
         prover, plan, route = self._prover, call.proof, served.route
         if prover is None or plan is None or route is None:
             return served
-        outcome = await prover.check(call, plan, route, served.answer, timeout_s)
+        outcome = await prover.check(
+            call, plan, route, served.answer, timeout_s, lambda cost: self._hold_check(call, cost)
+        )
         if outcome.false is not None:
             tally.refuted.append((served, outcome.false))
             return None
@@ -523,6 +525,21 @@ class Attempt:
         if not self._credits.hold(access.customer_id, more, check=not access.bypass_credit_check):
             return False
         call.held_nano += more
+        return True
+
+    def _hold_check(self, call: CallContext, cost_nano: int) -> bool:
+        """A call a check of `call`'s answer is about to send holds its price, as any call does
+        before it is sent: the customer is never charged past the balance the holds saw. On the
+        free tier nothing is held, nor billed: its checks' calls are the operator's cost, as its
+        own calls are."""
+        access = call.request.access
+        if access is None:
+            return True
+        if not self._credits.hold(
+            access.customer_id, cost_nano, check=not access.bypass_credit_check
+        ):
+            return False
+        call.checks_held_nano += cost_nano
         return True
 
     def _judge(

@@ -123,6 +123,7 @@ export const SCENARIOS = {
   hedged: "served by a hedged attempt",
   split: "served in parts (log range)",
   cache: "served from the cache",
+  verification: "asked to prove an answer",
   subscription: "WebSocket notification",
   no_route: "no node in sync",
   all_failed: "every node failed",
