@@ -323,3 +323,22 @@ def test_a_customer_who_asks_at_once_is_never_taken_below_what_the_holds_allowed
     assert outcomes == {(200, "proof"), (200, None), (402, None)}
     assert w.balance() >= 0  # every hold released, and no charge past them
     assert 3 * 160 + 50 - w.balance() == sum(credits for _, credits in usage(w).values())
+
+
+def test_a_check_sends_no_call_dearer_than_the_keys_max_price_per_call(chain: Chain) -> None:
+    """The key's cap bounds every call billed to it: a proof priced above it is not asked, and
+    the answer is served unproven, at the call's own price."""
+    w = scripted_world(
+        [(A, 100, relaying(chain.url)), (B, 200, relaying(chain.url))],
+        methods=PRICED,
+        method_prices={**PRICES, (A, PROOF): 150},
+        heads={A: chain.head, B: chain.head},
+        verify=VerifyMode.ALWAYS,
+        max_price_nano=100,
+    )
+    before = w.balance()
+    reply = w.call(AT_BLOCK_1)
+    assert result(reply) == "0x2a"
+    assert verified(reply) is None
+    assert w.urls_called() == [A, A, B]  # the headers, within the cap; not the proof
+    assert before - w.balance() == 100 + 10 + 20

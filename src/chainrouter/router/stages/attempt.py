@@ -60,6 +60,7 @@ from chainrouter.router.metering import CreditView
 from chainrouter.router.metrics import RouterMetrics
 from chainrouter.router.node_checks import NodeCheck, NodeChecks
 from chainrouter.router.proving import Prover
+from chainrouter.router.stages.price_cap import within_cap
 from chainrouter.router.writes import already_known, echoes
 
 
@@ -531,10 +532,13 @@ class Attempt:
         """A call a check of `call`'s answer is about to send holds its price, as any call does
         before it is sent: the customer is never charged past the balance the holds saw. On the
         free tier nothing is held, nor billed: its checks' calls are the operator's cost, as its
-        own calls are."""
+        own calls are. A call dearer than the key's `max_price_per_call` is not sent: the
+        answer is then served unproven."""
         access = call.request.access
         if access is None:
             return True
+        if not within_cap(access, cost_nano):
+            return False
         if not self._credits.hold(
             access.customer_id, cost_nano, check=not access.bypass_credit_check
         ):

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from chainrouter.domain.access import KeyAccess
 from chainrouter.domain.enums import Scenario
 from chainrouter.domain.money import format_credits
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.jsonrpc.responses import error_response
 from chainrouter.router.context import CallContext
+
+
+def within_cap(access: KeyAccess, cost_nano: int) -> bool:
+    """Whether a call of `cost_nano` is one the key will pay for: the cap bounds every call
+    billed to it, a route's and each call a check of its answer makes (stages/attempt.py)."""
+    return not access.max_price_nano or cost_nano <= access.max_price_nano
 
 
 class WithinPriceCap:
@@ -22,7 +29,7 @@ class WithinPriceCap:
             return
         cap = access.max_price_nano
         ordered = call.ordered
-        within = [route for route in ordered if route.price.cost_nano <= cap]
+        within = [route for route in ordered if within_cap(access, route.price.cost_nano)]
         if len(within) == len(ordered):
             return
         if within:
