@@ -388,6 +388,7 @@ def build_runtime(
             ledger, grants, metrics, health.node_head, None if audit is None else audit.receipt
         )
     connect = _ws_connector(settings)
+    holding_price = settings.ws_subscription_holding_nano_per_hour()
     ws_health = WsNodeHealth(
         connect,
         health.chain_head,
@@ -440,12 +441,14 @@ def build_runtime(
             health=ws_health,
             recheck_interval_s=settings.ws_recheck_interval_s,
             feed_grace_s=settings.ws_feed_grace_s,
+            holding_step_s=settings.ws_subscription_holding_step_s if holding_price else None,
         ),
         ws_limits=WsLimits(
             settings.ws_max_subscriptions,
             settings.ws_send_queue,
             settings.max_batch_size,
             settings.ws_max_filter_entries,
+            holding_price,
         ),
         shared_epochs=_shared_epochs(settings, cache, finality),
         shared_heads=None

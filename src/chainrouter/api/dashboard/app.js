@@ -331,6 +331,7 @@ var SCENARIOS = {
   split: "served in parts (log range)",
   cache: "served from the cache",
   subscription: "WebSocket notification",
+  subscription_held: "WebSocket subscription held",
   no_route: "no node in sync",
   all_failed: "every node failed",
   rate_limited: "nodes rate limited",

@@ -45,6 +45,10 @@ class Watched(Protocol):
 
     def refused(self, refusal: RpcError) -> None: ...
 
+    def charge_held(self) -> None:
+        """Charge the time its subscriptions were held since the last charge."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class WsBounds:
@@ -72,6 +76,7 @@ class Hub:
         health: WsNodeHealth | None = None,
         recheck_interval_s: float = 0.5,
         feed_grace_s: float = 30.0,
+        holding_step_s: float | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._connect = connect
@@ -88,6 +93,10 @@ class Hub:
         self._watched: dict[Watched, None] = {}  # open connections, in the order they opened
         self._recheck_s = recheck_interval_s
         self._watcher: asyncio.Task[None] | None = None
+        # Every this long each open connection charges the time its subscriptions were held
+        # (router/ws/holding.py); None: holding is free, nothing to charge.
+        self._holding_step_s = holding_step_s
+        self._charger: asyncio.Task[None] | None = None
         # A feed nobody is subscribed to runs this long before it stops: a client that
         # unsubscribes and subscribes again (or a page reloaded) does not make the router dial
         # the provider's node again each time.
@@ -176,6 +185,8 @@ class Hub:
         self._watched[connection] = None
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.create_task(self._rechecking(), name="ws-recheck")
+        if self._holding_step_s is not None and (self._charger is None or self._charger.done()):
+            self._charger = asyncio.create_task(self._charging(), name="ws-holding")
 
     def unwatch(self, connection: Watched) -> None:
         self._watched.pop(connection, None)
@@ -201,6 +212,14 @@ class Hub:
         while self._watched:
             await asyncio.sleep(self._recheck_s)
             self.recheck()
+
+    async def _charging(self) -> None:
+        """One step of the holding price for every open connection, step after step."""
+        assert self._holding_step_s is not None
+        while self._watched:
+            await asyncio.sleep(self._holding_step_s)
+            for connection in list(self._watched):
+                connection.charge_held()
 
     # -- feeds (router/ws/session.py's SessionHub) ---------------------------------------------
 
@@ -254,9 +273,10 @@ class Hub:
 
     async def stop(self) -> None:
         tasks = [task for _, task in self._feeds.values()]
-        if self._watcher is not None:
-            tasks.append(self._watcher)
-            self._watcher = None
+        for helper in (self._watcher, self._charger):
+            if helper is not None:
+                tasks.append(helper)
+        self._watcher = self._charger = None
         self._feeds.clear()
         for task in tasks:
             task.cancel()

@@ -124,6 +124,7 @@ export const SCENARIOS = {
   split: "served in parts (log range)",
   cache: "served from the cache",
   subscription: "WebSocket notification",
+  subscription_held: "WebSocket subscription held",
   no_route: "no node in sync",
   all_failed: "every node failed",
   rate_limited: "nodes rate limited",
