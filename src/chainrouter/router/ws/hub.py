@@ -26,6 +26,7 @@ from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.ws_routes import WsRoute
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.router.ws.dials import DialPacer, DialPolicy
 from chainrouter.router.ws.fanout import Sink
 from chainrouter.router.ws.feed import DEFAULT_POLICY, ChainFeed, Connect, FeedPolicy
 from chainrouter.router.ws.node_health import WsNodeHealth
@@ -77,6 +78,7 @@ class Hub:
         recheck_interval_s: float = 0.5,
         feed_grace_s: float = 30.0,
         holding_step_s: float | None = None,
+        dials: DialPolicy | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._connect = connect
@@ -102,6 +104,9 @@ class Hub:
         # the provider's node again each time.
         self._feed_grace_s = feed_grace_s
         self._idle: dict[int, int] = {}  # id of a feed nobody is on -> the leave that left it so
+        # Every feed of the process dials its nodes through this (router/ws/dials.py): churn
+        # past the grace period, or a node that fails, is not dialled in a tight loop.
+        self.dials = DialPacer(dials)
         self._leaves = 0
 
     def key_live(self, key_id: int) -> bool:
@@ -241,15 +246,16 @@ class Hub:
             on_refused=_close_slow,
             policy=self._policy,
             watch=self.health,
+            dials=self.dials,
         )
         task = asyncio.create_task(made.run(), name=f"ws-feed-{chain_id}-{access.strategy}")
         self._feeds[key] = (made, task)
         return made
 
     def leave(self, feed: ChainFeed) -> None:
-        """A client left the feed: stop it once nobody has been subscribed for the grace
-        period (at once without one)."""
-        if len(feed.fanout):
+        """A client left the feed (or gave up waiting for it): stop it once nobody has been
+        subscribed or waiting for the grace period (at once without one)."""
+        if len(feed.fanout) or feed.waiting:
             return
         self._leaves += 1
         self._idle[id(feed)] = leave = self._leaves
@@ -260,7 +266,7 @@ class Hub:
             loop.call_later(self._feed_grace_s, self._stop_idle, feed, leave)
 
     def _stop_idle(self, feed: ChainFeed, leave: int) -> None:
-        if self._idle.get(id(feed)) != leave or len(feed.fanout):
+        if self._idle.get(id(feed)) != leave or len(feed.fanout) or feed.waiting:
             return  # taken again since (and maybe left again: that leave's timer decides)
         del self._idle[id(feed)]
         for key, (made, task) in list(self._feeds.items()):

@@ -81,6 +81,8 @@ class WsLimits:
     max_filter_entries: int = 1000  # per connection: logs filters' addresses and topics
     # What holding one subscription open costs per hour (router/ws/holding.py); 0: nothing.
     holding_nano_per_hour: int = 0
+    # How long an eth_subscribe waits for its feed to be subscribed at a node; then -32009.
+    subscribe_wait_s: float = 10.0
 
 
 Outgoing = tuple[bytes, SubscriptionKind | None, WsRoute | None, int]
@@ -327,7 +329,7 @@ class WsSession:
             self._reply(error_response(RpcError(400, RpcCode.PARSE_ERROR, "parse error")))
             return
         if isinstance(parsed, dict) and parsed.get("method") in _SUBSCRIBE_METHODS:
-            self._reply(self._subscription_call(parsed))
+            self._reply(await self._subscription_call(parsed))
             return
         if isinstance(parsed, list) and any(
             isinstance(item, dict) and item.get("method") in _SUBSCRIBE_METHODS for item in parsed
@@ -342,10 +344,10 @@ class WsSession:
 
     async def _one(self, item: Any) -> bytes:
         if isinstance(item, dict) and item.get("method") in _SUBSCRIBE_METHODS:
-            return self._subscription_call(item)
+            return await self._subscription_call(item)
         return (await self._handle(orjson.dumps(item))).body
 
-    def _subscription_call(self, call: dict[str, Any]) -> bytes:
+    async def _subscription_call(self, call: dict[str, Any]) -> bytes:
         id_json = orjson.dumps(call.get("id"))
         try:
             if call.get("jsonrpc") != "2.0":
@@ -353,11 +355,11 @@ class WsSession:
             if call["method"] == "eth_unsubscribe":
                 found = read_unsubscribe(call.get("params"))
                 return _result(id_json, self._unsubscribe(found.subscription_id))
-            return _result(id_json, self._subscribe(call.get("params")))
+            return _result(id_json, await self._subscribe(call.get("params")))
         except RpcError as refused:
             return error_response(refused, id_json)
 
-    def _subscribe(self, params: Any) -> str:
+    async def _subscribe(self, params: Any) -> str:
         if self._closing is not None:  # a batch's item after the connection began to close
             raise RpcError(503, RpcCode.SERVER_ERROR, "the connection is closing")
         wanted = read_subscribe(params)
@@ -388,16 +390,54 @@ class WsSession:
         refusal = self._hub.take_subscription(access.customer_id, entries)
         if refusal is not None:
             raise refusal
-        if self._feed is None:
-            self._feed = self._hub.feed(self._chain_id, access)
+        try:
+            feed = await self._feed_up()
+        except RpcError:
+            self._hub.give_back_subscriptions(access.customer_id, 1, entries)
+            raise
         subscription_id = new_subscription_id()
-        self._feed.fanout.add(Subscription(subscription_id, wanted.kind, self, wanted.log_filter))
-        self._feed.wake()
+        feed.fanout.add(Subscription(subscription_id, wanted.kind, self, wanted.log_filter))
+        feed.wake()
         self._subscriptions[subscription_id] = (wanted.kind, entries)
         self._entries += entries
         if self._holding is not None:
             self._holding.opened(wanted.kind, self._clock())
         return subscription_id
+
+    async def _feed_up(self) -> ChainFeed:
+        """The chain's feed once it is subscribed at a node: at once when it is, else within
+        `subscribe_wait_s` (its nodes are dialled as the hub's pacer allows: router/ws/dials.py),
+        else -32009. Nothing is sent to the client meanwhile, so its answer comes before any
+        notification of the subscription."""
+        if self._feed is None:
+            self._feed = self._hub.feed(self._chain_id, self._access)
+        feed = self._feed
+        if feed.up.is_set():
+            return feed
+        wait_s = self._limits.subscribe_wait_s
+        feed.waiting += 1
+        try:
+            async with asyncio.timeout(wait_s):
+                await feed.up.wait()
+            gave_up = False
+        except TimeoutError:
+            gave_up = True
+        finally:
+            feed.waiting -= 1
+        if self._feed is not feed:  # closed meanwhile: its leave came while this one waited
+            self._hub.leave(feed)
+            raise RpcError(503, RpcCode.SERVER_ERROR, "the connection is closing")
+        if gave_up:
+            if not self._subscriptions:
+                self._leave()  # off the feed: the hub stops it once nobody wants it
+            raise RpcError(
+                503,
+                RpcCode.ALL_NODES_FAILED,
+                f"no WebSocket node of chain {self._chain_id} could be subscribed to within "
+                f"{wait_s:g} s; try again later",
+                {"subscribe_wait_s": wait_s},
+            )
+        return feed
 
     def _unsubscribe(self, subscription_id: str) -> bool:
         if subscription_id not in self._subscriptions or self._feed is None:
