@@ -25,10 +25,11 @@ from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.routing import RouteTable
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.ws_routes import WsRoute, WsRouteTable
+from chainrouter.jsonrpc.errors import RpcCode, RpcError
 from chainrouter.router.context import RequestContext
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.ws.dials import DialPacer, DialPolicy
-from chainrouter.router.ws.hub import Hub
+from chainrouter.router.ws.hub import Hub, WsBounds
 from chainrouter.router.ws.session import WsLimits, WsSession
 from chainrouter.router.ws.upstream import UpstreamSocket, open_upstream
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -137,7 +138,13 @@ async def _connect(url: str) -> UpstreamSocket:
     )
 
 
-def _hub(routes: list[WsRoute], policy: DialPolicy, grace_s: float = 0.0) -> Hub:
+def _hub(
+    routes: list[WsRoute],
+    policy: DialPolicy,
+    grace_s: float = 0.0,
+    connect: Any = _connect,
+    bounds: WsBounds | None = None,
+) -> Hub:
     snapshot = RouterSnapshot(
         0,
         {"digest": ACCESS},
@@ -145,7 +152,14 @@ def _hub(routes: list[WsRoute], policy: DialPolicy, grace_s: float = 0.0) -> Hub
         {},
         ws_routes=WsRouteTable.build(routes),
     )
-    return Hub(lambda: snapshot, _connect, lambda chain: None, feed_grace_s=grace_s, dials=policy)
+    return Hub(
+        lambda: snapshot,
+        connect,
+        lambda chain: None,
+        feed_grace_s=grace_s,
+        dials=policy,
+        bounds=bounds or WsBounds(),
+    )
 
 
 class Client:
@@ -160,8 +174,8 @@ class Client:
         credits.replace_stored({CUSTOMER: 10**15})
         self.link = Link()
         limits = WsLimits(subscribe_wait_s=wait_s)
-        session = WsSession(self.link, request, hub, _no_calls, credits, UsageMeter(), limits)
-        self.task = asyncio.create_task(session.run())
+        self.session = WsSession(self.link, request, hub, _no_calls, credits, UsageMeter(), limits)
+        self.task = asyncio.create_task(self.session.run())
         self._ids = 0
 
     async def ask(self, method: str, params: list[Any], within_s: float = 10) -> dict[str, Any]:
@@ -321,4 +335,37 @@ async def test_a_node_that_drops_each_connection_is_dialled_less_and_less(
     dials = upstream.requests[path]
     assert 3 <= dials <= 6, dials  # 12 at one dial per 0.25 s (the interval after each drop)
     await client.close()
+    await hub.stop()
+
+
+async def test_a_connection_closed_while_its_subscribe_waits_holds_nothing_and_stops_the_feed() -> (
+    None
+):
+    """The connection's access is refused (a key revoked) while its eth_subscribe waits for a
+    node that refuses: the subscription is not held (the customer's bound given back), the
+    connection closes with its code, and the feed nobody wants any more stops."""
+
+    async def refusing(url: str) -> UpstreamSocket:
+        raise OSError("connection refused")
+
+    route = WsRoute(1, 1, CHAIN_A, "ws://127.0.0.1:9", {"newHeads": 1})
+    bounds = WsBounds(subscriptions_per_customer=1)
+    hub = _hub([route], DialPolicy(interval_s=0.05, backoff_max_s=0.2), 0.0, refusing, bounds)
+    client = Client(hub, wait_s=5.0)
+    client.link.said.put_nowait(
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "eth_subscribe", "params": ["newHeads"]})
+    )
+    for _ in range(100):
+        if hub.feeds() and hub.feeds()[0].waiting:
+            break
+        await asyncio.sleep(0.01)
+    [feed] = hub.feeds()
+    assert feed.waiting == 1
+    client.session.refused(RpcError(401, RpcCode.SERVER_ERROR, "invalid API key"))
+    await asyncio.wait_for(client.task, 5)
+    assert client.link.closed is not None
+    assert client.link.closed[0] == 4001
+    assert feed.waiting == 0
+    assert hub.feeds() == []
+    assert hub.take_subscription(CUSTOMER, 0) is None  # its one subscription was given back
     await hub.stop()
