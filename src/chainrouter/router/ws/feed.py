@@ -1,7 +1,8 @@
 """One chain's feed: follows its head from one WebSocket node's `newHeads` (the routes' first
-that is not cooling down), and gives its subscribers what they asked for (`fanout.py`). When the
-node closes, fails, stops answering pings or falls behind the chain's head, the feed moves to
-the next node and fills the gap from the new one's history as soon as it is subscribed
+not resting after failed dials, dialled as the hub's pacer allows: `dials.py`), and gives its
+subscribers what they asked for (`fanout.py`). When the node closes, fails, stops answering
+pings or falls behind the chain's head, the feed moves to the next node and fills the gap from
+the new one's history as soon as it is subscribed
 (`heads.py`): every head once, in order; after a reorg the orphaned blocks' logs again,
 removed. Blocks and logs are read over the same connection, so what the feed sends is one
 node's view at a time.

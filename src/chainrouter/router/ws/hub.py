@@ -1,6 +1,7 @@
 """A worker's chain feeds (`feed.py`): one per chain and routing strategy, made when its first
 client subscribes and stopped a grace period after its last one leaves, so that every client of
-a chain shares one upstream subscription and churn does not dial the node again and again.
+a chain shares one upstream subscription and churn does not dial the node again and again;
+past the grace period the feeds' dials of each node are paced (`dials.py`).
 Feeds try nodes in the order the WebSocket nodes' health gives for their strategy
 (`node_health.py`).
 
@@ -11,7 +12,8 @@ connections, subscriptions and filter entries, so that one customer cannot take 
 memory. It runs the upgrade's access checks again on every open connection twice a second, so
 that a key deactivated, revoked or re-domained, or a customer out of credits, loses its
 connections within that and the configuration's reload (`recheck`), whether or not they are
-sent anything."""
+sent anything; and, where the operator sets a holding price, it asks every open connection
+to charge the time its subscriptions were held once a step (`holding.py`)."""
 
 from __future__ import annotations
 
