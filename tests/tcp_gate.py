@@ -21,6 +21,7 @@ class TcpGate:
         self._lock = threading.Lock()
         self._open_sockets: set[socket.socket] = set()
         self._listener: socket.socket | None = None
+        self.accepted = 0  # connections taken, counted before they are relayed
         self.open()
 
     def open(self) -> None:
@@ -49,6 +50,7 @@ class TcpGate:
                 client, _ = listener.accept()
             except OSError:
                 return  # shut
+            self.accepted += 1
             try:
                 server = socket.create_connection(self._target, timeout=5)
             except OSError:

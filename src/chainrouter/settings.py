@@ -30,6 +30,8 @@ from chainrouter.domain.verification import VerifyMode
 from chainrouter.validation import error_message
 
 ENV_PREFIX = "CHAINROUTER_"
+# What holding one WebSocket subscription may cost an hour: 100 credits, a method call's most.
+MAX_HOLDING_NANO_PER_HOUR = 100 * 10**9
 CONFIG_FILE_ENV = "CHAINROUTER_CONFIG_FILE"
 
 
@@ -259,6 +261,45 @@ class Settings(BaseSettings):
         description="How long a chain's WebSocket feed stays subscribed at its node after its "
         "last client left, seconds: churn (subscribe, unsubscribe, subscribe) and reloaded "
         "pages do not make the router dial the provider's node each time. 0: stopped at once.",
+    )
+    ws_feed_dial_interval_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Least time between two dials of one WebSocket node by a router "
+        "process's feeds, seconds: subscribers arriving, leaving and coming back never make "
+        "the router dial a node faster than this (its health checks keep their own interval).",
+    )
+    ws_feed_dial_backoff_max_s: float = Field(
+        default=60.0,
+        ge=0,
+        le=3600,
+        description="Longest rest of a WebSocket node after failed dials, seconds: after n "
+        "failures in a row (a refused dial, or a connection that failed before lasting this "
+        "long) its feeds dial it again ws_feed_dial_interval_s x 2^n after the last dial at "
+        "the earliest, at most this.",
+    )
+    ws_subscribe_wait_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=120,
+        description="How long an eth_subscribe waits, seconds, for its chain's feed to be "
+        "subscribed at some WebSocket node when it is not already; past it the call gets "
+        "-32009 and nothing is held.",
+    )
+    ws_subscription_holding_credits_per_hour: str = Field(
+        default="0",
+        pattern=r"^[0-9]{1,3}(\.[0-9]{1,9})?$",
+        description="What holding one WebSocket subscription open costs its customer per "
+        "hour, in credits (an exact decimal, at most 100), charged pro rata for the time held, "
+        "beside its notifications. No provider earns it. 0: holding is free.",
+    )
+    ws_subscription_holding_step_s: float = Field(
+        default=60.0,
+        gt=0,
+        le=3600,
+        description="How often the time subscriptions were held is charged, seconds (and "
+        "when each ends, for the rest).",
     )
     ws_send_queue: int = Field(
         default=1000,
@@ -793,6 +834,16 @@ class Settings(BaseSettings):
             except MoneyError as exc:
                 raise ValueError(f"cache price of {key!r} {exc}") from None
         return value
+
+    @field_validator("ws_subscription_holding_credits_per_hour")
+    @classmethod
+    def _holding_price(cls, value: str) -> str:
+        if parse_credits(value) > MAX_HOLDING_NANO_PER_HOUR:
+            raise ValueError("must be at most 100 credits an hour")
+        return value
+
+    def ws_subscription_holding_nano_per_hour(self) -> int:
+        return parse_credits(self.ws_subscription_holding_credits_per_hour)
 
     def cache_prices_nano(self) -> dict[str, int]:
         return {key: parse_credits(price) for key, price in self.cache_prices.items()}

@@ -78,3 +78,12 @@ def test_the_cache_prices_are_listed_exactly(make_api: ApiFactory) -> None:
         ("1", "eth_call", Decimal("0.000000001")),
     ]
     assert make_api().client.get("/prices/cache").json() == []
+
+
+def test_the_websocket_holding_price_is_listed_exactly(make_api: ApiFactory) -> None:
+    """Customers see what holding a subscription costs before they hold one (websocket.md)."""
+    api = make_api(ws_subscription_holding_credits_per_hour="0.000000007")
+    listed = api.client.get("/prices/ws/holding").json()
+    assert Decimal(str(listed["cost_per_hour"])) == Decimal("0.000000007")
+    assert listed["step_s"] == 60
+    assert Decimal(str(make_api().client.get("/prices/ws/holding").json()["cost_per_hour"])) == 0

@@ -96,7 +96,14 @@ def test_every_route_answers_what_it_documents(
     admin = api.admin
     # Public lists, empty and then not.
     check(c.get("/health"), "/health")
-    for path in ("/chains", "/chains/ws", "/prices", "/prices/ws", "/prices/cache"):
+    for path in (
+        "/chains",
+        "/chains/ws",
+        "/prices",
+        "/prices/ws",
+        "/prices/ws/holding",
+        "/prices/cache",
+    ):
         check(c.get(path), path)
     # Customers, tokens, credits.
     customer = check(

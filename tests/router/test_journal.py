@@ -168,6 +168,34 @@ def test_a_live_routers_journal_starts_afresh_once_everything_in_it_is_in_storag
     assert [f.spend for f in found] == [{1: 300}, {1: 100}]
 
 
+def test_credits_charged_for_no_call_are_replayed_and_survive_a_rotation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subscription held open is charged with no call counted (router/ws/holding.py): its
+    lines carry a count of 0, which a replay keeps (only a row of 0 calls and 0 credits is
+    nothing), in a rotated file as in a live one."""
+    monkeypatch.setattr(journal_module, "ROTATE_BYTES", 100)
+    journal = UsageJournal(tmp_path, "r1", DB)
+    meter = UsageMeter(journal=journal)
+    held = (1, 7, CHAIN_A, "newHeads", Scenario.SUBSCRIPTION_HELD)
+    meter.record_credits(*held, 1_234)
+    meter.take()  # flush 1, in storage
+    journal.written(1)
+    meter.record_credits(*held, 500)
+    meter.record_credits(*held, 250)
+    meter.rotate_journal(1)
+    assert _lines(journal.path)[0] == b'{"db":"%s","s":1}' % DB.encode()
+    meter.take()  # flush 2
+    meter.record_credits(*held, 7)
+    os.close(journal._fd)  # killed
+    found: list[ReplayedFlush] = []
+    assert _replay(tmp_path, found.append) == 2
+    assert [(f.reference, list(f.rows.values()), f.spend) for f in found] == [
+        ("usage:r1:2", [[0, 750]], {1: 750}),
+        ("usage:r1:3", [[0, 7]], {1: 7}),
+    ]
+
+
 def test_a_rotation_its_router_died_in_is_replayed_from_the_old_file_and_leaves_nothing(
     tmp_path: Path,
 ) -> None:

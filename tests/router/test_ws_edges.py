@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 from typing import Any, cast
 
 import pytest
@@ -24,6 +23,7 @@ from chainrouter.router.context import RequestContext
 from chainrouter.router.executors.native_websocket import SocketLink
 from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.pipeline import Reply
+from chainrouter.router.ws.dials import DialPacer
 from chainrouter.router.ws.fanout import Subscription
 from chainrouter.router.ws.feed import ChainFeed, FeedPolicy
 from chainrouter.router.ws.heads import Head
@@ -73,6 +73,12 @@ async def _unreachable(url: str) -> UpstreamSocket:
     raise OSError("no node")
 
 
+async def _silent(url: str) -> UpstreamSocket:
+    """A node that takes the feed's subscription and announces nothing: the tests feed the
+    feed by hand."""
+    return cast(UpstreamSocket, Fake({}, [], set()))
+
+
 def _session(
     link: Any, hub: Any, balance: int, handle: Any = None, credits: CreditView | None = None
 ) -> tuple[WsSession, UsageMeter]:
@@ -111,7 +117,7 @@ def _heads(feed: ChainFeed, first: int, count: int) -> None:
 
 
 async def test_a_subscription_after_unsubscribing_everything_is_on_a_running_feed() -> None:
-    hub = Hub(lambda: SNAP, _unreachable, lambda c: None)
+    hub = Hub(lambda: SNAP, _silent, lambda c: None)
     la, lb = Link(), Link()
     a, _ = _session(la, hub, 10**9)
     b, _ = _session(lb, hub, 10**9)
@@ -141,7 +147,7 @@ async def test_a_subscription_after_unsubscribing_everything_is_on_a_running_fee
 
 
 async def test_a_subscribe_in_flight_as_the_connection_closes_leaves_nothing_behind() -> None:
-    hub = Hub(lambda: SNAP, _unreachable, lambda c: None, feed_grace_s=0)  # stopped at once
+    hub = Hub(lambda: SNAP, _silent, lambda c: None, feed_grace_s=0)  # stopped at once
     link = Link()
     session, _ = _session(link, hub, balance=150)  # one notification's worth
     task = asyncio.create_task(session.run())
@@ -166,7 +172,7 @@ async def test_notifications_the_closing_link_cannot_send_are_not_billed() -> No
     reader, writer = await asyncio.open_connection(sock=ours)
     theirs.setblocking(False)
     link = SocketLink(reader, writer, 1 << 20)
-    hub = Hub(lambda: SNAP, _unreachable, lambda c: None)
+    hub = Hub(lambda: SNAP, _silent, lambda c: None)
     session, meter = _session(link, hub, 10**9)
     task = asyncio.create_task(session.run())
     client = Connection(ConnectionType.CLIENT)
@@ -192,14 +198,16 @@ async def test_notifications_the_closing_link_cannot_send_are_not_billed() -> No
 def test_a_kind_only_a_cooling_route_prices_costs_that_price_never_nothing() -> None:
     a = WsRoute(1, 1, CHAIN, "ws://a", {"newHeads": 1, "logs": 5})
     b = WsRoute(2, 2, CHAIN, "ws://b", {"newHeads": 2})
-    feed = ChainFeed(CHAIN, lambda: [a, b], _unreachable)  # health passed A again: order [A, B]
-    feed._cooling[a.node_id] = time.monotonic() + 5  # but this feed just left A
-    assert feed._pick() is b
+    dials = DialPacer()
+    feed = ChainFeed(CHAIN, lambda: [a, b], _unreachable, dials=dials)  # order [A, B]
+    dials.dialling(a.node_id)
+    dials.ended(a.node_id, None, failed=True)  # but this feed just left A
+    assert feed._pick() == (b, 0.0)
     assert feed.prices.get("logs") == 5, f"prices while following B: {feed.prices}"
 
 
 async def test_a_batch_with_a_subscription_is_bounded_like_any_batch() -> None:
-    hub = Hub(lambda: SNAP, _unreachable, lambda c: None)
+    hub = Hub(lambda: SNAP, _silent, lambda c: None)
     bodies: list[bytes] = []
 
     async def handle(body: bytes) -> Reply:
@@ -308,7 +316,7 @@ class SlowLink(Link):
 async def test_a_customers_connections_cannot_spend_one_balance_twice_while_sending() -> None:
     """The price is held while a notification is sent: two connections of one customer with
     credit for one notification, both waiting for their client, send and bill one."""
-    hub = Hub(lambda: SNAP, _unreachable, lambda c: None)
+    hub = Hub(lambda: SNAP, _silent, lambda c: None)
     credits = CreditView()
     credits.replace_stored({CUSTOMER: 100})  # one notification's worth
     links = [SlowLink(), SlowLink()]

@@ -70,6 +70,7 @@ class Hub:
         self.the_feed = ChainFeed(CHAIN, lambda: [ROUTE], _never)
         self.the_feed.route = ROUTE
         self.the_feed.prices = dict(ROUTE.prices)
+        self.the_feed.up.set()  # subscribed at its node
         self.left = 0
         self.revoked: set[int] = set()
 

@@ -197,6 +197,33 @@ async def list_ws_prices(ctx: Context, client: ClientBlock) -> Response:
     )
 
 
+class HoldingPriceOut(OutModel):
+    cost_per_hour: CreditsOut = Field(
+        description="What holding one WebSocket subscription open costs per hour, charged pro "
+        "rata for the time held beside its notifications; 0: holding is free."
+    )
+    step_s: float = Field(description="How often the time held is charged, seconds.")
+
+
+@router.get(
+    "/prices/ws/holding",
+    response_model=HoldingPriceOut,
+    responses=_LIMITED,
+    summary="What holding a WebSocket subscription open costs",
+    description="The operator's holding price (docs/websocket.md#billing), the same on every "
+    "chain; no provider earns it.",
+)
+async def ws_holding_price(ctx: Context, client: ClientBlock) -> Response:
+    await _price_list_admission(ctx, client)
+    settings = ctx.settings
+    return respond(
+        HoldingPriceOut(
+            cost_per_hour=credits_out(settings.ws_subscription_holding_nano_per_hour()),
+            step_s=settings.ws_subscription_holding_step_s,
+        )
+    )
+
+
 class CachePriceOut(OutModel):
     chain_id: str = Field(description='A chain ID, or "*": every chain without its own price.')
     method: str = Field(description='A method, or "*": every method without its own price.')

@@ -86,3 +86,6 @@ class Scenario(StrEnum):
     SUBSCRIPTION = (
         "subscription"  # a notification sent to a WebSocket subscriber (method: its kind)
     )
+    # The time WebSocket subscriptions were held open, at the operator's holding price (method:
+    # their kind; no call counted, only credits: router/ws/session.py).
+    SUBSCRIPTION_HELD = "subscription_held"

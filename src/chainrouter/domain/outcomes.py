@@ -36,6 +36,7 @@ MEANINGS: dict[Scenario, Meaning] = {
     Scenario.SPLIT: _SERVED,
     Scenario.CACHE: _SERVED,
     Scenario.SUBSCRIPTION: _SERVED,
+    Scenario.SUBSCRIPTION_HELD: _SERVED,
     Scenario.NO_ROUTE: Meaning(
         Outcome.FAILED, (-32008,), "no node of the chain was in sync, or every plan was used up"
     ),

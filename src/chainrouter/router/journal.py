@@ -183,7 +183,8 @@ def database_fingerprint(url: str) -> str:
 
 
 def _row_line(key: RowKey, credits_nano: int, count: int = 1) -> bytes:
-    """A `u` line: one metered call, or (a rotated file's) `count` calls of one row."""
+    """A `u` line: one metered call, (a rotated file's) `count` calls of one row, or credits
+    charged for no call (count 0: a subscription held)."""
     customer, api_key, chain, method, scenario, hour, plan = key
     # Formatted, not a dictionary encoded: this runs once per call. The method (a name some plan
     # prices, or "(unsupported)") is the one field that may need escaping.
@@ -270,7 +271,9 @@ def _add(flush: ReplayedFlush, fields: Any) -> None:
     # calls out of their scenario with a negative count (router/cordon.py).
     count = rest[1] if len(rest) > 1 else 1
     values = (customer, api_key, chain, hour, credits, plan, count)
-    if not all(isinstance(v, int) for v in values) or count == 0:
+    # A count of 0 with credits is a charge for no call (a subscription held); 0 and 0 is
+    # nothing at all.
+    if not all(isinstance(v, int) for v in values) or (count == 0 and credits == 0):
         return
     if not isinstance(method, str) or scenario not in Scenario._value2member_map_:
         return

@@ -71,10 +71,29 @@ class UsageMeter:
         # The member, not `.value`: a StrEnum member is already the string, and `.value` is a
         # Python-level property, run on every call.
         key = (customer_id, key_id, chain_id, method, scenario, hour, plan_id)
+        if count != 1:
+            credits_nano *= count
+        self._add(key, count, credits_nano)
+
+    def record_credits(
+        self,
+        customer_id: int,
+        key_id: int,
+        chain_id: int,
+        method: str,
+        scenario: Scenario,
+        credits_nano: int,
+    ) -> None:
+        """`credits_nano` charged in this hour for something that is not a call (a WebSocket
+        subscription held open: router/ws/session.py): its row's credits grow, its count of
+        calls does not, and no plan earns it."""
+        hour = int(time.time()) // _HOUR * _HOUR
+        self._add((customer_id, key_id, chain_id, method, scenario, hour, 0), 0, credits_nano)
+
+    def _add(self, key: UsageKey, count: int, credits_nano: int) -> None:
+        customer_id = key[0]
         with self._lock:
             row = self._rows.get(key)
-            if count != 1:
-                credits_nano *= count
             if row is None:
                 self._rows[key] = [count, credits_nano]
             else:

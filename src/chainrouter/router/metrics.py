@@ -218,7 +218,8 @@ def with_metered(
     now."""
     counts = metrics.copy()
     for (chain_id, method, scenario), (calls, credits) in meter.totals().items():
-        if scenario == Scenario.SUBSCRIPTION:  # the method is the subscription kind
+        # The method is the subscription kind; a subscription held counts credits, no call.
+        if scenario in (Scenario.SUBSCRIPTION, Scenario.SUBSCRIPTION_HELD):
             key = (chain_id, method)
             counts.notifications[key] = counts.notifications.get(key, 0) + calls
             counts.credits_nano[chain_id] = counts.credits_nano.get(chain_id, 0) + credits

@@ -61,6 +61,7 @@ from chainrouter.router.stages import RouterLimits, StageDeps
 from chainrouter.router.stages.audit import Audit, finalized_from
 from chainrouter.router.stages.free_tier import FreeTierLimits
 from chainrouter.router.sync import StorageSync, load_snapshot
+from chainrouter.router.ws.dials import DialPolicy
 from chainrouter.router.ws.feed import Connect
 from chainrouter.router.ws.hub import Hub, WsBounds
 from chainrouter.router.ws.node_health import WsHealthPolicy, WsNodeHealth
@@ -396,6 +397,7 @@ def build_runtime(
             ledger, grants, metrics, health.node_head, None if audit is None else audit.receipt
         )
     connect = _ws_connector(settings)
+    holding_price = settings.ws_subscription_holding_nano_per_hour()
     ws_health = WsNodeHealth(
         connect,
         health.chain_head,
@@ -449,12 +451,16 @@ def build_runtime(
             health=ws_health,
             recheck_interval_s=settings.ws_recheck_interval_s,
             feed_grace_s=settings.ws_feed_grace_s,
+            holding_step_s=settings.ws_subscription_holding_step_s if holding_price else None,
+            dials=DialPolicy(settings.ws_feed_dial_interval_s, settings.ws_feed_dial_backoff_max_s),
         ),
         ws_limits=WsLimits(
             settings.ws_max_subscriptions,
             settings.ws_send_queue,
             settings.max_batch_size,
             settings.ws_max_filter_entries,
+            holding_price,
+            settings.ws_subscribe_wait_s,
         ),
         shared_epochs=_shared_epochs(settings, cache, finality),
         shared_heads=None

@@ -37,6 +37,7 @@ many nodes (register `http://127.0.0.1:PORT/status/503` as one node, `.../ok` as
 | `/relay/PORT/lie/M1,M2` | like `full`, but the results of the named methods are altered |
 | `/ws-relay/PORT/...` | a WebSocket upgrade relayed byte for byte to the node at 127.0.0.1:PORT |
 | `/ws-relay/PORT/slow/MS/...` | the same, each chunk from the node held MS milliseconds |
+| `/ws-relay/PORT/drop/MS/...` | the same, cut MS milliseconds after the upgrade: a flapping node |
 
 `/ws-relay` plays a WebSocket node of a real one (anvil serves WebSocket on its HTTP port), so
 two relays are two nodes of one chain; `cut(path)` drops the connections relayed through one and
@@ -582,6 +583,7 @@ class FaultyUpstream:
         segments = path.split("/")
         port = int(segments[2])
         hold_s = int(segments[4]) / 1000 if segments[3:4] == ["slow"] else 0.0
+        drop_s = int(segments[4]) / 1000 if segments[3:4] == ["drop"] else None
         try:
             node_reader, node_writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
@@ -603,15 +605,15 @@ class FaultyUpstream:
                     sink.write(chunk)
                     await sink.drain()
 
+        pipes = [
+            asyncio.ensure_future(pipe(reader, node_writer)),
+            asyncio.ensure_future(pipe(node_reader, writer, hold_s)),
+        ]
         try:
-            await asyncio.wait(
-                [
-                    asyncio.ensure_future(pipe(reader, node_writer)),
-                    asyncio.ensure_future(pipe(node_reader, writer, hold_s)),
-                ],
-                return_when=asyncio.FIRST_COMPLETED,
-            )
+            await asyncio.wait(pipes, timeout=drop_s, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            for piping in pipes:
+                piping.cancel()
             relayed.discard(writer)
             relayed.discard(node_writer)
             node_writer.close()

@@ -1,7 +1,8 @@
 """One chain's feed: follows its head from one WebSocket node's `newHeads` (the routes' first
-that is not cooling down), and gives its subscribers what they asked for (`fanout.py`). When the
-node closes, fails, stops answering pings or falls behind the chain's head, the feed moves to
-the next node and fills the gap from the new one's history as soon as it is subscribed
+not resting after failed dials, dialled as the hub's pacer allows: `dials.py`), and gives its
+subscribers what they asked for (`fanout.py`). When the node closes, fails, stops answering
+pings or falls behind the chain's head, the feed moves to the next node and fills the gap from
+the new one's history as soon as it is subscribed
 (`heads.py`): every head once, in order; after a reorg the orphaned blocks' logs again,
 removed. Blocks and logs are read over the same connection, so what the feed sends is one
 node's view at a time.
@@ -20,6 +21,7 @@ from typing import Any, Protocol
 import orjson
 
 from chainrouter.domain.ws_routes import WsRoute, notification_price
+from chainrouter.router.ws.dials import DialPacer
 from chainrouter.router.ws.fanout import Fanout, Sink
 from chainrouter.router.ws.heads import Advance, FetchByHash, FetchByNumber, Head, HeadChain
 from chainrouter.router.ws.protocol import SubscriptionKind
@@ -37,7 +39,7 @@ class FeedPolicy:
     call_timeout_s: float = 10.0  # one call over the node's connection
     max_lag_blocks: int = 10  # behind the chain's head (HTTP health checks) by more: fail over
     lag_check_s: float = 5.0
-    retry_pause_s: float = 1.0  # when no node can be dialled
+    retry_pause_s: float = 1.0  # the longest pause when no node can be dialled yet
     # Blocks below its first head a feed reads (unannounced) when it starts, so that a reorg
     # reaching below that head is announced from the real fork, as a node announces it.
     seed_blocks: int = 16
@@ -66,6 +68,7 @@ class ChainFeed:
         on_refused: Callable[[list[Sink]], None] = lambda sinks: None,
         policy: FeedPolicy = DEFAULT_POLICY,
         watch: FeedWatch | None = None,
+        dials: DialPacer | None = None,
     ) -> None:
         self.chain_id = chain_id
         self.fanout = Fanout()
@@ -80,19 +83,28 @@ class ChainFeed:
         self._on_refused = on_refused
         self._policy = policy
         self._watch = watch
-        self._cooling: dict[int, float] = {}  # node -> monotonic time its pause ends
+        # When each node may be dialled: shared by the hub's feeds (router/ws/dials.py).
+        self._dials = dials if dials is not None else DialPacer()
+        # Set while the feed is subscribed to newHeads at a node: what a new subscriber waits
+        # for (router/ws/session.py). `waiting` counts those waiting: the hub does not stop a
+        # feed they wait on.
+        self.up = asyncio.Event()
+        self.waiting = 0
+        self._up_since: float | None = None
         self._logs: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()  # by block hash
         self._wanted = asyncio.Event()  # a subscription was added (`wake`)
         self.last_head_at: float | None = None
 
     async def run(self) -> None:
-        """Until cancelled: follow a node; when it fails, the next."""
+        """Until cancelled: follow a node; when it fails, the next. A node is dialled only
+        when the hub's pacer allows (router/ws/dials.py)."""
         while True:
-            route = self._pick()
-            if route is None:
-                await asyncio.sleep(self._policy.retry_pause_s)
+            route, wait_s = self._pick()
+            if route is None or wait_s > 0:
+                await asyncio.sleep(min(wait_s, self._policy.retry_pause_s))
                 continue
             self.route = route
+            self._dials.dialling(route.node_id)
             try:
                 upstream = await self._connect(route.url)
             except (OSError, TimeoutError, ConnectionError) as exc:
@@ -105,31 +117,43 @@ class ChainFeed:
             except Exception as exc:  # a node's surprise must not end the chain's feed
                 log.exception("WebSocket node %d (chain %d) failed", route.node_id, self.chain_id)
                 self._failed(route, f"unexpected {type(exc).__name__}")
+            except asyncio.CancelledError:  # stopped: nobody wants it, no failure of the node
+                self._dials.ended(route.node_id, self._up_for(), failed=False)
+                raise
             finally:
+                self.up.clear()
+                self._up_since = None
                 await upstream.close()
 
-    def _pick(self) -> WsRoute | None:
-        now = time.monotonic()
+    def _pick(self) -> tuple[WsRoute | None, float]:
+        """The node to follow next, and how long before it may be dialled: the first in the
+        order not resting after failures (a node merely dialled within the interval is waited
+        for, not passed over); none: how long until one may be."""
         routes = list(self._routes())
         for index, route in enumerate(routes):
-            if self._cooling.get(route.node_id, 0.0) <= now:
-                # The followed route's prices, then the next ones', then (a kind only a route
-                # this feed is cooling prices) those before it: a kind is never free.
-                rest = routes[index:] + routes[:index]
-                kinds = {kind for r in routes for kind in r.prices}
-                self.prices = {
-                    kind: price
-                    for kind in kinds
-                    if (price := notification_price(rest, kind)) is not None
-                }
-                return route
-        return None
+            if self._dials.resting(route.node_id):
+                continue
+            # The followed route's prices, then the next ones', then (a kind only a route this
+            # feed passes over prices) those before it: a kind is never free.
+            rest = routes[index:] + routes[:index]
+            kinds = {kind for r in routes for kind in r.prices}
+            self.prices = {
+                kind: price
+                for kind in kinds
+                if (price := notification_price(rest, kind)) is not None
+            }
+            return route, self._dials.wait_s(route.node_id)
+        waits = [self._dials.wait_s(route.node_id) for route in routes]
+        return None, max(min(waits, default=self._policy.retry_pause_s), 0.01)
+
+    def _up_for(self) -> float | None:
+        return None if self._up_since is None else time.monotonic() - self._up_since
 
     def _failed(self, route: WsRoute, why: str) -> None:
         log.info(
             "WebSocket node %d (chain %d): %s; failing over", route.node_id, self.chain_id, why
         )
-        self._cooling[route.node_id] = time.monotonic() + 5.0
+        self._dials.ended(route.node_id, self._up_for(), failed=True)
         if self._watch is not None:
             self._watch.feed_left(route, why)
 
@@ -141,6 +165,8 @@ class ChainFeed:
     async def _follow(self, upstream: UpstreamSocket) -> None:
         timeout_s = self._policy.call_timeout_s
         headers = await upstream.subscribe(["newHeads"], timeout_s)
+        self._up_since = time.monotonic()
+        self.up.set()
         if self.chain.tip is not None:
             # Followed another node before: catch up with this one's head now, not at its next
             # block (on a slow chain, minutes), filling the gap or walking a reorg back.

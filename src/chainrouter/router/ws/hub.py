@@ -1,6 +1,7 @@
 """A worker's chain feeds (`feed.py`): one per chain and routing strategy, made when its first
 client subscribes and stopped a grace period after its last one leaves, so that every client of
-a chain shares one upstream subscription and churn does not dial the node again and again.
+a chain shares one upstream subscription and churn does not dial the node again and again;
+past the grace period the feeds' dials of each node are paced (`dials.py`).
 Feeds try nodes in the order the WebSocket nodes' health gives for their strategy
 (`node_health.py`).
 
@@ -11,7 +12,8 @@ connections, subscriptions and filter entries, so that one customer cannot take 
 memory. It runs the upgrade's access checks again on every open connection twice a second, so
 that a key deactivated, revoked or re-domained, or a customer out of credits, loses its
 connections within that and the configuration's reload (`recheck`), whether or not they are
-sent anything."""
+sent anything; and, where the operator sets a holding price, it asks every open connection
+to charge the time its subscriptions were held once a step (`holding.py`)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.snapshot import RouterSnapshot
 from chainrouter.domain.ws_routes import WsRoute
 from chainrouter.jsonrpc.errors import RpcCode, RpcError
+from chainrouter.router.ws.dials import DialPacer, DialPolicy
 from chainrouter.router.ws.fanout import Sink
 from chainrouter.router.ws.feed import DEFAULT_POLICY, ChainFeed, Connect, FeedPolicy
 from chainrouter.router.ws.node_health import WsNodeHealth
@@ -44,6 +47,10 @@ class Watched(Protocol):
     def recheck(self) -> RpcError | None: ...
 
     def refused(self, refusal: RpcError) -> None: ...
+
+    def charge_held(self) -> None:
+        """Charge the time its subscriptions were held since the last charge."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +79,8 @@ class Hub:
         health: WsNodeHealth | None = None,
         recheck_interval_s: float = 0.5,
         feed_grace_s: float = 30.0,
+        holding_step_s: float | None = None,
+        dials: DialPolicy | None = None,
     ) -> None:
         self._snapshot = snapshot
         self._connect = connect
@@ -88,11 +97,18 @@ class Hub:
         self._watched: dict[Watched, None] = {}  # open connections, in the order they opened
         self._recheck_s = recheck_interval_s
         self._watcher: asyncio.Task[None] | None = None
+        # Every this long each open connection charges the time its subscriptions were held
+        # (router/ws/holding.py); None: holding is free, nothing to charge.
+        self._holding_step_s = holding_step_s
+        self._charger: asyncio.Task[None] | None = None
         # A feed nobody is subscribed to runs this long before it stops: a client that
         # unsubscribes and subscribes again (or a page reloaded) does not make the router dial
         # the provider's node again each time.
         self._feed_grace_s = feed_grace_s
         self._idle: dict[int, int] = {}  # id of a feed nobody is on -> the leave that left it so
+        # Every feed of the process dials its nodes through this (router/ws/dials.py): churn
+        # past the grace period, or a node that fails, is not dialled in a tight loop.
+        self.dials = DialPacer(dials)
         self._leaves = 0
 
     def key_live(self, key_id: int) -> bool:
@@ -176,6 +192,8 @@ class Hub:
         self._watched[connection] = None
         if self._watcher is None or self._watcher.done():
             self._watcher = asyncio.create_task(self._rechecking(), name="ws-recheck")
+        if self._holding_step_s is not None and (self._charger is None or self._charger.done()):
+            self._charger = asyncio.create_task(self._charging(), name="ws-holding")
 
     def unwatch(self, connection: Watched) -> None:
         self._watched.pop(connection, None)
@@ -202,6 +220,14 @@ class Hub:
             await asyncio.sleep(self._recheck_s)
             self.recheck()
 
+    async def _charging(self) -> None:
+        """One step of the holding price for every open connection, step after step."""
+        assert self._holding_step_s is not None
+        while self._watched:
+            await asyncio.sleep(self._holding_step_s)
+            for connection in list(self._watched):
+                connection.charge_held()
+
     # -- feeds (router/ws/session.py's SessionHub) ---------------------------------------------
 
     def served(self, chain_id: int, kind: SubscriptionKind) -> bool:
@@ -222,15 +248,16 @@ class Hub:
             on_refused=_close_slow,
             policy=self._policy,
             watch=self.health,
+            dials=self.dials,
         )
         task = asyncio.create_task(made.run(), name=f"ws-feed-{chain_id}-{access.strategy}")
         self._feeds[key] = (made, task)
         return made
 
     def leave(self, feed: ChainFeed) -> None:
-        """A client left the feed: stop it once nobody has been subscribed for the grace
-        period (at once without one)."""
-        if len(feed.fanout):
+        """A client left the feed (or gave up waiting for it): stop it once nobody has been
+        subscribed or waiting for the grace period (at once without one)."""
+        if len(feed.fanout) or feed.waiting:
             return
         self._leaves += 1
         self._idle[id(feed)] = leave = self._leaves
@@ -241,7 +268,7 @@ class Hub:
             loop.call_later(self._feed_grace_s, self._stop_idle, feed, leave)
 
     def _stop_idle(self, feed: ChainFeed, leave: int) -> None:
-        if self._idle.get(id(feed)) != leave or len(feed.fanout):
+        if self._idle.get(id(feed)) != leave or len(feed.fanout) or feed.waiting:
             return  # taken again since (and maybe left again: that leave's timer decides)
         del self._idle[id(feed)]
         for key, (made, task) in list(self._feeds.items()):
@@ -254,9 +281,10 @@ class Hub:
 
     async def stop(self) -> None:
         tasks = [task for _, task in self._feeds.values()]
-        if self._watcher is not None:
-            tasks.append(self._watcher)
-            self._watcher = None
+        for helper in (self._watcher, self._charger):
+            if helper is not None:
+                tasks.append(helper)
+        self._watcher = self._charger = None
         self._feeds.clear()
         for task in tasks:
             task.cancel()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,6 +30,7 @@ from chainrouter.router.metering import CreditView, UsageMeter
 from chainrouter.router.pipeline import Reply
 from chainrouter.router.ws.fanout import Subscription
 from chainrouter.router.ws.feed import ChainFeed
+from chainrouter.router.ws.holding import Holding
 from chainrouter.router.ws.protocol import (
     SubscriptionKind,
     new_subscription_id,
@@ -77,6 +79,10 @@ class WsLimits:
     send_queue: int = 1000  # messages waiting for a client: beyond, it is closed (4008)
     max_batch: int = 100  # calls in one message, subscriptions among them (as over HTTP)
     max_filter_entries: int = 1000  # per connection: logs filters' addresses and topics
+    # What holding one subscription open costs per hour (router/ws/holding.py); 0: nothing.
+    holding_nano_per_hour: int = 0
+    # How long an eth_subscribe waits for its feed to be subscribed at a node; then -32009.
+    subscribe_wait_s: float = 10.0
 
 
 Outgoing = tuple[bytes, SubscriptionKind | None, WsRoute | None, int]
@@ -117,6 +123,8 @@ class WsSession:
         meter: UsageMeter,
         limits: WsLimits,
         recheck: Recheck | None = None,
+        *,
+        clock: Callable[[], int] = time.monotonic_ns,
     ) -> None:
         access = request.access
         assert access is not None, "the upgrade checks found the key"
@@ -131,11 +139,14 @@ class WsSession:
         # (message, its kind if a notification, the route it came from, its price in nano)
         self._outbox: asyncio.Queue[Outgoing] = asyncio.Queue(maxsize=limits.send_queue)
         self._feed: ChainFeed | None = None
-        self._subscriptions: dict[str, int] = {}  # id -> its filter entries
+        self._subscriptions: dict[str, tuple[SubscriptionKind, int]] = {}  # id -> kind, entries
         self._entries = 0  # of all its subscriptions
         self._closing: tuple[int, str] | None = None
         self._writer: asyncio.Task[None] | None = None
         self._recheck = recheck
+        self._clock = clock
+        price = limits.holding_nano_per_hour
+        self._holding = Holding(price, clock()) if price else None
         # Connections with the same of these get the same verdict (router/ws/hub.py, `recheck`).
         self.checked_as = (request.chain_segment, request.api_key, request.page)
 
@@ -156,6 +167,12 @@ class WsSession:
     @property
     def closing(self) -> bool:
         return self._closing is not None
+
+    def charge_held(self) -> None:
+        """Charge the time its subscriptions were held since the last charge (the hub's step,
+        every `CHAINROUTER_WS_SUBSCRIPTION_HOLDING_STEP_S`)."""
+        if self._holding is not None and self._closing is None:
+            self._charge_held()
 
     # -- the feed's side: notifications --------------------------------------------------
 
@@ -222,6 +239,11 @@ class WsSession:
             self._hub.give_back_subscriptions(
                 self._access.customer_id, len(self._subscriptions), self._entries
             )
+            if self._holding is not None:  # the time held up to now, the rest of a step
+                now = self._clock()
+                for kind, _ in self._subscriptions.values():
+                    self._holding.closed(kind, now)
+                self._charge_held()
         self._subscriptions.clear()
         self._entries = 0
 
@@ -277,6 +299,24 @@ class WsSession:
             0 if route is None else route.plan_id,
         )
 
+    def _charge_held(self) -> None:
+        """Charge what the time its subscriptions were held owes (router/ws/holding.py), as
+        usage of its own: the subscriptions' kind as the method, the scenario
+        `subscription_held`, no call counted; the balance may go below zero by at most a step's
+        worth, and the hub's recheck then closes the connection (4002) as for any charge."""
+        assert self._holding is not None
+        access = self._access
+        for kind, nano in self._holding.due(self._clock()):
+            self._credits.charge(access.customer_id, nano, check=False)
+            self._meter.record_credits(
+                access.customer_id,
+                access.key_id,
+                self._chain_id,
+                kind,
+                Scenario.SUBSCRIPTION_HELD,
+                nano,
+            )
+
     # -- the client's side: calls and subscriptions ----------------------------------------
 
     async def _answer(self, message: str | bytes) -> None:
@@ -289,7 +329,7 @@ class WsSession:
             self._reply(error_response(RpcError(400, RpcCode.PARSE_ERROR, "parse error")))
             return
         if isinstance(parsed, dict) and parsed.get("method") in _SUBSCRIBE_METHODS:
-            self._reply(self._subscription_call(parsed))
+            self._reply(await self._subscription_call(parsed))
             return
         if isinstance(parsed, list) and any(
             isinstance(item, dict) and item.get("method") in _SUBSCRIBE_METHODS for item in parsed
@@ -304,10 +344,10 @@ class WsSession:
 
     async def _one(self, item: Any) -> bytes:
         if isinstance(item, dict) and item.get("method") in _SUBSCRIBE_METHODS:
-            return self._subscription_call(item)
+            return await self._subscription_call(item)
         return (await self._handle(orjson.dumps(item))).body
 
-    def _subscription_call(self, call: dict[str, Any]) -> bytes:
+    async def _subscription_call(self, call: dict[str, Any]) -> bytes:
         id_json = orjson.dumps(call.get("id"))
         try:
             if call.get("jsonrpc") != "2.0":
@@ -315,11 +355,11 @@ class WsSession:
             if call["method"] == "eth_unsubscribe":
                 found = read_unsubscribe(call.get("params"))
                 return _result(id_json, self._unsubscribe(found.subscription_id))
-            return _result(id_json, self._subscribe(call.get("params")))
+            return _result(id_json, await self._subscribe(call.get("params")))
         except RpcError as refused:
             return error_response(refused, id_json)
 
-    def _subscribe(self, params: Any) -> str:
+    async def _subscribe(self, params: Any) -> str:
         if self._closing is not None:  # a batch's item after the connection began to close
             raise RpcError(503, RpcCode.SERVER_ERROR, "the connection is closing")
         wanted = read_subscribe(params)
@@ -350,21 +390,64 @@ class WsSession:
         refusal = self._hub.take_subscription(access.customer_id, entries)
         if refusal is not None:
             raise refusal
-        if self._feed is None:
-            self._feed = self._hub.feed(self._chain_id, access)
+        try:
+            feed = await self._feed_up()
+        except RpcError:
+            self._hub.give_back_subscriptions(access.customer_id, 1, entries)
+            raise
         subscription_id = new_subscription_id()
-        self._feed.fanout.add(Subscription(subscription_id, wanted.kind, self, wanted.log_filter))
-        self._feed.wake()
-        self._subscriptions[subscription_id] = entries
+        feed.fanout.add(Subscription(subscription_id, wanted.kind, self, wanted.log_filter))
+        feed.wake()
+        self._subscriptions[subscription_id] = (wanted.kind, entries)
         self._entries += entries
+        if self._holding is not None:
+            self._holding.opened(wanted.kind, self._clock())
         return subscription_id
+
+    async def _feed_up(self) -> ChainFeed:
+        """The chain's feed once it is subscribed at a node: at once when it is, else within
+        `subscribe_wait_s` (its nodes are dialled as the hub's pacer allows: router/ws/dials.py),
+        else -32009. Nothing is sent to the client meanwhile, so its answer comes before any
+        notification of the subscription."""
+        if self._feed is None:
+            self._feed = self._hub.feed(self._chain_id, self._access)
+        feed = self._feed
+        if feed.up.is_set():
+            return feed
+        wait_s = self._limits.subscribe_wait_s
+        feed.waiting += 1
+        try:
+            async with asyncio.timeout(wait_s):
+                await feed.up.wait()
+            gave_up = False
+        except TimeoutError:
+            gave_up = True
+        finally:
+            feed.waiting -= 1
+        if self._feed is not feed:  # closed meanwhile: its leave came while this one waited
+            self._hub.leave(feed)
+            raise RpcError(503, RpcCode.SERVER_ERROR, "the connection is closing")
+        if gave_up:
+            if not self._subscriptions:
+                self._leave()  # off the feed: the hub stops it once nobody wants it
+            raise RpcError(
+                503,
+                RpcCode.ALL_NODES_FAILED,
+                f"no WebSocket node of chain {self._chain_id} could be subscribed to within "
+                f"{wait_s:g} s; try again later",
+                {"subscribe_wait_s": wait_s},
+            )
+        return feed
 
     def _unsubscribe(self, subscription_id: str) -> bool:
         if subscription_id not in self._subscriptions or self._feed is None:
             return False
-        entries = self._subscriptions.pop(subscription_id)
+        kind, entries = self._subscriptions.pop(subscription_id)
         self._entries -= entries
         self._hub.give_back_subscriptions(self._access.customer_id, 1, entries)
+        if self._holding is not None:  # held until now: charged at once, the rest of a step
+            self._holding.closed(kind, self._clock())
+            self._charge_held()
         self._feed.fanout.remove(subscription_id)
         if not self._subscriptions:
             # Off the feed: the hub stops it once nobody is on it, and a later subscription

@@ -125,6 +125,7 @@ export const SCENARIOS = {
   cache: "served from the cache",
   verification: "asked to prove an answer",
   subscription: "WebSocket notification",
+  subscription_held: "WebSocket subscription held",
   no_route: "no node in sync",
   all_failed: "every node failed",
   rate_limited: "nodes rate limited",
