@@ -383,8 +383,16 @@ def test_trusted_headers_stay_within_their_bound_and_find_what_they_hold(
     trusted: list[tuple[int, int]], bound: int
 ) -> None:
     headers = TrustedHeaders(bound)
+
+    def header(number: int, fork: int) -> dict[str, str]:  # forks that part at every block
+        return {
+            "hash": f"0x{number:04x}{fork:060x}",
+            "number": hex(number),
+            "parentHash": f"0x{(number - 1) % 0x10000:04x}{fork:060x}",
+        }
+
     for number, fork in trusted:
-        headers.trust(1, {"hash": f"0x{number:04x}{fork:060x}", "number": hex(number)})
+        headers.trust(1, header(number, fork))
     assert len(headers) <= bound
     for number, _ in trusted:
         found = headers.by_number(1, number)
@@ -392,10 +400,7 @@ def test_trusted_headers_stay_within_their_bound_and_find_what_they_hold(
             assert int(str(found["number"]), 16) == number
     if trusted:  # the last one trusted is always found
         number, fork = trusted[-1]
-        assert headers.by_number(1, number) == {
-            "hash": f"0x{number:04x}{fork:060x}",
-            "number": hex(number),
-        }
+        assert headers.by_number(1, number) == header(number, fork)
 
 
 def test_a_free_tier_read_the_cache_will_not_keep_asks_for_no_proof(chain: Chain) -> None:
