@@ -430,3 +430,42 @@ def test_a_refuted_answer_is_never_served_while_another_provider_could_answer(
     reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
     assert reply.status != 200 or "result" not in orjson.loads(reply.body)
     assert cordoned(w) == []
+
+
+def test_an_answer_from_the_cache_says_how_it_was_verified_before_it_was_kept(
+    chain: Chain,
+) -> None:
+    """A hit says `X-Verified` by the rule a fresh answer does (docs/cache.md): `proof` when
+    every call was proven, `agreement` when each was proven or agreed; and the native server,
+    handed a hit as a decision, says the same."""
+    w = world(chain, VerifyMode.CACHE, decisions=True)
+    balance = rpc("eth_getBalance", [RECIPIENT, "0x1"])
+    call = rpc("eth_call", [{"to": chain.contract, "data": "0x"}, "0x2"], request_id=2)
+    assert verified(w.call(balance)) == "proof"
+    assert verified(w.call(call)) == "agreement"
+    forwarded = len(w.urls_called())
+    hit = w.call(balance)
+    assert (verified(hit), dict(hit.headers).get("x-cache")) == ("proof", "HIT")
+    assert ("x-verified", "proof") in w.decided(hit)[0].headers
+    hit = w.call(call)
+    assert (verified(hit), dict(hit.headers).get("x-cache")) == ("agreement", "HIT")
+    assert ("x-verified", "agreement") in w.decided(hit)[0].headers
+    both = w.call([balance, call])
+    assert (verified(both), dict(both.headers).get("x-cache")) == ("agreement", "HIT")
+    # Each alone would say otherwise: the batch's header is no decision for either call.
+    assert w.decided(both) == []
+    proven = w.call([balance, {**balance, "id": 3}])
+    assert verified(proven) == "proof"
+    assert [("x-verified", "proof") in d.headers for d in w.decided(proven)] == [True, True]
+    assert len(w.urls_called()) == forwarded  # every one of them from the cache
+    assert checked(w, "proof") == 1  # a hit is no check made again
+
+
+def test_an_answer_kept_unverified_says_nothing_from_the_cache(chain: Chain) -> None:
+    """Under `verify = off` the cache keeps what a node said: a hit carries no `X-Verified`."""
+    w = world(chain, VerifyMode.OFF, decisions=True)
+    balance = rpc("eth_getBalance", [RECIPIENT, "0x1"])
+    w.call(balance)
+    hit = w.call(balance)
+    assert (verified(hit), dict(hit.headers).get("x-cache")) == (None, "HIT")
+    assert all(name != "x-verified" for name, _ in w.decided(hit)[0].headers)

@@ -468,13 +468,10 @@ class Attempt:
         outcome = "unproven" if verified is None else verified.value
         node_id = -1 if call.served_by is None else call.served_by.node.node_id
         self._metrics.checked(call.request.chain_id, call.call.method, node_id, outcome)
-        call.verified = verified
         if verified is None:
             call.cache_pin = None
             return
-        call.request.verified_calls += 1
-        if verified is Verified.PROOF:
-            call.request.proven_calls += 1
+        call.checked(verified)
 
     def _made(
         self, call: CallContext, node_id: int, timeout_s: float, work: Work, attempts: _Attempts
