@@ -286,6 +286,11 @@ _HEADER_FIELDS = (
 )
 
 
+def _kept_fields(header: Mapping[str, Any]) -> dict[str, Any]:
+    """What is kept of a header, its hash checked: the fields proofs and chains read."""
+    return {name: header[name] for name in _HEADER_FIELDS if name in header}
+
+
 class Prover:
     """Checks answers by their plan; `modes` gives each chain's `VerifyMode`."""
 
@@ -436,7 +441,7 @@ class Prover:
         still false; one it holds is served unproven (`asking.unagreed`)."""
         chain_id = asking.call.request.chain_id
         block_hash, number = str(header["hash"]).lower(), int(str(header["number"]), 16)
-        trusted = {name: header[name] for name in _HEADER_FIELDS if name in header}
+        trusted = _kept_fields(header)
         known = self.headers.by_number(chain_id, number)
         if known is not None and str(known["hash"]).lower() == block_hash:
             return known
@@ -495,7 +500,7 @@ class Prover:
                 integrity.verify_header(parent)
             except ProofError:
                 return False  # the answering node's own header: proven false elsewhere if used
-            kept = {name: parent[name] for name in _HEADER_FIELDS if name in parent}
+            kept = _kept_fields(parent)
             if not self.headers.trust_ancestor(chain_id, child, kept):
                 return False
             child = kept
