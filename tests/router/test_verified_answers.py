@@ -469,3 +469,23 @@ def test_an_answer_kept_unverified_says_nothing_from_the_cache(chain: Chain) -> 
     hit = w.call(balance)
     assert (verified(hit), dict(hit.headers).get("x-cache")) == (None, "HIT")
     assert all(name != "x-verified" for name, _ in w.decided(hit)[0].headers)
+
+
+def test_a_call_that_joined_a_checked_call_in_flight_says_how_it_was_checked(
+    chain: Chain,
+) -> None:
+    """Two identical calls in one batch: the second joins the first's flight (docs/cache.md,
+    coalescing) and gets its answer, checked before it was served: the batch is `proof`."""
+    w = scripted_world(
+        [(A, 100, relaying(chain.url)), (B, 200, relaying(chain.url))],
+        methods=PRICED,
+        heads={A: chain.head, B: chain.head},
+        cache_bytes=1 << 20,
+        coalesce=True,
+        verify=VerifyMode.CACHE,
+    )
+    balance = rpc("eth_getBalance", [RECIPIENT, "0x1"])
+    reply = w.call([balance, {**balance, "id": 2}])
+    assert [item["result"] for item in orjson.loads(reply.body)] == ["0x2a", "0x2a"]
+    assert (verified(reply), dict(reply.headers).get("x-cache")) == ("proof", "PARTIAL")
+    assert w.urls_called() == [A, A, B, A]  # one answer and its proof for both

@@ -184,6 +184,8 @@ class Coalesce:
         self._ledger.count_coalesced(call.request.chain_id, call.call.method)
         if boarded.scenario in SERVED:
             end_from_cache(call, boarded.member, self._prices, self._credits)
+            if boarded.verified is not None and call.scenario is Scenario.CACHE:
+                call.checked(boarded.verified)  # the leader's answer, checked before served
         else:
             call.retry_after_s = boarded.retry_after_s
             call.end(boarded.scenario, boarded.status, _answer(call.call.id_json, boarded.member))
@@ -239,7 +241,7 @@ class Land:
                 return  # not one JSON-RPC answer read exactly: neither kept nor shared
             parsed, member = exact
             if shares and scenario is not None:
-                landed = Landed(scenario, status, member, retry_s)
+                landed = Landed(scenario, status, member, retry_s, verified=call.verified)
             if keeps and "result" in parsed and served_by is not None:
                 self._keep(call, key, parsed["result"], member, served_by)
         finally:
