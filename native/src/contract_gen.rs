@@ -2,7 +2,7 @@
 //! do not edit. The name and the fields of every type that crosses the boundary, in the
 //! order declared; `contract.rs` reads and builds the objects by these names only.
 
-pub const VERSION: u32 = 12;
+pub const VERSION: u32 = 13;
 pub const MODULE: &str = "chainrouter.router.contract";
 
 /// `FailureKind`'s values, in declared order.
@@ -135,12 +135,13 @@ pub mod settled {
 #[allow(dead_code)]
 pub mod landed {
     pub const NAME: &str = "Landed";
-    pub const FIELDS: [&str; 5] = ["scenario", "status", "member", "retry_after_s", "head"];
+    pub const FIELDS: [&str; 6] = ["scenario", "status", "member", "retry_after_s", "head", "verified"];
     pub const SCENARIO: usize = 0;
     pub const STATUS: usize = 1;
     pub const MEMBER: usize = 2;
     pub const RETRY_AFTER_S: usize = 3;
     pub const HEAD: usize = 4;
+    pub const VERIFIED: usize = 5;
 }
 
 /// `Forward`.

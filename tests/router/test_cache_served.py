@@ -13,10 +13,18 @@ from typing import Any
 import httpx
 import pytest
 
+from chainrouter.domain.verification import Verified
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.router.memory_cache import MemoryCache
-from chainrouter.router.response_cache import EPOCHS_KEY, REDIS_REST_S, ResponseCache, redis_tier
+from chainrouter.router.response_cache import (
+    EPOCHS_KEY,
+    REDIS_REST_S,
+    ResponseCache,
+    entry,
+    read_entry,
+    redis_tier,
+)
 from chainrouter.stores.sql import migrate
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -393,3 +401,43 @@ async def test_with_a_redis_for_the_cache_answers_stay_out_of_the_limits_redis(
         _stop(routers)
         limits.stop()
         answers.stop()
+
+
+async def test_how_an_answer_was_verified_is_shared_through_redis_with_it() -> None:
+    """A router that finds an entry in Redis reads how its answer was verified as the router
+    that kept it wrote it (docs/cache.md); an entry without the mark, as routers before it
+    wrote, reads as unverified."""
+    redis = PrivateRedis()
+    tiers = [redis_tier(redis.url, timeout_s=1.0, ttl_s=60) for _ in range(2)]
+    caches = []
+    for tier in tiers:
+        assert tier is not None
+        tier.bind(asyncio.get_running_loop())
+        tier.epochs_known = True
+        caches.append(ResponseCache(MemoryCache(1 << 20), tier))
+    keeping, finding = caches
+    kept = {
+        f"1:0.0:eth_getBalance:{1:040x}": (b'"0x2a"', Verified.PROOF),
+        f"1:0.0:eth_call:{2:040x}": (b'"0x01"', Verified.AGREEMENT),
+        f"1:0.0:eth_getBlockByNumber:{3:040x}": (b'{"number":"0x3"}', None),
+    }
+    try:
+        for key, (result, verified) in kept.items():
+            keeping.keep(key, entry(result, verified))
+        deadline = time.monotonic() + 10
+        while tiers[0] is not None and tiers[0]._pending:  # the writes are not waited for
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        assert len(redis.keys()) == 3
+        for key, found in kept.items():
+            future = finding.lookup(key)
+            assert future is not None
+            assert not isinstance(future, bytes)
+            stored = await asyncio.wrap_future(future)
+            assert stored is not None
+            assert read_entry(stored) == found
+    finally:
+        for tier in tiers:
+            assert tier is not None
+            await tier.close()
+        redis.stop()

@@ -11,11 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chainrouter.domain.enums import Scenario
+from chainrouter.domain.verification import Verified
 from chainrouter.router.contract import Landed
 from chainrouter.router.finality import Finality
 from chainrouter.router.flights import FlightLeader, FlightTable
 from chainrouter.router.memory_cache import ENTRY_OVERHEAD, MemoryCache
-from chainrouter.router.response_cache import ResponseCache
+from chainrouter.router.response_cache import ResponseCache, entry, read_entry
 
 
 def _key(chain: int, n: int, method: str = "eth_getBalance") -> str:
@@ -204,3 +205,27 @@ async def test_a_joined_call_cancelled_while_it_waits_cancels_no_one_elses_wait(
     leader.land(landed)
     assert await staying is landed
     leader.land(None)  # landing twice is harmless
+
+
+@given(
+    result=st.sampled_from([b'"0x2a"', b"null", b"[]", b'{"a":1}', b"true", b"12"]),
+    verified=st.sampled_from([None, *Verified]),
+)
+def test_an_entry_reads_back_as_the_answer_kept_and_how_it_was_verified(
+    result: bytes, verified: Verified | None
+) -> None:
+    stored = entry(result, verified)
+    assert read_entry(stored) == (result, verified)
+    # Kept in memory as it is stored: the mark travels with the answer.
+    memory = MemoryCache(1 << 16)
+    memory.put(_key(1, 1), stored)
+    found = memory.get(_key(1, 1))
+    assert found is not None
+    assert read_entry(found) == (result, verified)
+
+
+def test_an_entry_kept_before_entries_were_marked_reads_as_unverified() -> None:
+    """Redis may hold entries of routers before the mark: JSON text, which begins with neither
+    mark's byte."""
+    for old in (b'"0x2a"', b"null", b'{"hash":"0x01"}', b"[1]", b" 1", b"\t[]"):
+        assert read_entry(old) == (old, None)

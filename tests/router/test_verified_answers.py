@@ -454,8 +454,16 @@ def test_trusted_headers_stay_within_their_bound_and_find_what_they_hold(
     trusted: list[tuple[int, int]], bound: int
 ) -> None:
     headers = TrustedHeaders(bound)
+
+    def header(number: int, fork: int) -> dict[str, str]:  # forks that part at every block
+        return {
+            "hash": f"0x{number:04x}{fork:060x}",
+            "number": hex(number),
+            "parentHash": f"0x{(number - 1) % 0x10000:04x}{fork:060x}",
+        }
+
     for number, fork in trusted:
-        headers.trust(1, {"hash": f"0x{number:04x}{fork:060x}", "number": hex(number)})
+        headers.trust(1, header(number, fork))
     assert len(headers) <= bound
     for number, _ in trusted:
         found = headers.by_number(1, number)
@@ -463,10 +471,7 @@ def test_trusted_headers_stay_within_their_bound_and_find_what_they_hold(
             assert int(str(found["number"]), 16) == number
     if trusted:  # the last one trusted is always found
         number, fork = trusted[-1]
-        assert headers.by_number(1, number) == {
-            "hash": f"0x{number:04x}{fork:060x}",
-            "number": hex(number),
-        }
+        assert headers.by_number(1, number) == header(number, fork)
 
 
 def test_a_free_tier_read_the_cache_will_not_keep_asks_for_no_proof(chain: Chain) -> None:
@@ -496,3 +501,62 @@ def test_a_refuted_answer_is_never_served_while_another_provider_could_answer(
     reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
     assert reply.status != 200 or "result" not in orjson.loads(reply.body)
     assert cordoned(w) == []
+
+
+def test_an_answer_from_the_cache_says_how_it_was_verified_before_it_was_kept(
+    chain: Chain,
+) -> None:
+    """A hit says `X-Verified` by the rule a fresh answer does (docs/cache.md): `proof` when
+    every call was proven, `agreement` when each was proven or agreed; and the native server,
+    handed a hit as a decision, says the same."""
+    w = world(chain, VerifyMode.CACHE, decisions=True)
+    balance = rpc("eth_getBalance", [RECIPIENT, "0x1"])
+    call = rpc("eth_call", [{"to": chain.contract, "data": "0x"}, "0x2"], request_id=2)
+    assert verified(w.call(balance)) == "proof"
+    assert verified(w.call(call)) == "agreement"
+    forwarded = len(w.urls_called())
+    hit = w.call(balance)
+    assert (verified(hit), dict(hit.headers).get("x-cache")) == ("proof", "HIT")
+    assert ("x-verified", "proof") in w.decided(hit)[0].headers
+    hit = w.call(call)
+    assert (verified(hit), dict(hit.headers).get("x-cache")) == ("agreement", "HIT")
+    assert ("x-verified", "agreement") in w.decided(hit)[0].headers
+    both = w.call([balance, call])
+    assert (verified(both), dict(both.headers).get("x-cache")) == ("agreement", "HIT")
+    # Each alone would say otherwise: the batch's header is no decision for either call.
+    assert w.decided(both) == []
+    proven = w.call([balance, {**balance, "id": 3}])
+    assert verified(proven) == "proof"
+    assert [("x-verified", "proof") in d.headers for d in w.decided(proven)] == [True, True]
+    assert len(w.urls_called()) == forwarded  # every one of them from the cache
+    assert checked(w, "proof") == 1  # a hit is no check made again
+
+
+def test_an_answer_kept_unverified_says_nothing_from_the_cache(chain: Chain) -> None:
+    """Under `verify = off` the cache keeps what a node said: a hit carries no `X-Verified`."""
+    w = world(chain, VerifyMode.OFF, decisions=True)
+    balance = rpc("eth_getBalance", [RECIPIENT, "0x1"])
+    w.call(balance)
+    hit = w.call(balance)
+    assert (verified(hit), dict(hit.headers).get("x-cache")) == (None, "HIT")
+    assert all(name != "x-verified" for name, _ in w.decided(hit)[0].headers)
+
+
+def test_a_call_that_joined_a_checked_call_in_flight_says_how_it_was_checked(
+    chain: Chain,
+) -> None:
+    """Two identical calls in one batch: the second joins the first's flight (docs/cache.md,
+    coalescing) and gets its answer, checked before it was served: the batch is `proof`."""
+    w = scripted_world(
+        [(A, 100, relaying(chain.url)), (B, 200, relaying(chain.url))],
+        methods=PRICED,
+        heads={A: chain.head, B: chain.head},
+        cache_bytes=1 << 20,
+        coalesce=True,
+        verify=VerifyMode.CACHE,
+    )
+    balance = rpc("eth_getBalance", [RECIPIENT, "0x1"])
+    reply = w.call([balance, {**balance, "id": 2}])
+    assert [item["result"] for item in orjson.loads(reply.body)] == ["0x2a", "0x2a"]
+    assert (verified(reply), dict(reply.headers).get("x-cache")) == ("proof", "PARTIAL")
+    assert w.urls_called() == [A, A, B, A]  # one answer and its proof for both

@@ -137,3 +137,29 @@ def test_a_lying_nodes_answers_are_proven_false_and_never_served(
     lie = believing.ask("eth_getBalance", [RECIPIENT, "0x2"])
     assert lie.json()["result"] != "0x2a"
     assert "x-verified" not in lie.headers
+
+
+def test_an_answer_from_the_cache_says_it_was_proven_on_either_executor(
+    served: tuple[_Router, _Router], chain: _Chain, on_native: bool
+) -> None:
+    """A proven answer the cache kept says `X-Verified: proof` each time it is served again,
+    whether the pipeline answers the hit or the native server does under its decision."""
+    proving, believing = served
+    block = node_result(chain.url, "eth_getBlockByNumber", ["0x2", False])["hash"]
+    params = [RECIPIENT, {"blockHash": block}]  # pinned to a hash: kept, whatever finality
+    first = proving.ask("eth_getBalance", params)
+    assert first.json()["result"] == "0x2a"
+    assert (first.headers["x-verified"], first.headers["x-cache"]) == ("proof", "MISS")
+    replayed = "chainrouter_cache_replayed_total{"
+    before = proving.metric(replayed)
+    for _ in range(4):
+        hit = proving.ask("eth_getBalance", params)
+        assert hit.json()["result"] == "0x2a"
+        assert (hit.headers.get("x-verified"), hit.headers["x-cache"]) == ("proof", "HIT")
+    time.sleep(0.1)  # the server's answers are booked just after they leave
+    assert (proving.metric(replayed) > before) == on_native
+    # Kept under `off`, a node's word: its hits say nothing of a check (the lie, kept as is).
+    for _ in range(2):
+        lie = believing.ask("eth_getBalance", params)
+        assert lie.json()["result"] != "0x2a"
+        assert "x-verified" not in lie.headers

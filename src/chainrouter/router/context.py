@@ -132,6 +132,15 @@ class CallContext:
             for first in range(start, end + 1, size)
         ]
 
+    def checked(self, verified: Verified) -> None:
+        """The answer served was verified so (a proof, or agreement) before it was served, or
+        before it was kept when it came from the cache: the request's `X-Verified` counts it
+        (router/pipeline.py)."""
+        self.verified = verified
+        self.request.verified_calls += 1
+        if verified is Verified.PROOF:
+            self.request.proven_calls += 1
+
     def read_params(self) -> None:
         """A stage read the call's parameters beyond its block parameter: only the same call
         (but for its id) may share its decision."""

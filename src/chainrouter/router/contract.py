@@ -35,12 +35,14 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from chainrouter.domain.enums import Scenario
+from chainrouter.domain.verification import Verified
 from chainrouter.ratelimit.window import Bucket
 
 # 9: one data plane: decisions in `HttpAnswer`, `Attempted` calls in `HttpRequest`, `Coalesce`,
 # `Receipt` and `Verdict`; the Rust side generated from this module. 11: a decision's
 # `audit_every` and a receipt's `audited` (audits). 12: a decision's `max_answer_bytes`.
-VERSION = 12
+# 13: `Landed.verified` (the calls that joined a checked answer say so).
+VERSION = 13
 
 Program = Coroutine[Any, Any, Any]
 """A coroutine that awaits nothing but the commands below: a request, a call, a health check."""
@@ -230,6 +232,7 @@ class Landed:
     member: bytes  # `"result":...` or `"error":...`, the JSON after the answer's id
     retry_after_s: float | None = None  # refused for limits: when a retry could succeed
     head: int | None = None  # the newest block the answer is known to reflect (None: unknown)
+    verified: Verified | None = None  # how the answer was checked before it was served
 
 
 class Leading(Protocol):

@@ -4,7 +4,8 @@ Proofs; docs/integrity.md).
 A node's answer is a claim. Where the chain lets the router check it, it does, before the answer
 is served (and, for an answer the cache keeps, before it is kept):
 - **a header** is trusted when its hash is keccak(RLP(header)) and a node of another provider
-  answers the same hash at its number (`TrustedHeaders` keeps the trusted ones);
+  answers the same hash at its number, or when a trusted header's `parentHash` chain reaches it
+  (`TrustedHeaders` keeps the trusted ones, and settles reorgs);
 - **a state read** pinned to a block (balance, nonce, code, storage) is proven with
   `eth_getProof` against the trusted header's `stateRoot`;
 - **a block** by number or hash is its own header; with its transactions, their root too;
@@ -180,13 +181,29 @@ def _pinned_block(call: CallContext) -> bool:
 
 
 class TrustedHeaders:
-    """Headers the router trusts (hash checked, agreed by two providers), newest use last, at
-    most `max_headers` (oldest out first): the roots a proof is checked against."""
+    """Headers the router trusts, newest use last, at most `max_headers` (oldest out first): the
+    roots a proof is checked against. A header is trusted when its hash is keccak(RLP(header))
+    and a node of another provider has the same hash at its number (`trust`), or when a trusted
+    header's `parentHash` chain reaches it (`trust_ancestor`; `Prover._agreed` walks down to it).
 
-    def __init__(self, max_headers: int = 4096) -> None:
+    The trusted headers of a chain never contradict each other: a header newly agreed at N that
+    another held header contradicts (another hash held at N, a header at N+1 naming another
+    parent, one at N-1 that is not its parent) is a reorg, and the store keeps the agreed one.
+    Then the old header at N goes, with every header above N that does not reach the new one by
+    `parentHash` through held headers (one beyond a gap cannot be told apart, and goes too: it
+    is fetched again when asked), and the header at N-1 if it is not the new one's parent.
+
+    Headers whose hash was checked but that no other provider vouched for are held apart, up to
+    `max_unvouched` (`hold`): once a trusted header names one as its parent, it is trusted in
+    turn, and so on down, unless it contradicts a trusted header at its number."""
+
+    def __init__(self, max_headers: int = 4096, max_unvouched: int = 256) -> None:
         self._max = max_headers
         self._by_hash: OrderedDict[tuple[int, str], Mapping[str, Any]] = OrderedDict()
         self._by_number: dict[tuple[int, int], str] = {}
+        self._max_unvouched = max_unvouched
+        self._unvouched: OrderedDict[tuple[int, str], Mapping[str, Any]] = OrderedDict()
+        self.reorgs = 0  # contradictions resolved by a newer agreement (each drops headers)
 
     def __len__(self) -> int:
         return len(self._by_hash)
@@ -201,15 +218,117 @@ class TrustedHeaders:
         block_hash = self._by_number.get((chain_id, number))
         return None if block_hash is None else self.by_hash(chain_id, block_hash)
 
+    def unvouched(self, chain_id: int) -> list[Mapping[str, Any]]:
+        """The headers held apart for the chain, oldest first (for tests and the docs' bound)."""
+        return [header for (chain, _), header in self._unvouched.items() if chain == chain_id]
+
     def trust(self, chain_id: int, header: Mapping[str, Any]) -> None:
-        block_hash, number = str(header["hash"]).lower(), int(str(header["number"]), 16)
+        """Trust `header`, its hash checked and agreed by two providers: it wins over any held
+        header that contradicts it (a reorg, above), and its held unvouched ancestors follow."""
+        block_hash, number = _hash_of(header), _number_of(header)
+        held = self._by_number.get((chain_id, number))
+        if (held is not None and held != block_hash) or self._contradicted(chain_id, header):
+            self.reorgs += 1
+            self._reorged(chain_id, header)
+        self._add(chain_id, header)
+        self._promote(chain_id, header)
+
+    def trust_ancestor(
+        self, chain_id: int, child: Mapping[str, Any], header: Mapping[str, Any]
+    ) -> bool:
+        """Trust `header` (its hash checked) as the parent of the trusted `child`; False, and
+        nothing trusted, when it is not `child`'s parent, or a trusted header contradicts it
+        (another at its number, or one below that is not its parent): a contradiction is
+        settled by agreement, never by a chain."""
+        number = _number_of(header)
+        if (
+            self._by_hash.get((chain_id, _hash_of(child))) is None
+            or _number_of(child) != number + 1
+            or str(child["parentHash"]).lower() != _hash_of(header)
+        ):
+            return False
+        held = self._by_number.get((chain_id, number))
+        if held is not None:
+            return held == _hash_of(header)
+        below = self._by_number.get((chain_id, number - 1))
+        if below is not None and below != str(header["parentHash"]).lower():
+            return False  # the trusted header below is not its parent: one of them is reorged
+        self._add(chain_id, header)
+        self._promote(chain_id, header)
+        return True
+
+    def hold(self, chain_id: int, header: Mapping[str, Any]) -> None:
+        """Hold `header` (its hash checked, vouched for by no other provider) until a trusted
+        header's chain reaches it; at once if the trusted header above it names it."""
+        number = _number_of(header)
+        child = self.by_number(chain_id, number + 1)
+        if child is not None and self.trust_ancestor(chain_id, child, header):
+            return
+        key = (chain_id, _hash_of(header))
+        self._unvouched[key] = header
+        self._unvouched.move_to_end(key)
+        while len(self._unvouched) > self._max_unvouched:
+            self._unvouched.popitem(last=False)
+
+    def _add(self, chain_id: int, header: Mapping[str, Any]) -> None:
+        block_hash, number = _hash_of(header), _number_of(header)
+        self._unvouched.pop((chain_id, block_hash), None)
         self._by_hash[(chain_id, block_hash)] = header
+        self._by_hash.move_to_end((chain_id, block_hash))
         self._by_number[(chain_id, number)] = block_hash
         while len(self._by_hash) > self._max:
             (old_chain, old_hash), old = self._by_hash.popitem(last=False)
-            at = (old_chain, int(str(old["number"]), 16))
+            at = (old_chain, _number_of(old))
             if self._by_number.get(at) == old_hash:  # not a later block of that number's
                 del self._by_number[at]
+
+    def _promote(self, chain_id: int, header: Mapping[str, Any]) -> None:
+        """Trust the held unvouched ancestors `header`'s chain reaches, down to the first gap or
+        contradiction (at most `max_unvouched`: each is taken out of the held ones)."""
+        child = header
+        while True:
+            parent = self._unvouched.get((chain_id, str(child["parentHash"]).lower()))
+            if parent is None or not self.trust_ancestor(chain_id, child, parent):
+                return
+            child = parent
+
+    def _contradicted(self, chain_id: int, header: Mapping[str, Any]) -> bool:
+        """Whether a held header next to `header` contradicts it."""
+        number = _number_of(header)
+        above = self.by_number(chain_id, number + 1)
+        if above is not None and str(above["parentHash"]).lower() != _hash_of(header):
+            return True
+        below = self._by_number.get((chain_id, number - 1))
+        return below is not None and below != str(header["parentHash"]).lower()
+
+    def _reorged(self, chain_id: int, header: Mapping[str, Any]) -> None:
+        """Drop what contradicts `header`, which is about to be trusted (the class's rule)."""
+        number = _number_of(header)
+        below = self._by_number.get((chain_id, number - 1))
+        if below is not None and below != str(header["parentHash"]).lower():
+            self._drop(chain_id, number - 1)
+        self._drop(chain_id, number)
+        above = sorted(n for c, n in self._by_number if c == chain_id and n > number)
+        reached = {number: _hash_of(header)}
+        for at in above:
+            kept = self._by_hash[(chain_id, self._by_number[(chain_id, at)])]
+            if reached.get(at - 1) == str(kept["parentHash"]).lower():
+                reached[at] = _hash_of(kept)
+            else:
+                self._drop(chain_id, at)
+
+    def _drop(self, chain_id: int, number: int) -> None:
+        block_hash = self._by_number.pop((chain_id, number), None)
+        if block_hash is not None:
+            self._by_hash.pop((chain_id, block_hash), None)
+
+
+def _hash_of(header: Mapping[str, Any]) -> str:
+    return str(header["hash"]).lower()
+
+
+def _number_of(header: Mapping[str, Any]) -> int:
+    return int(str(header["number"]), 16)
 
 
 class _UnprovableError(Exception):
@@ -231,6 +350,9 @@ class Outcome:
 
 UNPROVEN = Outcome(None)
 _OTHERS_TRIED = 2  # nodes of other providers asked to agree, before a check is left unproven
+# The farthest a trusted header is looked for above one no other provider vouches for: reaching
+# it costs a call per block between (each within the check's time-out), so at most 7 calls.
+PARENT_WALK = 8
 
 _HEADER_FIELDS = (
     "hash",
@@ -242,6 +364,11 @@ _HEADER_FIELDS = (
 )
 
 
+def _kept_fields(header: Mapping[str, Any]) -> dict[str, Any]:
+    """What is kept of a header, its hash checked: the fields proofs and chains read."""
+    return {name: header[name] for name in _HEADER_FIELDS if name in header}
+
+
 class Prover:
     """Checks answers by their plan; `modes` gives each chain's `VerifyMode`."""
 
@@ -250,9 +377,13 @@ class Prover:
         modes: Callable[[int], VerifyMode],
         headers: TrustedHeaders | None = None,
         max_receipts_bytes: int = 8 << 20,
+        max_parent_walk: int = PARENT_WALK,
     ) -> None:
         self.mode = modes
         self.headers = TrustedHeaders() if headers is None else headers
+        # How far above a header, at most, a trusted header is looked for to reach it by
+        # `parentHash` when no other provider vouches for it: a call per block between.
+        self.max_parent_walk = max_parent_walk
         # The receipts of blocks proven, with the block: (chain, block hash) -> both.
         self._receipts: OrderedDict[tuple[int, str], tuple[Mapping[str, Any], list[Any]]] = (
             OrderedDict()
@@ -306,7 +437,13 @@ class Prover:
         call = asking.call.call
         asked = call.params if isinstance(call.params, list) else []
         method, params = integrity.proof_request(call.method, asked, str(header["hash"]))
-        proof = await asking.same(method, params)
+        try:
+            proof = await asking.same(method, params)
+        except _UnprovableError:
+            # The node has no block of the trusted header's hash: reorganised, maybe.
+            header = await self._header_again(asking, plan.block, header)
+            method, params = integrity.proof_request(call.method, asked, str(header["hash"]))
+            proof = await asking.same(method, params)
         code = None
         if call.method == "eth_getCode":
             code = bytes.fromhex(str(result)[2:])
@@ -378,18 +515,47 @@ class Prover:
         integrity.verify_header(header)
         return await self._agreed(asking, header)
 
+    async def _header_again(
+        self, asking: _Asking, block: int | str | None, trusted: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """The header of block number `block` once more, after the answering node had no block
+        of the trusted header's hash there: a node's header of another hash is a reorg when a
+        node of another provider agrees on it (`_agreed`, which drops the old fork's headers);
+        the same hash again, or a block asked by hash, leaves the check unprovable."""
+        if not isinstance(block, int):
+            raise _UnprovableError
+        header = await asking.same("eth_getBlockByNumber", [hex(block), False])
+        if (
+            not isinstance(header, dict)
+            or str(header.get("hash", "")).lower() == str(trusted["hash"]).lower()
+        ):
+            raise _UnprovableError
+        integrity.verify_header(header)
+        return await self._agreed(asking, header)
+
     async def _agreed(self, asking: _Asking, header: Mapping[str, Any]) -> Mapping[str, Any]:
-        """`header`, its hash checked: trusted once a node of another provider has the same hash
-        at its number. Where none can say (one provider, their nodes without the block, or one
-        that disagrees: audits decide who is wrong), the proof goes on against it, and an answer
-        it shows false is still false; one it holds is served unproven (`asking.unagreed`)."""
+        """`header`, its hash checked: trusted once the trusted header above it names it as
+        its parent (no call), a node of another provider has the same hash at its number (one
+        call), or a trusted header at most `max_parent_walk` blocks above reaches it by
+        `parentHash` (a call per block between, to the answering node). Another provider's
+        agreement on a hash other than the trusted one at that number is a reorg, which
+        `TrustedHeaders.trust` settles; a chain never overrides a trusted header. Where none
+        can say (one provider, their nodes without the block, or one that disagrees: audits
+        decide who is wrong), the proof goes on against it, and an answer it shows false is
+        still false; one it holds is served unproven (`asking.unagreed`)."""
         chain_id = asking.call.request.chain_id
         block_hash, number = str(header["hash"]).lower(), int(str(header["number"]), 16)
+        trusted = _kept_fields(header)
         known = self.headers.by_number(chain_id, number)
-        if known is not None:
-            if str(known["hash"]).lower() != block_hash:
-                asking.unagreed = True  # another block than the trusted one: reorged, or forged
-            return known if not asking.unagreed else header
+        if known is not None and str(known["hash"]).lower() == block_hash:
+            return known
+        child = self.headers.by_number(chain_id, number + 1)
+        if (
+            known is None
+            and child is not None
+            and self.headers.trust_ancestor(chain_id, child, trusted)
+        ):
+            return trusted
         try:
             theirs = await asking.other("eth_getBlockByNumber", [hex(number), False])
             if not isinstance(theirs, dict):
@@ -401,11 +567,48 @@ class Prover:
             if str(theirs["hash"]).lower() != block_hash:
                 raise _UnprovableError
         except _UnprovableError:
+            if known is None and await self._walked(asking, trusted):
+                return trusted
             asking.unagreed = True
+            self.headers.hold(chain_id, trusted)
             return header
-        trusted = {name: header[name] for name in _HEADER_FIELDS if name in header}
         self.headers.trust(chain_id, trusted)
         return trusted
+
+    async def _walked(self, asking: _Asking, header: Mapping[str, Any]) -> bool:
+        """Whether the nearest trusted header at most `max_parent_walk` blocks above `header`
+        reaches it by `parentHash`: each parent between fetched by hash from the answering node
+        (a call each, within the check's time-out) and checked against its hash, then trusted.
+        A parent the node does not give, or one that another trusted header contradicts, ends
+        the walk (what it trusted on the way stays trusted: each one was reached)."""
+        chain_id = asking.call.request.chain_id
+        number = int(str(header["number"]), 16)
+        if self.headers.by_number(chain_id, number + 1) is not None:
+            return False  # the trusted header above names another parent (`_agreed` asked it)
+        above = None
+        for at in range(number + 2, number + self.max_parent_walk + 1):
+            above = self.headers.by_number(chain_id, at)
+            if above is not None:
+                break
+        if above is None:
+            return False
+        child = above
+        while int(str(child["number"]), 16) > number + 1:
+            try:
+                parent = await asking.same("eth_getBlockByHash", [child["parentHash"], False])
+            except _UnprovableError:
+                return False
+            if not isinstance(parent, dict):
+                return False
+            try:
+                integrity.verify_header(parent)
+            except ProofError:
+                return False  # the answering node's own header: proven false elsewhere if used
+            kept = _kept_fields(parent)
+            if not self.headers.trust_ancestor(chain_id, child, kept):
+                return False
+            child = kept
+        return self.headers.trust_ancestor(chain_id, child, header)
 
     async def _block_receipts(
         self, asking: _Asking, header: Mapping[str, Any]

@@ -12,6 +12,12 @@ The chains' finality epochs (router/finality.py), part of every key, are shared 
 (router/shared_epochs.py): until this process has read them once, it neither reads nor writes
 answers there, since an epoch it does not know of may have made some of them stale.
 
+An entry is the answer's `result` as JSON, after one byte saying how the answer was verified
+before it was kept (router/proving.py): 0x01 a proof, 0x02 two providers' agreement; an entry
+without the byte (kept under `verify = off`, or by a router before the byte existed, whose
+entries in Redis stay readable) was not verified. JSON text never begins with either byte. A
+router before the byte reads a marked entry from Redis as garbage: a miss, never an answer.
+
 The pipeline runs on the executor's thread (the native server's, or the event loop's); Redis is
 reached on the event loop: a look-up there is a `concurrent.futures.Future` the pipeline awaits
 with `Join`, and a write is handed to the loop and not waited for.
@@ -29,6 +35,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from chainrouter.domain.verification import Verified
 from chainrouter.router import epochs
 from chainrouter.router.epochs import Epochs
 from chainrouter.router.memory_cache import CacheStat, MemoryCache
@@ -52,6 +59,21 @@ local now = math.max(was + tonumber(ARGV[3]), tonumber(ARGV[2]))
 if now ~= was then redis.call('HSET', KEYS[1], ARGV[1], now) end
 return now
 """
+
+
+_MARKS = {Verified.PROOF: b"\x01", Verified.AGREEMENT: b"\x02"}
+_MARKED = {mark[0]: verified for verified, mark in _MARKS.items()}
+
+
+def entry(result: bytes, verified: Verified | None) -> bytes:
+    """What the cache keeps of an answer: its `result`'s JSON, marked with how it was verified."""
+    return result if verified is None else _MARKS[verified] + result
+
+
+def read_entry(stored: bytes) -> tuple[bytes, Verified | None]:
+    """A kept entry's `result` JSON, and how it was verified (None: it was not)."""
+    verified = _MARKED.get(stored[0]) if stored else None
+    return (stored, None) if verified is None else (stored[1:], verified)
 
 
 class RedisTier:

@@ -85,7 +85,8 @@ class Decider:
         # HIT or PARTIAL on a forward, none of MISS or PARTIAL on an answer from the cache.
         hits = request.cache_hits
         forwards = self._forwards and hits == 0
-        answers = hits == len(request.calls)
+        # Nor an `X-Verified` other than the call's own: answers from the cache verified alike.
+        answers = hits == len(request.calls) and len({call.verified for call in calls}) == 1
         decisions = []
         for call in calls:
             decision = (self._forward(call, headers) if forwards else None) or (

@@ -478,13 +478,10 @@ class Attempt:
         self._metrics.checked(call.request.chain_id, call.call.method, node_id, outcome)
         if verified is Verified.PROOF and node_id >= 0:
             self._node_checks.add(node_id, NodeCheck.PROOF_CHECKED)
-        call.verified = verified
         if verified is None:
             call.cache_pin = None
             return
-        call.request.verified_calls += 1
-        if verified is Verified.PROOF:
-            call.request.proven_calls += 1
+        call.checked(verified)
 
     def _made(
         self, call: CallContext, node_id: int, timeout_s: float, work: Work, attempts: _Attempts

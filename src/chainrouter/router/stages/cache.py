@@ -32,7 +32,7 @@ from chainrouter.router.epochs import Epochs
 from chainrouter.router.finality import Finality
 from chainrouter.router.ledger import Ledger
 from chainrouter.router.metering import CreditView
-from chainrouter.router.response_cache import ResponseCache
+from chainrouter.router.response_cache import ResponseCache, entry, read_entry
 from chainrouter.router.stages.credit import has_credit_left
 
 SERVED = frozenset({Scenario.FIRST_CHOICE, Scenario.FAILOVER, Scenario.HEDGED, Scenario.SPLIT})
@@ -108,21 +108,25 @@ class FromCache:
         value = await Join(future)
         cache = self._cache
         assert cache is not None
-        if value is None or not _json(value):  # garbage in Redis is a miss, never an answer
+        # Garbage in Redis is a miss, never an answer.
+        if value is None or not value or not _json(read_entry(value)[0]):
             cache.memory.count((call.request.chain_id, call.call.method), hit=False)
             return
         if call.request.access is not None:  # the free tier writes no cache, this one neither
             cache.keep(key, value, shared=False)
         self._answer(call, value)
 
-    def _answer(self, call: CallContext, result: bytes) -> None:
+    def _answer(self, call: CallContext, stored: bytes) -> None:
         assert self._cache is not None
         request = call.request
         self._cache.memory.count((request.chain_id, call.call.method), hit=True)
+        result, verified = read_entry(stored)
         member = b'"result":' + result
         end_from_cache(call, member, self._prices, self._credits)
         if call.scenario is Scenario.CACHE:
             call.cached = member  # kept and final: the native server may answer it again
+            if verified is not None:  # said in `X-Verified` as for a fresh answer so checked
+                call.checked(verified)
 
 
 def end_from_cache(
@@ -180,6 +184,8 @@ class Coalesce:
         self._ledger.count_coalesced(call.request.chain_id, call.call.method)
         if boarded.scenario in SERVED:
             end_from_cache(call, boarded.member, self._prices, self._credits)
+            if boarded.verified is not None and call.scenario is Scenario.CACHE:
+                call.checked(boarded.verified)  # the leader's answer, checked before served
         else:
             call.retry_after_s = boarded.retry_after_s
             call.end(boarded.scenario, boarded.status, _answer(call.call.id_json, boarded.member))
@@ -235,7 +241,7 @@ class Land:
                 return  # not one JSON-RPC answer read exactly: neither kept nor shared
             parsed, member = exact
             if shares and scenario is not None:
-                landed = Landed(scenario, status, member, retry_s)
+                landed = Landed(scenario, status, member, retry_s, verified=call.verified)
             if keeps and "result" in parsed and served_by is not None:
                 self._keep(call, key, parsed["result"], member, served_by)
         finally:
@@ -265,7 +271,7 @@ class Land:
         finalized = finality.finalized(call.request.chain_id)
         if keepable(pin, result, finalized, self._node_head(served_by.node.node_id)):
             shared = finality.shared(call.request.chain_id)
-            cache.keep(key, member[_RESULT_AT:], shared=shared)
+            cache.keep(key, entry(member[_RESULT_AT:], call.verified), shared=shared)
 
 
 def _json(value: bytes) -> bool:
