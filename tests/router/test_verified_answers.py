@@ -560,3 +560,37 @@ def test_a_call_that_joined_a_checked_call_in_flight_says_how_it_was_checked(
     assert [item["result"] for item in orjson.loads(reply.body)] == ["0x2a", "0x2a"]
     assert (verified(reply), dict(reply.headers).get("x-cache")) == ("proof", "PARTIAL")
     assert w.urls_called() == [A, A, B, A]  # one answer and its proof for both
+
+
+def test_a_key_that_asks_for_verified_answers_takes_no_answer_kept_unchecked(
+    chain: Chain,
+) -> None:
+    w = world(chain, VerifyMode.OFF)  # the chain's answers kept as the nodes gave them
+    plain = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]))
+    assert verified(plain) is None
+    assert w.urls_called() == [A]
+    verified_key = w.another_key(2, verified=True)
+    reply = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]), key=verified_key)
+    assert result(reply) == "0x2a"
+    assert verified(reply) == "proof"  # asked and proven, not the unchecked entry
+    again = w.call(rpc("eth_getBalance", [RECIPIENT, "0x1"]), key=verified_key)
+    assert verified(again) == "proof"
+    assert dict(again.headers).get("x-cache") == "HIT"  # kept proven this time
+
+
+def test_a_key_that_asks_for_verified_answers_joins_no_unchecked_call_in_flight(
+    chain: Chain,
+) -> None:
+    w = scripted_world(
+        [(A, 100, slow(0.1, relaying(chain.url))), (B, 200, relaying(chain.url))],
+        methods=PRICED,
+        heads={A: chain.head, B: chain.head},
+        finality_depth=10,
+        verify=VerifyMode.OFF,
+        coalesce=True,
+    )
+    verified_key = w.another_key(2, verified=True)
+    body = orjson.dumps(rpc("eth_getBalance", [RECIPIENT, "0x3"]))
+    plain, checked = w.together((w.key, body), (verified_key, body))
+    assert verified(plain) is None
+    assert verified(checked) == "proof"

@@ -96,9 +96,11 @@ class FromCache:
         # of Redis meanwhile (router/shared_epochs.py).
         shared = self._finality is None or self._finality.shared(chain_id)
         found = cache.lookup(key, shared=shared)
-        if isinstance(found, bytes):
+        if isinstance(found, bytes) and _serves(call, found):
             self._answer(call, found)
             return None
+        if isinstance(found, bytes):
+            found = None
         if found is None:
             cache.memory.count((chain_id, method), hit=False)
             return None
@@ -109,7 +111,12 @@ class FromCache:
         cache = self._cache
         assert cache is not None
         # Garbage in Redis is a miss, never an answer.
-        if value is None or not value or not _json(read_entry(value)[0]):
+        if (
+            value is None
+            or not value
+            or not _json(read_entry(value)[0])
+            or not _serves(call, value)
+        ):
             cache.memory.count((call.request.chain_id, call.call.method), hit=False)
             return
         if call.request.access is not None:  # the free tier writes no cache, this one neither
@@ -127,6 +134,14 @@ class FromCache:
             call.cached = member  # kept and final: the native server may answer it again
             if verified is not None:  # said in `X-Verified` as for a fresh answer so checked
                 call.checked(verified)
+
+
+def _serves(call: CallContext, stored: bytes) -> bool:
+    """Whether a kept answer may answer the call: any, but that a key which asks for verified
+    answers takes none that was kept unchecked (on a chain whose `verify` is off); its own
+    call is then proven, and kept so."""
+    access = call.request.access
+    return access is None or not access.verified or read_entry(stored)[1] is not None
 
 
 def end_from_cache(
@@ -157,7 +172,9 @@ class Coalesce:
     """An identical call in flight is joined (its outcome taken under this call's id; a result
     costs the cache price); else this call leads, and is attempted. A call that reads the head
     joins only calls whose key has seen the same newest block (router/seen_heads.py): the one
-    it joins was routed as it would be, and its answer is no older than this key has seen."""
+    it joins was routed as it would be, and its answer is no older than this key has seen. A
+    call whose answer is to be checked joins only calls checked alike (stages/verify.py): a key
+    that asks for verified answers never gets another key's unchecked one."""
 
     def __init__(self, prices: CachePrices, credits: CreditView, ledger: Ledger) -> None:
         self._prices = prices
@@ -172,6 +189,8 @@ class Coalesce:
         if seen is not None:
             call.flight_seen = seen
             key = f"{key}@{seen}"
+        if call.proof is not None:  # read by Verify, before: joins only calls checked alike
+            key = f"{key}!{call.proof.check.value}"
         return self._board(call, key)
 
     async def _board(self, call: CallContext, key: str) -> None:
