@@ -19,6 +19,7 @@ from chainrouter.domain.routing import HealthReport
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.testing.faulty_upstream import FaultyUpstream
@@ -170,8 +171,17 @@ def test_prices_show_each_strategys_first_choice(api: ApiHarness, upstream: Faul
         ("10", "eth_call", "performance"): Decimal("0.0000001"),
     }
     entry = api.client.get("/prices").json()[0]
-    assert set(entry) == {"vm", "chain_id", "method", "strategy", "cost", "requires"}
-    assert entry["requires"] is None
+    assert set(entry) == {
+        "vm",
+        "chain_id",
+        "method",
+        "strategy",
+        "cost",
+        "requires",
+        "next_cost",
+        "next_cost_from",
+    }
+    assert (entry["requires"], entry["next_cost"], entry["next_cost_from"]) == (None, None, None)
     assert entry["vm"] == "evm"
     # An out-of-sync node is not a first choice.
     later = now + timedelta(seconds=1)
@@ -259,6 +269,68 @@ def test_prices_show_what_old_state_and_traces_cost_where_it_differs(
         ("trace_block", None): Decimal("0.5"),  # the full node does not trace
         ("eth_chainId", None): Decimal("0.1"),  # reads no state: one price
     }
+
+
+def test_prices_show_what_a_price_rise_with_notice_will_make_them_and_when(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    """A provider's dearer price waits for its notice: the list shows what each entry costs now
+    and what it will cost once the rise applies, the first choice then being whichever route is
+    cheapest at the new prices (design notes, "Bounds")."""
+    _world(api, upstream)
+    ops = api.customer("Cheap ops")
+    with api.engine.connect() as connection:
+        cheap = connection.execute(
+            select(t.providers.c.id).where(t.providers.c.slug == "cheap")
+        ).scalar_one()
+        [plan_id] = connection.execute(
+            select(t.plans.c.id).where(t.plans.c.provider_id == cheap)
+        ).scalars()
+    linked = api.client.put(
+        f"/admin/customers/{ops.id}/provider", json={"provider_id": cheap}, headers=api.admin
+    )
+    assert linked.status_code == 200, linked.text
+    before = datetime.now(UTC)
+    raised = api.client.post(
+        f"/provider/plans/{plan_id}/methods",
+        json=[{"method": "eth_call", "cost": "0.000003"}],
+        headers=ops.headers,
+    )
+    assert raised.status_code == 200, raised.text
+    [row] = [r for r in raised.json() if r["method"] == "eth_call" and r["chain_id"] is None]
+    listed = {(p["chain_id"], p["strategy"]): p for p in api.client.get("/prices").json()}
+    for strategy in ("economy", "performance"):
+        entry = listed[("31337", strategy)]
+        # The cheap route still charges its old price; once its rise applies, the dear
+        # provider's route is the cheaper first choice.
+        assert Decimal(str(entry["cost"])) == Decimal("0.0000002")
+        assert Decimal(str(entry["next_cost"])) == Decimal("0.000001")
+        assert entry["next_cost_from"] == row["next_cost_from"]
+        applies = datetime.fromisoformat(entry["next_cost_from"].replace("Z", "+00:00"))
+        assert 24 * 3600 - 5 <= (applies - before).total_seconds() <= 24 * 3600 + 60
+        # Chain 10 has its own row, not raised: nothing scheduled.
+        assert (
+            listed[("10", strategy)]["next_cost"],
+            listed[("10", strategy)]["next_cost_from"],
+        ) == (
+            None,
+            None,
+        )
+    # A rise whose notice has run is the price now, and nothing is scheduled any more.
+    with api.engine.begin() as connection:
+        connection.execute(
+            t.plan_methods.update()
+            .where(t.plan_methods.c.next_cost_nano.is_not(None))
+            .values(next_cost_from=datetime.now(UTC) - timedelta(seconds=1))
+        )
+        # The list is kept up to 5 s while the configuration is unchanged: not that long here.
+        bump_config_version(connection)
+    entry = next(
+        p
+        for p in api.client.get("/prices").json()
+        if (p["chain_id"], p["strategy"]) == ("31337", "economy")
+    )
+    assert (Decimal(str(entry["cost"])), entry["next_cost"]) == (Decimal("0.000001"), None)
 
 
 @pytest.mark.anyio

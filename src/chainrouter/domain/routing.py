@@ -119,6 +119,18 @@ class RouteTable:
             self.nodes_by_chain, self.plans, self.prices, self.methods_by_plan, dict(standings)
         )
 
+    def repriced(self, prices: Iterable[MethodPrice]) -> RouteTable:
+        """The same routes with these price rows in place of those of the same identity (the
+        public price list's view of a scheduled price); the table itself is left as it is."""
+        changed = {(p.plan_id, p.node_target_type, p.method, p.chain_id): p for p in prices}
+        return RouteTable(
+            self.nodes_by_chain,
+            self.plans,
+            {**self.prices, **changed},
+            self.methods_by_plan,
+            self.standings,
+        )
+
     def serves_chain(self, chain_id: int) -> bool:
         return chain_id in self.nodes_by_chain
 

@@ -9,13 +9,19 @@ Capabilities count as in the router (docs/router.md, "Node capabilities"): a `tr
 `debug_*` method is priced on nodes not known to lack the namespace; and where a call that reads
 old state costs more than one at the head (only archive nodes keep it, at their price), a second
 row with `requires: "archive"` shows that price.
+
+A provider's dearer price waits out its notice (stores/sql/plans.py); each entry it will change
+carries the price the entry will show once it applies, and when: the table is priced again as of
+each scheduled time, so the first choice then may be another route.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import Connection, Engine
 
@@ -23,11 +29,12 @@ from chainrouter.domain.capabilities import Capabilities
 from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.requirements import METHODS, Reads, needs_of
-from chainrouter.domain.routing import Route, order_routes
+from chainrouter.domain.routing import MethodPrice, Route, RouteTable, order_routes
 from chainrouter.domain.ws_routes import notification_price, order_ws_routes
 from chainrouter.stores.sql import public_lists
 from chainrouter.stores.sql.config_version import read_config_version
-from chainrouter.stores.sql.snapshot import load_route_table
+from chainrouter.stores.sql.schema import utcnow
+from chainrouter.stores.sql.snapshot import load_route_table, scheduled_prices
 
 _CACHE_SECONDS = 5.0
 
@@ -40,6 +47,10 @@ class RoutePrice:
     strategy: RoutingStrategy
     cost_nano: int
     requires: str | None = None  # a capability the price applies to ("archive"); None: any call
+    # What the row will cost from `next_cost_from`, when a price set with notice changes it
+    # (the first such change); None: no change scheduled.
+    next_cost_nano: int | None = None
+    next_cost_from: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +94,8 @@ class CatalogLists:
 
     def _compute(self) -> PublicLists:
         with self._engine.connect() as connection, connection.begin():
-            table = load_route_table(connection)
+            now = utcnow()
+            table = load_route_table(connection, now)
             health = public_lists.node_health(connection)
             out_of_sync = {node_id for node_id, known in health.items() if not known.in_sync}
             latency_ms = {
@@ -92,24 +104,46 @@ class CatalogLists:
                 if known.latency_ms is not None
             }
             reported = public_lists.reported_capabilities(connection)
+
+            def first_choices(method: str, routes: tuple[Route, ...]) -> _Choices:
+                return _first_choices(method, routes, reported, out_of_sync, latency_ms)
+
             prices = []
             served_chains = set()
+            schedule = _Schedule(table, scheduled_prices(connection, now))
             for chain_id, method, routes in table.offered():
                 served_chains.add(chain_id)
-                capable, archive = _capable_routes(method, routes, reported)
-                for strategy in RoutingStrategy:
-                    ordered = order_routes(capable, strategy, out_of_sync, latency_ms)
-                    if not ordered:
-                        continue
-                    base = ordered[0].cost_nano
-                    prices.append(RoutePrice("evm", chain_id, method, strategy, base))
-                    old = order_routes(archive, strategy, out_of_sync, latency_ms)
-                    if old and old[0].cost_nano != base:
-                        prices.append(
-                            RoutePrice(
-                                "evm", chain_id, method, strategy, old[0].cost_nano, "archive"
-                            )
+                costs = first_choices(method, routes)
+                later = [
+                    (when, first_choices(method, found))
+                    for when, found in schedule.routes(chain_id, method)
+                ]
+                for (strategy, requires), cost in costs.items():
+                    if requires is not None and not any(
+                        choices[(strategy, requires)] != choices[(strategy, None)]
+                        for choices in (costs, *(c for _, c in later))
+                    ):
+                        continue  # old state costs what any call does, now and as scheduled
+                    change = next(
+                        (
+                            (when, choices[(strategy, requires)])
+                            for when, choices in later
+                            if choices[(strategy, requires)] != cost
+                        ),
+                        None,
+                    )
+                    prices.append(
+                        RoutePrice(
+                            "evm",
+                            chain_id,
+                            method,
+                            strategy,
+                            cost,
+                            requires,
+                            next_cost_nano=None if change is None else change[1],
+                            next_cost_from=None if change is None else change[0],
                         )
+                    )
             return PublicLists(
                 http_chains=public_lists.chains_by_id(connection, served_chains),
                 ws_chains=public_lists.chains_by_id(
@@ -134,6 +168,54 @@ def _notification_prices(connection: Connection) -> list[NotificationPrice]:
                 if cost is not None:
                     prices.append(NotificationPrice(chain_id, kind, strategy, cost))
     return prices
+
+
+# The first choice's price per (strategy, requires): requires None for any call, "archive" for
+# one reading state only archive nodes keep (present where a method reads state and some route
+# can serve it).
+_Choices = dict[tuple[RoutingStrategy, str | None], int]
+
+
+def _first_choices(
+    method: str,
+    routes: tuple[Route, ...],
+    reported: dict[int, Capabilities],
+    out_of_sync: set[int],
+    latency_ms: dict[int, float],
+) -> _Choices:
+    capable, archive = _capable_routes(method, routes, reported)
+    choices: _Choices = {}
+    for strategy in RoutingStrategy:
+        ordered = order_routes(capable, strategy, out_of_sync, latency_ms)
+        if not ordered:
+            continue
+        choices[(strategy, None)] = ordered[0].cost_nano
+        old = order_routes(archive, strategy, out_of_sync, latency_ms)
+        if old:
+            choices[(strategy, "archive")] = old[0].cost_nano
+    return choices
+
+
+class _Schedule:
+    """The route table as it will be at each time a price set with notice applies: each
+    table has every price due by then in place (what routers will load then)."""
+
+    def __init__(
+        self, table: RouteTable, scheduled: list[tuple[datetime, tuple[MethodPrice, ...]]]
+    ) -> None:
+        self._steps: list[tuple[datetime, RouteTable, frozenset[tuple[str, int | None]]]] = []
+        due: list[MethodPrice] = []
+        for when, found in scheduled:
+            due.extend(found)
+            touched = frozenset((price.method, price.chain_id) for price in found)
+            self._steps.append((when, table.repriced(due), touched))
+
+    def routes(self, chain_id: int, method: str) -> Iterator[tuple[datetime, tuple[Route, ...]]]:
+        """(when, the routes of (chain, method) from then) for each time one of their prices
+        changes, earliest first."""
+        for when, table, touched in self._steps:
+            if (method, chain_id) in touched or (method, None) in touched:
+                yield when, table.routes(chain_id, method)
 
 
 def _capable_routes(
