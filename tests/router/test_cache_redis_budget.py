@@ -1,0 +1,200 @@
+"""The response cache's answers in Redis are bounded by the routers themselves: a budget of bytes
+they keep together, oldest answers out first, whichever Redis the answers share, the limits' one
+included, whose keys are never deleted for room (issue 52; docs/cache.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from chainrouter.ratelimit.shared import RedisLimiter
+from chainrouter.ratelimit.window import Bucket
+from chainrouter.router.memory_cache import MemoryCache
+from chainrouter.router.response_cache import (
+    INDEX_KEY,
+    SIZES_KEY,
+    TOTAL_KEY,
+    RedisTier,
+    ResponseCache,
+    counted_bytes,
+    redis_tier,
+)
+from chainrouter.testing.faulty_upstream import FaultyUpstream
+from tests.anvil import CHAIN_A, AnvilNodes
+from tests.redis_servers import PrivateRedis
+from tests.router.test_cache_served import _body, _routers, _stop
+
+pytestmark = pytest.mark.anyio
+
+BUDGET = 64 * 1024
+
+
+@pytest.fixture
+def redis() -> Iterator[PrivateRedis]:
+    server = PrivateRedis()
+    yield server
+    server.stop()
+
+
+def _answers(redis: PrivateRedis) -> dict[str, int]:
+    """Each answer in Redis and what it counts against the budget."""
+    found = {}
+    for key in redis.keys("chainrouter:cache:*"):
+        size = int(redis.cli("STRLEN", key.decode()))
+        name = key.decode()
+        found[name] = size + counted_bytes(name.removeprefix("chainrouter:cache:"), b"")
+    return found
+
+
+def _accounts_agree(redis: PrivateRedis) -> int:
+    """The index, the sizes and the counter agree with the answers in Redis; the counter."""
+    answers = _answers(redis)
+    sizes = redis.cli("HGETALL", SIZES_KEY).split()
+    counted = {sizes[i].decode(): int(sizes[i + 1]) for i in range(0, len(sizes), 2)}
+    indexed = {key.decode() for key in redis.cli("ZRANGE", INDEX_KEY, "0", "-1").split()}
+    total = int(redis.cli("GET", TOTAL_KEY))
+    assert counted == answers
+    assert indexed == set(answers)
+    assert total == sum(answers.values())
+    return total
+
+
+def _limits(redis: PrivateRedis) -> dict[bytes, bytes]:
+    """The limits' buckets that outlive a test (a window of a minute or more), as Redis holds
+    them: those of shorter windows expire by themselves meanwhile."""
+    return {
+        key: redis.cli("DUMP", key.decode())
+        for key in redis.keys("chainrouter:rl:*")
+        if int(redis.cli("PTTL", key.decode())) > 30_000
+    }
+
+
+def _tier(redis: PrivateRedis) -> RedisTier:
+    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=600, max_bytes=BUDGET)
+    assert tier is not None
+    tier.bind(asyncio.get_running_loop())
+    tier.epochs_known = True  # as the shared epochs' first read has it (router/shared_epochs.py)
+    return tier
+
+
+async def _settled(*tiers: RedisTier) -> None:
+    deadline = time.monotonic() + 10
+    while any(tier._pending for tier in tiers):  # the writes are not waited for
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.02)
+
+
+async def test_routers_writing_at_once_keep_the_answers_within_the_budget_oldest_out_first(
+    redis: PrivateRedis,
+) -> None:
+    limiter = RedisLimiter(redis.url, timeout_s=1.0)
+    tiers = [_tier(redis), _tier(redis)]
+    caches = [ResponseCache(MemoryCache(16 << 20), tier) for tier in tiers]
+    try:
+        # The limits share this Redis: a bucket taken before and one during the writes.
+        assert await limiter.acquire([Bucket("ip:203.0.113.7", 10, 60.0)]) == 0
+        limits = _limits(redis)
+        assert limits
+        answer = b'"' + b"a" * 998 + b'"'
+
+        def keep(n: int) -> None:
+            caches[n % 2].keep(f"1:0.0:eth_getBlockByNumber:{n:040x}", answer)
+
+        for n in range(40):  # within the budget: all kept
+            keep(n)
+        await _settled(*tiers)
+        assert len(_answers(redis)) == 40
+        for n in range(40, 300):  # about 260 KiB more, from two routers at once
+            keep(n)
+        await _settled(*tiers)
+        assert _limits(redis) == limits  # untouched
+        total = _accounts_agree(redis)
+        assert BUDGET - counted_bytes(f"1:0.0:eth_getBlockByNumber:{0:040x}", answer) < total
+        assert total <= BUDGET
+        kept = sorted(int(key.rsplit(":", 1)[1], 16) for key in _answers(redis))
+        assert kept[0] >= 40  # the first ones, the oldest, went first
+        assert sum(tier.evicted for tier in tiers) == 300 - len(kept)
+        # The same answer again replaces itself: counted once.
+        caches[0].keep(f"1:0.0:eth_getBlockByNumber:{299:040x}", answer)
+        await _settled(*tiers)
+        assert _accounts_agree(redis) == total
+        # A purge takes the chain's answers out of the count as well.
+        assert await limiter.acquire([Bucket("ip:203.0.113.8", 10, 60.0)]) == 0
+        limits = _limits(redis)
+        caches[1].purge(1)
+        deadline = time.monotonic() + 10
+        while redis.keys():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        assert _accounts_agree(redis) == 0
+        assert _limits(redis) == limits
+    finally:
+        for tier in tiers:
+            await tier.close()
+        await limiter.close()
+
+
+async def test_an_answer_counted_past_the_budget_alone_is_not_kept_in_redis(
+    redis: PrivateRedis,
+) -> None:
+    tier = _tier(redis)
+    cache = ResponseCache(MemoryCache(16 << 20), tier)
+    try:
+        small, large = b'"0x1"', b'"' + b"a" * BUDGET + b'"'
+        cache.keep("1:0.0:eth_chainId:a", small)
+        cache.keep("1:0.0:eth_getBlockByNumber:b", large)
+        await _settled(tier)
+        assert list(_answers(redis)) == ["chainrouter:cache:1:0.0:eth_chainId:a"]
+        assert _accounts_agree(redis) == counted_bytes("1:0.0:eth_chainId:a", small)
+        assert cache.memory.get("1:0.0:eth_getBlockByNumber:b") == large  # in process all the same
+    finally:
+        await tier.close()
+
+
+def test_served_routers_sharing_the_limits_redis_keep_their_answers_within_the_budget(
+    final_blocks_node: AnvilNodes,
+    upstream_server: FaultyUpstream,
+    tmp_path: Path,
+    redis: PrivateRedis,
+) -> None:
+    """Both executors, one Redis for the limits and the answers (no CHAINROUTER_CACHE_REDIS_URL):
+    final blocks asked of both routers fill the answers past a 64 KiB budget; the answers kept
+    stay within it, and the free tier's limits in the same Redis are untouched."""
+    port = final_blocks_node.urls["node"].rsplit(":", 1)[1]
+    routers, _ = _routers(
+        tmp_path,
+        upstream_server.url(f"/relay/{port}/full/redis-budget"),
+        ["native", "python"],
+        CHAINROUTER_REDIS_URL=redis.url,
+        CHAINROUTER_CACHE_REDIS_MAX_BYTES=str(BUDGET),
+    )
+    try:
+        free = httpx.post(f"{routers[0].base}/rpc/evm/{CHAIN_A}", json=_body("eth_chainId", [], 1))
+        assert free.status_code == 200
+        limits = _limits(redis)
+        assert any(key.startswith(b"chainrouter:rl:free:") for key in limits)
+        asked = 0
+        for block in range(37):  # blocks 0 to 36 are final
+            for full in (False, True):
+                body = _body("eth_getBlockByNumber", [hex(block), full], asked)
+                reply = httpx.post(routers[asked % 2].url(), json=body, timeout=30)
+                assert (reply.status_code, reply.headers["x-cache"]) == (200, "MISS")
+                asked += 1
+        # The writes are not waited for: until the answers in Redis stop changing.
+        seen, stable_since = _answers(redis), time.monotonic()
+        while time.monotonic() - stable_since < 1.0:
+            time.sleep(0.1)
+            now = _answers(redis)
+            if now != seen:
+                seen, stable_since = now, time.monotonic()
+        total = _accounts_agree(redis)
+        assert total <= BUDGET
+        assert len(_answers(redis)) < asked  # some were deleted for room
+        assert _limits(redis) == limits
+    finally:
+        _stop(routers)
