@@ -81,27 +81,24 @@ local was = tonumber(redis.call('HGET', KEYS[3], KEYS[1]) or '0') or 0
 total = total - was
 local evicted = 0
 while total + size > budget do
-  local oldest = redis.call('ZRANGE', KEYS[2], 0, 99)
-  local gone = 0
-  for _, key in ipairs(oldest) do
-    if key ~= KEYS[1] then
-      if evicted >= most then break end
-      total = total - (tonumber(redis.call('HGET', KEYS[3], key) or '0') or 0)
-      redis.call('UNLINK', key)
-      redis.call('HDEL', KEYS[3], key)
-      redis.call('ZREM', KEYS[2], key)
-      evicted = evicted + 1
-      gone = gone + 1
-      if total + size <= budget then break end
-    end
+  if evicted >= most then
+    redis.call('SET', KEYS[4], total + was)
+    return -1
   end
-  if gone == 0 then
-    if evicted >= most then
-      redis.call('SET', KEYS[4], total + was)
-      return -1
-    end
-    total = 0  -- no other answer indexed: what the counter held besides was stale
+  local oldest = redis.call('ZPOPMIN', KEYS[2])
+  if #oldest == 0 then
+    total = 0  -- no answer indexed: what the counter held was stale
+    break
   end
+  local key = oldest[1]
+  if key == KEYS[1] then
+    was = 0  -- this answer's older copy: counted out above, and written again below
+  else
+    total = total - (tonumber(redis.call('HGET', KEYS[3], key) or '0') or 0)
+    evicted = evicted + 1
+  end
+  redis.call('UNLINK', key)
+  redis.call('HDEL', KEYS[3], key)
 end
 local t = redis.call('TIME')
 redis.call('SET', KEYS[1], ARGV[1], 'EX', tonumber(ARGV[2]))
