@@ -23,7 +23,7 @@ from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.api.conftest import ApiFactory, ApiHarness
+from tests.api.conftest import ApiFactory, ApiHarness, Customer
 from tests.redis_servers import SilentRedis
 
 # A database of its own: the test empties it, while other tests may use database 0 at once.
@@ -227,6 +227,31 @@ def test_websocket_prices_show_each_strategys_first_choice(
     assert listed()[("newHeads", "economy")] == Decimal("0.00000005")  # failing: not first
 
 
+def test_websocket_prices_show_what_a_rise_with_notice_will_make_them_and_when(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    _world(api, upstream)
+    ops, plan_id = _cheap_ops(api)
+    raised = api.client.post(
+        f"/provider/plans/{plan_id}/methods",
+        json=[{"method": "newHeads", "node_target_type": "ws", "cost": "0.0000001"}],
+        headers=ops.headers,
+    )
+    assert raised.status_code == 200, raised.text
+    [row] = [r for r in raised.json() if r["method"] == "newHeads"]
+    listed = {
+        (p["subscription_type"], p["strategy"]): p for p in api.client.get("/prices/ws").json()
+    }
+    for strategy in ("economy", "performance"):
+        heads = listed[("newHeads", strategy)]
+        # Still the cheap node's price; once its rise applies, the dear node's is the first.
+        assert Decimal(str(heads["cost"])) == Decimal("0.00000001")
+        assert Decimal(str(heads["next_cost"])) == Decimal("0.00000005")
+        assert heads["next_cost_from"] == row["next_cost_from"]
+        logs = listed[("logs", strategy)]  # only the dear node prices them: unchanged
+        assert (logs["next_cost"], logs["next_cost_from"]) == (None, None)
+
+
 def test_prices_show_what_old_state_and_traces_cost_where_it_differs(
     api: ApiHarness, upstream: FaultyUpstream
 ) -> None:
@@ -271,13 +296,8 @@ def test_prices_show_what_old_state_and_traces_cost_where_it_differs(
     }
 
 
-def test_prices_show_what_a_price_rise_with_notice_will_make_them_and_when(
-    api: ApiHarness, upstream: FaultyUpstream
-) -> None:
-    """A provider's dearer price waits for its notice: the list shows what each entry costs now
-    and what it will cost once the rise applies, the first choice then being whichever route is
-    cheapest at the new prices (design notes, "Bounds")."""
-    _world(api, upstream)
+def _cheap_ops(api: ApiHarness) -> tuple[Customer, int]:
+    """A management token of the cheap provider (of `_world`), and its plan."""
     ops = api.customer("Cheap ops")
     with api.engine.connect() as connection:
         cheap = connection.execute(
@@ -290,6 +310,17 @@ def test_prices_show_what_a_price_rise_with_notice_will_make_them_and_when(
         f"/admin/customers/{ops.id}/provider", json={"provider_id": cheap}, headers=api.admin
     )
     assert linked.status_code == 200, linked.text
+    return ops, plan_id
+
+
+def test_prices_show_what_a_price_rise_with_notice_will_make_them_and_when(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    """A provider's dearer price waits for its notice: the list shows what each entry costs now
+    and what it will cost once the rise applies, the first choice then being whichever route is
+    cheapest at the new prices (design notes, "Bounds")."""
+    _world(api, upstream)
+    ops, plan_id = _cheap_ops(api)
     before = datetime.now(UTC)
     raised = api.client.post(
         f"/provider/plans/{plan_id}/methods",

@@ -125,6 +125,15 @@ class NotificationPriceOut(OutModel):
     cost: CreditsOut = Field(
         description="Credits per notification on the strategy's first-choice WebSocket node."
     )
+    next_cost: CreditsOut | None = Field(
+        default=None,
+        description="What this entry will cost from next_cost_from, where a provider made a "
+        "notification dearer with notice and that changes this price (the first such change); "
+        "null: no change scheduled.",
+    )
+    next_cost_from: datetime | None = Field(
+        default=None, description="When next_cost applies; null: no change scheduled."
+    )
 
 
 @router.get(
@@ -203,6 +212,8 @@ async def list_ws_prices(ctx: Context, client: ClientBlock) -> Response:
                 subscription_type=p.subscription_type,
                 strategy=p.strategy,
                 cost=credits_out(p.cost_nano),
+                next_cost=None if p.next_cost_nano is None else credits_out(p.next_cost_nano),
+                next_cost_from=p.next_cost_from,
             )
             for p in lists.ws_prices
         ]

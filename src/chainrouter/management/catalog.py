@@ -30,11 +30,15 @@ from chainrouter.domain.chains import Chain
 from chainrouter.domain.enums import RoutingStrategy
 from chainrouter.domain.requirements import METHODS, Reads, needs_of
 from chainrouter.domain.routing import MethodPrice, Route, RouteTable, order_routes
-from chainrouter.domain.ws_routes import notification_price, order_ws_routes
+from chainrouter.domain.ws_routes import WsRouteTable, notification_price, order_ws_routes
 from chainrouter.stores.sql import public_lists
 from chainrouter.stores.sql.config_version import read_config_version
 from chainrouter.stores.sql.schema import utcnow
-from chainrouter.stores.sql.snapshot import load_route_table, scheduled_prices
+from chainrouter.stores.sql.snapshot import (
+    load_route_table,
+    scheduled_prices,
+    scheduled_ws_times,
+)
 
 _CACHE_SECONDS = 5.0
 
@@ -59,6 +63,9 @@ class NotificationPrice:
     subscription_type: str
     strategy: RoutingStrategy
     cost_nano: int
+    # As RoutePrice's: the first scheduled change of this price, and when.
+    next_cost_nano: int | None = None
+    next_cost_from: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,23 +157,54 @@ class CatalogLists:
                     connection, public_lists.ws_chain_ids(connection)
                 ),
                 route_prices=prices,
-                ws_prices=_notification_prices(connection),
+                ws_prices=_notification_prices(connection, now),
             )
 
 
-def _notification_prices(connection: Connection) -> list[NotificationPrice]:
+def _notification_prices(connection: Connection, now: datetime) -> list[NotificationPrice]:
     """Per chain, subscription type and strategy: what the feed of that strategy charges now,
-    ordering the WebSocket nodes as routers do with the health they report."""
+    ordering the WebSocket nodes as routers do with the health they report; and its first
+    scheduled change, from the routes as priced at each time a price set with notice applies
+    (WebSocket rows are few: the table is read again for each such time)."""
     out, latency_ms = public_lists.ws_node_health(connection)
+
+    def priced(table: WsRouteTable) -> dict[tuple[int, str, RoutingStrategy], int]:
+        found = {}
+        for chain_id, routes in sorted(table.by_chain.items()):
+            kinds = sorted({kind for route in routes for kind in route.prices})
+            for kind in kinds:
+                for strategy in RoutingStrategy:
+                    ordered = order_ws_routes(routes, strategy, out, latency_ms)
+                    cost = notification_price(ordered, kind)
+                    if cost is not None:
+                        found[(chain_id, kind, strategy)] = cost
+        return found
+
+    current = priced(public_lists.ws_routes(connection, now))
+    later = [
+        (when, priced(public_lists.ws_routes(connection, when)))
+        for when in scheduled_ws_times(connection, now)
+    ]
     prices = []
-    for chain_id, routes in sorted(public_lists.ws_routes(connection).by_chain.items()):
-        kinds = sorted({kind for route in routes for kind in route.prices})
-        for kind in kinds:
-            for strategy in RoutingStrategy:
-                ordered = order_ws_routes(routes, strategy, out, latency_ms)
-                cost = notification_price(ordered, kind)
-                if cost is not None:
-                    prices.append(NotificationPrice(chain_id, kind, strategy, cost))
+    for (chain_id, kind, strategy), cost in current.items():
+        change = next(
+            (
+                (when, costs[(chain_id, kind, strategy)])
+                for when, costs in later
+                if costs.get((chain_id, kind, strategy), cost) != cost
+            ),
+            None,
+        )
+        prices.append(
+            NotificationPrice(
+                chain_id,
+                kind,
+                strategy,
+                cost,
+                next_cost_nano=None if change is None else change[1],
+                next_cost_from=None if change is None else change[0],
+            )
+        )
     return prices
 
 

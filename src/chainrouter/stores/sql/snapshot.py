@@ -65,9 +65,10 @@ def next_price_at(connection: Connection) -> datetime | None:
     return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
 
 
-def load_ws_routes(connection: Connection) -> WsRouteTable:
-    """Enabled WebSocket nodes with their plans' notification prices on their chains."""
-    now = utcnow()
+def load_ws_routes(connection: Connection, now: datetime | None = None) -> WsRouteTable:
+    """Enabled WebSocket nodes with their plans' notification prices on their chains, each as
+    it charges at `now` (default: now)."""
+    now = now or utcnow()
     rows = [
         (row.plan_id, row.method, row.chain_id, effective_cost_nano(row, now))
         for row in connection.execute(
@@ -161,6 +162,15 @@ def scheduled_prices(
         when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
         grouped.setdefault(when, []).append(_method_price(row, int(row.next_cost_nano)))
     return [(when, tuple(found)) for when, found in sorted(grouped.items())]
+
+
+def scheduled_ws_times(connection: Connection, now: datetime | None = None) -> list[datetime]:
+    """When notification prices set with notice apply after `now`, earliest first."""
+    now = now or utcnow()
+    due = t.plan_methods.c.next_cost_from
+    query = select(due).where(due > now, t.plan_methods.c.node_target_type == WS_TARGET_TYPE)
+    found = connection.scalars(query.distinct())
+    return sorted({when if when.tzinfo else when.replace(tzinfo=UTC) for when in found})
 
 
 def _method_price(row: Any, cost_nano: int) -> MethodPrice:
