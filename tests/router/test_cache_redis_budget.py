@@ -11,6 +11,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chainrouter.ratelimit.shared import RedisLimiter
 from chainrouter.ratelimit.window import Bucket
@@ -198,3 +200,66 @@ def test_served_routers_sharing_the_limits_redis_keep_their_answers_within_the_b
         assert _limits(redis) == limits
     finally:
         _stop(routers)
+
+
+# A write (key number, answer bytes), or another cause deleting an answer (None, key number):
+# its TTL, a Redis that evicts, someone's DEL.
+_Step = tuple[int | None, int]
+_steps = st.lists(
+    st.one_of(
+        st.tuples(st.integers(0, 30), st.integers(0, 6000)),
+        st.tuples(st.none(), st.integers(0, 30)),
+    ),
+    max_size=60,
+)
+
+
+def _key(n: int) -> str:
+    return f"1:0.0:eth_getBlockByNumber:{n:040x}"
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(steps=_steps, budget=st.integers(2_000, 20_000))
+def test_any_sequence_of_writes_keeps_what_a_model_of_oldest_out_first_keeps(
+    redis: PrivateRedis, steps: list[_Step], budget: int
+) -> None:
+    """The script against a model: answers in the order written (one written again moves to the
+    end and counts once), the oldest deleted while the sum passes the budget, one counted past
+    the budget alone not written; one deleted by another cause counts until it is reached."""
+    redis.cli("FLUSHALL")
+    order: list[tuple[str, int]] = []  # (key, what it counts), oldest first
+    gone: set[str] = set()  # deleted by another cause, still counted
+
+    async def run() -> None:
+        tier = redis_tier(redis.url, timeout_s=5.0, ttl_s=600, max_bytes=budget)
+        assert tier is not None
+        try:
+            for first, second in steps:
+                if first is None:
+                    redis.cli("DEL", "chainrouter:cache:" + _key(second))
+                    if any(key == _key(second) for key, _ in order):
+                        gone.add(_key(second))
+                    continue
+                key, value = _key(first), b"a" * second
+                size = counted_bytes(key, value)
+                await tier._set(key, value)
+                if size > budget:
+                    continue
+                order[:] = [(k, s) for k, s in order if k != key]
+                gone.discard(key)
+                while order and sum(s for _, s in order) + size > budget:
+                    evicted, _ = order.pop(0)
+                    gone.discard(evicted)
+                order.append((key, size))
+        finally:
+            await tier.close()
+
+    asyncio.run(run())
+    kept = {key for key, _ in order} - gone
+    assert set(_answers(redis)) == {"chainrouter:cache:" + key for key in kept}
+    total = int(redis.cli("GET", TOTAL_KEY).strip() or b"0")
+    assert total == sum(size for _, size in order) <= budget
+    indexed = [key.decode() for key in redis.cli("ZRANGE", INDEX_KEY, "0", "-1").split()]
+    assert indexed == ["chainrouter:cache:" + key for key, _ in order]
