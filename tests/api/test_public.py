@@ -227,11 +227,37 @@ def test_websocket_prices_show_each_strategys_first_choice(
     assert listed()[("newHeads", "economy")] == Decimal("0.00000005")  # failing: not first
 
 
+def test_a_scheduled_price_is_reckoned_with_every_rise_due_before_it(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    """The dear provider's rise comes due first and changes no first choice; the cheap one's
+    later rise makes the dear route first, at the price it will have by then."""
+    _world(api, upstream)
+    for slug, cost in (("dear", "0.000002"), ("cheap", "0.000003")):
+        ops, plan_id = _ops(api, slug)
+        answer = api.client.post(
+            f"/provider/plans/{plan_id}/methods",
+            json=[{"method": "eth_call", "cost": cost}],
+            headers=ops.headers,
+        )
+        assert answer.status_code == 200, answer.text
+        if slug == "cheap":
+            [row] = [r for r in answer.json() if r["method"] == "eth_call" and not r["chain_id"]]
+    entry = next(
+        p
+        for p in api.client.get("/prices").json()
+        if (p["chain_id"], p["strategy"]) == ("31337", "economy")
+    )
+    assert Decimal(str(entry["cost"])) == Decimal("0.0000002")
+    assert Decimal(str(entry["next_cost"])) == Decimal("0.000002")  # not 0.000001
+    assert entry["next_cost_from"] == row["next_cost_from"]
+
+
 def test_websocket_prices_show_what_a_rise_with_notice_will_make_them_and_when(
     api: ApiHarness, upstream: FaultyUpstream
 ) -> None:
     _world(api, upstream)
-    ops, plan_id = _cheap_ops(api)
+    ops, plan_id = _ops(api)
     raised = api.client.post(
         f"/provider/plans/{plan_id}/methods",
         json=[{"method": "newHeads", "node_target_type": "ws", "cost": "0.0000001"}],
@@ -296,12 +322,12 @@ def test_prices_show_what_old_state_and_traces_cost_where_it_differs(
     }
 
 
-def _cheap_ops(api: ApiHarness) -> tuple[Customer, int]:
-    """A management token of the cheap provider (of `_world`), and its plan."""
-    ops = api.customer("Cheap ops")
+def _ops(api: ApiHarness, slug: str = "cheap") -> tuple[Customer, int]:
+    """A management token of a provider of `_world` (cheap or dear), and its plan."""
+    ops = api.customer(f"{slug} ops")
     with api.engine.connect() as connection:
         cheap = connection.execute(
-            select(t.providers.c.id).where(t.providers.c.slug == "cheap")
+            select(t.providers.c.id).where(t.providers.c.slug == slug)
         ).scalar_one()
         [plan_id] = connection.execute(
             select(t.plans.c.id).where(t.plans.c.provider_id == cheap)
@@ -320,7 +346,7 @@ def test_prices_show_what_a_price_rise_with_notice_will_make_them_and_when(
     and what it will cost once the rise applies, the first choice then being whichever route is
     cheapest at the new prices (design notes, "Bounds")."""
     _world(api, upstream)
-    ops, plan_id = _cheap_ops(api)
+    ops, plan_id = _ops(api)
     before = datetime.now(UTC)
     raised = api.client.post(
         f"/provider/plans/{plan_id}/methods",

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -117,8 +116,9 @@ class CatalogLists:
 
             prices = []
             served_chains = set()
-            schedule = _Schedule(table, scheduled_prices(connection, now))
-            for chain_id, method, routes in table.offered():
+            offered = list(table.offered())
+            schedule = _Schedule(table, offered, scheduled_prices(connection, now))
+            for chain_id, method, routes in offered:
                 served_chains.add(chain_id)
                 costs = first_choices(method, routes)
                 later = [
@@ -235,25 +235,36 @@ def _first_choices(
 
 
 class _Schedule:
-    """The route table as it will be at each time a price set with notice applies: each
-    table has every price due by then in place (what routers will load then)."""
+    """Per (chain, method): its routes as they will be priced at each time a price set with
+    notice changes one of them, earliest first; each table has every price due by then in place
+    (what routers will load then)."""
 
     def __init__(
-        self, table: RouteTable, scheduled: list[tuple[datetime, tuple[MethodPrice, ...]]]
+        self,
+        table: RouteTable,
+        offered: list[tuple[int, str, tuple[Route, ...]]],
+        scheduled: list[tuple[datetime, tuple[MethodPrice, ...]]],
     ) -> None:
-        self._steps: list[tuple[datetime, RouteTable, frozenset[tuple[str, int | None]]]] = []
-        due: list[MethodPrice] = []
+        chains_of: dict[str, list[int]] = {}
+        for chain_id, method, _ in offered:
+            chains_of.setdefault(method, []).append(chain_id)
+        self._later: dict[tuple[int, str], list[tuple[datetime, tuple[Route, ...]]]] = {}
+        ahead = table.looking_ahead() if scheduled else None
         for when, found in scheduled:
-            due.extend(found)
-            touched = frozenset((price.method, price.chain_id) for price in found)
-            self._steps.append((when, table.repriced(due), touched))
+            assert ahead is not None
+            ahead.reprice(found)
+            touched = {(price.method, price.chain_id) for price in found}
+            for method in {method for method, _ in touched}:
+                for chain_id in chains_of.get(method, ()):
+                    if (method, chain_id) in touched or (method, None) in touched:
+                        self._later.setdefault((chain_id, method), []).append(
+                            (when, ahead.routes(chain_id, method))
+                        )
 
-    def routes(self, chain_id: int, method: str) -> Iterator[tuple[datetime, tuple[Route, ...]]]:
+    def routes(self, chain_id: int, method: str) -> list[tuple[datetime, tuple[Route, ...]]]:
         """(when, the routes of (chain, method) from then) for each time one of their prices
         changes, earliest first."""
-        for when, table, touched in self._steps:
-            if (method, chain_id) in touched or (method, None) in touched:
-                yield when, table.routes(chain_id, method)
+        return self._later.get((chain_id, method), [])
 
 
 def _capable_routes(

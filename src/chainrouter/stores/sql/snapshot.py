@@ -148,7 +148,7 @@ def scheduled_prices(
     connection: Connection, now: datetime | None = None
 ) -> list[tuple[datetime, tuple[MethodPrice, ...]]]:
     """The prices set with notice that apply after `now`, grouped by when they apply, earliest
-    first: each the row as it will charge from then (`RouteTable.repriced` takes them)."""
+    first: each the row as it will charge from then (`PricesAhead.reprice` takes them)."""
     now = now or utcnow()
     due = t.plan_methods.c.next_cost_from
     query = (
