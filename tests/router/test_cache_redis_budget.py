@@ -174,6 +174,9 @@ def test_served_routers_sharing_the_limits_redis_keep_their_answers_within_the_b
         ["native", "python"],
         CHAINROUTER_REDIS_URL=redis.url,
         CHAINROUTER_CACHE_REDIS_MAX_BYTES=str(BUDGET),
+        # A write slower than the time-out leaves Redis unused for 5 s: on a loaded machine at
+        # 0.05 s, the answers might then never reach the budget.
+        CHAINROUTER_CACHE_REDIS_TIMEOUT_S="2",
     )
     try:
         free = httpx.post(f"{routers[0].base}/rpc/evm/{CHAIN_A}", json=_body("eth_chainId", [], 1))
@@ -195,7 +198,7 @@ def test_served_routers_sharing_the_limits_redis_keep_their_answers_within_the_b
             if now != seen:
                 seen, stable_since = now, time.monotonic()
         total = _accounts_agree(redis)
-        assert total <= BUDGET
+        assert BUDGET - 4096 < total <= BUDGET  # full: an answer counts under 2 KiB
         assert len(_answers(redis)) < asked  # some were deleted for room
         assert _limits(redis) == limits
     finally:

@@ -64,9 +64,9 @@ async def _principal(
     return principal
 
 
-_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 # Routes that take a POST to read: a secret goes in the body, never in the URL.
-_READS_BY_POST = frozenset({"/api-keys/lookup"})
+READS_BY_POST = frozenset({"/api-keys/lookup"})
 
 
 async def _write_admitted(request: Request, ctx: ApiContext, principal: Principal) -> None:
@@ -75,10 +75,10 @@ async def _write_admitted(request: Request, ctx: ApiContext, principal: Principa
     by the API processes when Redis is configured; past it, 429 with Retry-After. Each route's
     own checks come after it. A route's principal is resolved once per request (FastAPI keeps
     a dependency's result for the request), so a write counts once."""
-    if request.method not in _WRITES:
+    if request.method not in WRITES:
         return
     route = request.scope.get("route")
-    if getattr(route, "path", None) in _READS_BY_POST:
+    if getattr(route, "path", None) in READS_BY_POST:
         return
     settings = ctx.settings
     limit, interval_s = settings.api_writes_per_token, settings.api_writes_interval_s
