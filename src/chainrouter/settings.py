@@ -463,6 +463,15 @@ class Settings(BaseSettings):
         le=365 * 24 * 3600,
         description="How long Redis keeps a cached answer, seconds (with a Redis).",
     )
+    cache_redis_max_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=64 * 1024,
+        le=1024**4,
+        description="The most bytes of answers the routers keep in the cache's Redis together "
+        "(an answer counts its bytes, three times its key and 100 bytes), oldest out first, "
+        "whichever Redis it is: the limits' one too, whose keys are never deleted for room "
+        "(docs/cache.md).",
+    )
     cache_replay_max_bytes: int = Field(
         default=4 * 1024 * 1024,
         ge=0,
@@ -716,6 +725,15 @@ class Settings(BaseSettings):
     )
     price_list_interval_s: float = Field(
         default=60.0, gt=0, description="The price lists' per-IP interval, seconds."
+    )
+    api_writes_per_token: int = Field(
+        default=60,
+        ge=1,
+        description="Writes (POST, PUT, PATCH, DELETE) one management token may make per "
+        "interval, whatever its role; more is HTTP 429 with Retry-After. Reads are not counted.",
+    )
+    api_writes_interval_s: float = Field(
+        default=60.0, gt=0, description="The management tokens' write interval, seconds."
     )
     chain_requests_per_ip_per_day: int = Field(
         default=5,

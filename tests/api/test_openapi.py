@@ -301,6 +301,13 @@ def test_every_route_answers_what_it_documents(
         "/provider/nodes",
     )
     check(c.put("/provider/nodes", json={"url": 5}, headers=me), "/provider/nodes")
+    # A rise with notice: the price list shows it scheduled.
+    raise_price = [{"method": "eth_call", "cost": "0.5"}]
+    check(
+        c.post(f"/provider/plans/{plan['id']}/methods", json=raise_price, headers=me), plan_methods
+    )
+    scheduled = check(c.get("/prices"), "/prices").json()
+    assert {p["next_cost"] for p in scheduled} == {0.5}
     with api.engine.begin() as connection:
         upsert_chains(connection, [Chain(MINING_CHAIN, "Mining", "m", "Ether", "ETH", 18)])
     purge = "/admin/chains/{chain_id}/cache/purge"

@@ -19,10 +19,11 @@ from chainrouter.domain.routing import HealthReport
 from chainrouter.operator_config.apply import apply_config
 from chainrouter.operator_config.load import validate_document
 from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.config_version import bump_config_version
 from chainrouter.stores.sql.engine import create_database_engine
 from chainrouter.stores.sql.node_health import write_node_health
 from chainrouter.testing.faulty_upstream import FaultyUpstream
-from tests.api.conftest import ApiFactory, ApiHarness
+from tests.api.conftest import ApiFactory, ApiHarness, Customer
 from tests.redis_servers import SilentRedis
 
 # A database of its own: the test empties it, while other tests may use database 0 at once.
@@ -170,8 +171,17 @@ def test_prices_show_each_strategys_first_choice(api: ApiHarness, upstream: Faul
         ("10", "eth_call", "performance"): Decimal("0.0000001"),
     }
     entry = api.client.get("/prices").json()[0]
-    assert set(entry) == {"vm", "chain_id", "method", "strategy", "cost", "requires"}
-    assert entry["requires"] is None
+    assert set(entry) == {
+        "vm",
+        "chain_id",
+        "method",
+        "strategy",
+        "cost",
+        "requires",
+        "next_cost",
+        "next_cost_from",
+    }
+    assert (entry["requires"], entry["next_cost"], entry["next_cost_from"]) == (None, None, None)
     assert entry["vm"] == "evm"
     # An out-of-sync node is not a first choice.
     later = now + timedelta(seconds=1)
@@ -217,6 +227,57 @@ def test_websocket_prices_show_each_strategys_first_choice(
     assert listed()[("newHeads", "economy")] == Decimal("0.00000005")  # failing: not first
 
 
+def test_a_scheduled_price_is_reckoned_with_every_rise_due_before_it(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    """The dear provider's rise comes due first and changes no first choice; the cheap one's
+    later rise makes the dear route first, at the price it will have by then."""
+    _world(api, upstream)
+    for slug, cost in (("dear", "0.000002"), ("cheap", "0.000003")):
+        ops, plan_id = _ops(api, slug)
+        answer = api.client.post(
+            f"/provider/plans/{plan_id}/methods",
+            json=[{"method": "eth_call", "cost": cost}],
+            headers=ops.headers,
+        )
+        assert answer.status_code == 200, answer.text
+        if slug == "cheap":
+            [row] = [r for r in answer.json() if r["method"] == "eth_call" and not r["chain_id"]]
+    entry = next(
+        p
+        for p in api.client.get("/prices").json()
+        if (p["chain_id"], p["strategy"]) == ("31337", "economy")
+    )
+    assert Decimal(str(entry["cost"])) == Decimal("0.0000002")
+    assert Decimal(str(entry["next_cost"])) == Decimal("0.000002")  # not 0.000001
+    assert entry["next_cost_from"] == row["next_cost_from"]
+
+
+def test_websocket_prices_show_what_a_rise_with_notice_will_make_them_and_when(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    _world(api, upstream)
+    ops, plan_id = _ops(api)
+    raised = api.client.post(
+        f"/provider/plans/{plan_id}/methods",
+        json=[{"method": "newHeads", "node_target_type": "ws", "cost": "0.0000001"}],
+        headers=ops.headers,
+    )
+    assert raised.status_code == 200, raised.text
+    [row] = [r for r in raised.json() if r["method"] == "newHeads"]
+    listed = {
+        (p["subscription_type"], p["strategy"]): p for p in api.client.get("/prices/ws").json()
+    }
+    for strategy in ("economy", "performance"):
+        heads = listed[("newHeads", strategy)]
+        # Still the cheap node's price; once its rise applies, the dear node's is the first.
+        assert Decimal(str(heads["cost"])) == Decimal("0.00000001")
+        assert Decimal(str(heads["next_cost"])) == Decimal("0.00000005")
+        assert heads["next_cost_from"] == row["next_cost_from"]
+        logs = listed[("logs", strategy)]  # only the dear node prices them: unchanged
+        assert (logs["next_cost"], logs["next_cost_from"]) == (None, None)
+
+
 def test_prices_show_what_old_state_and_traces_cost_where_it_differs(
     api: ApiHarness, upstream: FaultyUpstream
 ) -> None:
@@ -259,6 +320,74 @@ def test_prices_show_what_old_state_and_traces_cost_where_it_differs(
         ("trace_block", None): Decimal("0.5"),  # the full node does not trace
         ("eth_chainId", None): Decimal("0.1"),  # reads no state: one price
     }
+
+
+def _ops(api: ApiHarness, slug: str = "cheap") -> tuple[Customer, int]:
+    """A management token of a provider of `_world` (cheap or dear), and its plan."""
+    ops = api.customer(f"{slug} ops")
+    with api.engine.connect() as connection:
+        cheap = connection.execute(
+            select(t.providers.c.id).where(t.providers.c.slug == slug)
+        ).scalar_one()
+        [plan_id] = connection.execute(
+            select(t.plans.c.id).where(t.plans.c.provider_id == cheap)
+        ).scalars()
+    linked = api.client.put(
+        f"/admin/customers/{ops.id}/provider", json={"provider_id": cheap}, headers=api.admin
+    )
+    assert linked.status_code == 200, linked.text
+    return ops, plan_id
+
+
+def test_prices_show_what_a_price_rise_with_notice_will_make_them_and_when(
+    api: ApiHarness, upstream: FaultyUpstream
+) -> None:
+    """A provider's dearer price waits for its notice: the list shows what each entry costs now
+    and what it will cost once the rise applies, the first choice then being whichever route is
+    cheapest at the new prices (design notes, "Bounds")."""
+    _world(api, upstream)
+    ops, plan_id = _ops(api)
+    before = datetime.now(UTC)
+    raised = api.client.post(
+        f"/provider/plans/{plan_id}/methods",
+        json=[{"method": "eth_call", "cost": "0.000003"}],
+        headers=ops.headers,
+    )
+    assert raised.status_code == 200, raised.text
+    [row] = [r for r in raised.json() if r["method"] == "eth_call" and r["chain_id"] is None]
+    listed = {(p["chain_id"], p["strategy"]): p for p in api.client.get("/prices").json()}
+    for strategy in ("economy", "performance"):
+        entry = listed[("31337", strategy)]
+        # The cheap route still charges its old price; once its rise applies, the dear
+        # provider's route is the cheaper first choice.
+        assert Decimal(str(entry["cost"])) == Decimal("0.0000002")
+        assert Decimal(str(entry["next_cost"])) == Decimal("0.000001")
+        assert entry["next_cost_from"] == row["next_cost_from"]
+        applies = datetime.fromisoformat(entry["next_cost_from"].replace("Z", "+00:00"))
+        assert 24 * 3600 - 5 <= (applies - before).total_seconds() <= 24 * 3600 + 60
+        # Chain 10 has its own row, not raised: nothing scheduled.
+        assert (
+            listed[("10", strategy)]["next_cost"],
+            listed[("10", strategy)]["next_cost_from"],
+        ) == (
+            None,
+            None,
+        )
+    # A rise whose notice has run is the price now, and nothing is scheduled any more.
+    with api.engine.begin() as connection:
+        connection.execute(
+            t.plan_methods.update()
+            .where(t.plan_methods.c.next_cost_nano.is_not(None))
+            .values(next_cost_from=datetime.now(UTC) - timedelta(seconds=1))
+        )
+        # The list is kept up to 5 s while the configuration is unchanged: not that long here.
+        bump_config_version(connection)
+    entry = next(
+        p
+        for p in api.client.get("/prices").json()
+        if (p["chain_id"], p["strategy"]) == ("31337", "economy")
+    )
+    assert (Decimal(str(entry["cost"])), entry["next_cost"]) == (Decimal("0.000001"), None)
 
 
 @pytest.mark.anyio

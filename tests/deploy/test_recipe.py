@@ -152,3 +152,14 @@ def test_systemd_accepts_the_rendered_units(tmp_path: Path) -> None:
         if line.strip() and "chainrouter" in line and "user" not in line.lower()
     ]
     assert problems == []
+
+
+def test_the_routers_budget_of_answers_fits_within_the_answers_redis() -> None:
+    """The routers keep the answers within CHAINROUTER_CACHE_REDIS_MAX_BYTES themselves; in the
+    recipe's Redis of its own for answers, that budget leaves a quarter of its maxmemory for
+    what Redis keeps besides (docs/cache.md)."""
+    site = example()
+    files = render(site)
+    budget = re.search(r"CHAINROUTER_CACHE_REDIS_MAX_BYTES=(\d+)", files["systemd/chainrouter.env"])
+    assert budget is not None
+    assert int(budget[1]) == site.cache_redis_max_mb * 1024 * 1024 * 3 // 4

@@ -3,6 +3,7 @@ and keeps only hashes of secrets."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -18,7 +19,12 @@ from chainrouter.operator_config.load import (
 )
 from chainrouter.operator_config.model import OperatorConfig
 from chainrouter.stores.sql import schema as t
+from chainrouter.stores.sql.plans import upsert_methods
+from chainrouter.stores.sql.schema import utcnow
+from chainrouter.stores.sql.snapshot import load_route_table
 from tests.operator_config.test_load import EXAMPLE
+
+DAY = 24 * 3600.0
 
 
 def _config(text: str) -> OperatorConfig:
@@ -386,3 +392,85 @@ customers:
         )
     assert balance == 10_500_000_001
     assert kinds == ["purchase", "grant"]
+
+
+_PRICED = """
+chains:
+  - {chain_id: 5, name: Five, short_name: five, native_currency: {name: E, symbol: E}}
+providers:
+  - slug: acme
+    name: Acme
+    plans:
+      - name: basic
+        methods: [{method: eth_call, cost: "COST"}]
+"""
+
+
+def _provider_raises(engine: Engine, method: str, cost_nano: int, *, days_ago: float = 0) -> None:
+    """The provider's own price, through the provider routes' rule: dearer takes a day's notice
+    (`days_ago`: as if set that long ago)."""
+    with engine.begin() as connection:
+        plan_id = connection.execute(select(t.plans.c.id)).scalar_one()
+        row = {
+            "plan_id": plan_id,
+            "method": method,
+            "vm": "evm",
+            "node_target_type": "full",
+            "cost_nano": cost_nano,
+            "rate_limit": None,
+            "rate_limit_interval_sec": None,
+            "chain_id": None,
+        }
+        upsert_methods(connection, [row], notice_s=DAY, now=utcnow() - timedelta(days=days_ago))
+
+
+def _prices(engine: Engine) -> dict[str, tuple[int, int | None]]:
+    """Per method: (the stored price, the provider's next price)."""
+    with engine.connect() as connection:
+        rows = connection.execute(
+            select(
+                t.plan_methods.c.method, t.plan_methods.c.cost_nano, t.plan_methods.c.next_cost_nano
+            )
+        ).all()
+    return {method: (cost, after) for method, cost, after in rows}
+
+
+def test_the_file_again_keeps_a_providers_pending_price_and_a_new_price_replaces_it_aloud(
+    engine: Engine,
+) -> None:
+    """The file is the operator's word for the rows it names: a row priced as before keeps the
+    price its provider set with notice (the same file changes nothing); a row priced otherwise
+    charges the file's price from now, the provider's dropped with a warning; a row the file
+    does not name keeps its provider's price."""
+    apply_config(engine, _config(_PRICED.replace("COST", "0.000001")))
+    _provider_raises(engine, "eth_call", 5_000)
+    _provider_raises(engine, "eth_getBalance", 100)  # a row of the provider's own
+    _provider_raises(engine, "eth_getBalance", 700)
+    again = apply_config(engine, _config(_PRICED.replace("COST", "0.000001")))
+    assert not again.changed
+    assert again.warnings == []
+    assert _prices(engine) == {"eth_call": (1_000, 5_000), "eth_getBalance": (100, 700)}
+
+    repriced = apply_config(engine, _config(_PRICED.replace("COST", "0.000002")))
+    assert repriced.count("plan methods", "updated") == 1
+    [warning] = repriced.warnings
+    assert warning.startswith(
+        "provider 'acme', plan 'basic': eth_call (full, chain any): the price its provider set, "
+        "0.000005 from "
+    )
+    assert warning.endswith("is dropped; the file's 0.000002 applies now")
+    assert _prices(engine) == {"eth_call": (2_000, None), "eth_getBalance": (100, 700)}
+
+
+def test_a_new_file_price_replaces_a_providers_price_whose_notice_has_run(engine: Engine) -> None:
+    apply_config(engine, _config(_PRICED.replace("COST", "0.000001")))
+    _provider_raises(engine, "eth_call", 5_000, days_ago=2)  # charged since yesterday
+    with engine.connect() as connection:
+        [price] = load_route_table(connection).prices.values()
+    assert price.cost_nano == 5_000
+    assert not apply_config(engine, _config(_PRICED.replace("COST", "0.000001"))).changed
+    report = apply_config(engine, _config(_PRICED.replace("COST", "0.000003")))
+    assert "0.000005 since " in report.warnings[0]
+    with engine.connect() as connection:
+        [price] = load_route_table(connection).prices.values()
+    assert price.cost_nano == 3_000

@@ -321,7 +321,7 @@ def test_a_redis_that_hangs_from_the_start_costs_no_call_its_time_out(
 
 async def test_a_purged_chains_answers_are_deleted_from_redis_and_no_other_chains() -> None:
     redis = PrivateRedis()
-    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
+    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60, max_bytes=16 << 20)
     assert tier is not None
     tier.bind(asyncio.get_running_loop())
     tier.epochs_known = True  # as the shared epochs' first read has it (router/shared_epochs.py)
@@ -350,7 +350,7 @@ async def test_an_answer_over_a_mebibyte_is_kept_in_process_and_not_in_redis() -
     longer than the look-up's time-out to write, and that failure left Redis unused for every
     call a while. Over 1 MiB, an answer stays in the process."""
     redis = PrivateRedis()
-    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
+    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60, max_bytes=16 << 20)
     assert tier is not None
     tier.bind(asyncio.get_running_loop())
     tier.epochs_known = True  # as the shared epochs' first read has it (router/shared_epochs.py)
@@ -408,7 +408,7 @@ async def test_how_an_answer_was_verified_is_shared_through_redis_with_it() -> N
     that kept it wrote it (docs/cache.md); an entry without the mark, as routers before it
     wrote, reads as unverified."""
     redis = PrivateRedis()
-    tiers = [redis_tier(redis.url, timeout_s=1.0, ttl_s=60) for _ in range(2)]
+    tiers = [redis_tier(redis.url, timeout_s=1.0, ttl_s=60, max_bytes=16 << 20) for _ in range(2)]
     caches = []
     for tier in tiers:
         assert tier is not None

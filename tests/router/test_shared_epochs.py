@@ -70,7 +70,7 @@ async def executor() -> AsyncIterator[PythonExecutor]:
 async def routers(redis: PrivateRedis) -> AsyncIterator[list[_Router]]:
     made: list[_Router] = []
     for _ in range(3):
-        tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
+        tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60, max_bytes=16 << 20)
         assert tier is not None
         tier.bind(asyncio.get_running_loop())
         raised = Epochs()
@@ -276,7 +276,7 @@ def test_a_chain_whose_regress_is_unpublished_is_neither_read_nor_written_in_red
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60)
+    tier = redis_tier(redis.url, timeout_s=1.0, ttl_s=60, max_bytes=16 << 20)
     assert tier is not None
     tier.bind(loop)
     tier.epochs_known = True

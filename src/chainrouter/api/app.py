@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -14,7 +15,7 @@ from sqlalchemy import Engine
 
 from chainrouter.api import account, admin, billing, customer, dashboard, provider, public
 from chainrouter.api.body_guard import BodyGuard
-from chainrouter.api.deps import ApiContext
+from chainrouter.api.deps import READS_BY_POST, WRITES, ApiContext
 from chainrouter.api.errors import install_error_handlers
 from chainrouter.api.metrics import ApiMetrics
 from chainrouter.api.money_metrics import MoneyInCollector
@@ -94,6 +95,7 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
         max_age=86_400,
     )
     app.add_middleware(BatchIdMiddleware)
+    _document_write_limit(app)
     if settings.metrics_networks:
         app.add_middleware(
             ApiMetrics,
@@ -101,6 +103,33 @@ def build_api_app(engine: Engine, settings: Settings) -> FastAPI:
             collectors=(MoneyInCollector(engine),),
         )
     return app
+
+
+def _document_write_limit(app: FastAPI) -> None:
+    """Every write through a management token may meet the token's write budget
+    (`api/deps.py`), whichever route it is: the description says so for each such operation
+    once, as it is first generated, rather than each route repeating it."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        description = generate()  # kept by the app as its description: changed in place
+        for path, operations in description["paths"].items():
+            for method, operation in operations.items():
+                token = any("ManagementToken" in need for need in operation.get("security", []))
+                if method.upper() in WRITES and token and path not in READS_BY_POST:
+                    operation["responses"].setdefault("429", _WRITES_LIMITED)
+        return description
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+_WRITES_LIMITED = {
+    "description": "Too many writes with this management token "
+    "(CHAINROUTER_API_WRITES_PER_TOKEN per interval); see Retry-After.",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}},
+}
 
 
 def _guard(settings: Settings, *, trusted: bool) -> OutboundGuard:

@@ -19,9 +19,10 @@ from chainrouter.management.access import (
     require_provider,
 )
 from chainrouter.management.catalog import CatalogLists
+from chainrouter.management.errors import RateLimitedError
 from chainrouter.management.submissions import SubmissionGate
 from chainrouter.net.client_ip import IpNetwork, client_address, client_block
-from chainrouter.ratelimit.window import Limiter
+from chainrouter.ratelimit.window import Bucket, Limiter
 from chainrouter.screening.guard import OutboundGuard
 from chainrouter.settings import Settings
 
@@ -58,7 +59,36 @@ async def _principal(
 ) -> Principal:
     # The body guard authenticated it already, before reading the body (api/body_guard.py).
     found: Principal | None = getattr(request.state, PRINCIPAL_STATE, None)
-    return found if found is not None else await _authenticate(ctx, token)
+    principal = found if found is not None else await _authenticate(ctx, token)
+    await _write_admitted(request, ctx, principal)
+    return principal
+
+
+WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# Routes that take a POST to read: a secret goes in the body, never in the URL.
+READS_BY_POST = frozenset({"/api-keys/lookup"})
+
+
+async def _write_admitted(request: Request, ctx: ApiContext, principal: Principal) -> None:
+    """Every write through a management token, whatever its role and route, counts against the
+    token's budget (`api_writes_per_token` per `api_writes_interval_s`), in the limits shared
+    by the API processes when Redis is configured; past it, 429 with Retry-After. Each route's
+    own checks come after it. A route's principal is resolved once per request (FastAPI keeps
+    a dependency's result for the request), so a write counts once."""
+    if request.method not in WRITES:
+        return
+    route = request.scope.get("route")
+    if getattr(route, "path", None) in READS_BY_POST:
+        return
+    settings = ctx.settings
+    limit, interval_s = settings.api_writes_per_token, settings.api_writes_interval_s
+    wait = await ctx.limiter.acquire(
+        [Bucket(f"mgmt-writes:{principal.token_id}", limit, interval_s)]
+    )
+    if wait > 0:
+        raise RateLimitedError(
+            f"at most {limit} writes per {interval_s:g} s per management token", wait
+        )
 
 
 async def _authenticate(ctx: ApiContext, token: str | None) -> Principal:
@@ -66,12 +96,15 @@ async def _authenticate(ctx: ApiContext, token: str | None) -> Principal:
 
 
 async def _optional_principal(
-    ctx: Context, token: Annotated[str | None, Security(_token_header)]
+    request: Request, ctx: Context, token: Annotated[str | None, Security(_token_header)]
 ) -> Principal | None:
-    """No token: anonymous. A token that is given must be valid (401 otherwise)."""
+    """No token: anonymous. A token that is given must be valid (401 otherwise), and its
+    writes count as on any other route."""
     if token is None:
         return None
-    return await _authenticate(ctx, token)
+    principal = await _authenticate(ctx, token)
+    await _write_admitted(request, ctx, principal)
+    return principal
 
 
 async def _administrator(principal: Annotated[Principal, Depends(_principal)]) -> Principal:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Response
@@ -106,6 +107,15 @@ class RoutePriceOut(OutModel):
         description='null: the price of any call of the method. "archive": the price of a '
         "call that reads state only archive nodes keep, where it differs.",
     )
+    next_cost: CreditsOut | None = Field(
+        default=None,
+        description="What this entry will cost from next_cost_from, where a provider made a "
+        "route dearer with notice and that changes the first choice's price (the first such "
+        "change); null: no change scheduled.",
+    )
+    next_cost_from: datetime | None = Field(
+        default=None, description="When next_cost applies; null: no change scheduled."
+    )
 
 
 class NotificationPriceOut(OutModel):
@@ -114,6 +124,15 @@ class NotificationPriceOut(OutModel):
     strategy: RoutingStrategy
     cost: CreditsOut = Field(
         description="Credits per notification on the strategy's first-choice WebSocket node."
+    )
+    next_cost: CreditsOut | None = Field(
+        default=None,
+        description="What this entry will cost from next_cost_from, where a provider made a "
+        "notification dearer with notice and that changes this price (the first such change); "
+        "null: no change scheduled.",
+    )
+    next_cost_from: datetime | None = Field(
+        default=None, description="When next_cost applies; null: no change scheduled."
     )
 
 
@@ -155,7 +174,7 @@ async def _price_list_admission(ctx: Context, client: str) -> None:
     "/prices",
     response_model=list[RoutePriceOut],
     responses=_LIMITED,
-    summary="What an RPC call costs now, per (vm, chain, method, strategy)",
+    summary="What an RPC call costs now, and as scheduled, per (vm, chain, method, strategy)",
 )
 async def list_prices(ctx: Context, client: ClientBlock) -> Response:
     await _price_list_admission(ctx, client)
@@ -169,6 +188,8 @@ async def list_prices(ctx: Context, client: ClientBlock) -> Response:
                 strategy=p.strategy,
                 cost=credits_out(p.cost_nano),
                 requires=p.requires,
+                next_cost=None if p.next_cost_nano is None else credits_out(p.next_cost_nano),
+                next_cost_from=p.next_cost_from,
             )
             for p in lists.route_prices
         ]
@@ -191,6 +212,8 @@ async def list_ws_prices(ctx: Context, client: ClientBlock) -> Response:
                 subscription_type=p.subscription_type,
                 strategy=p.strategy,
                 cost=credits_out(p.cost_nano),
+                next_cost=None if p.next_cost_nano is None else credits_out(p.next_cost_nano),
+                next_cost_from=p.next_cost_from,
             )
             for p in lists.ws_prices
         ]

@@ -185,6 +185,9 @@ def _environment(site: Site) -> str:
         "CHAINROUTER_DATABASE_URL": site.database_url,
         "CHAINROUTER_REDIS_URL": site.redis_url,
         "CHAINROUTER_CACHE_REDIS_URL": site.cache_redis_url,
+        # The routers' own budget of answers in that Redis: three quarters of its memory, the
+        # rest for what Redis keeps besides the bytes counted (docs/cache.md).
+        "CHAINROUTER_CACHE_REDIS_MAX_BYTES": str(site.cache_redis_max_mb * 3 // 4 * 1024 * 1024),
         # Every host listens on its own address; the balancer is the only way in from outside.
         "CHAINROUTER_RPC_HOST": "0.0.0.0",  # noqa: S104
         "CHAINROUTER_RPC_PORT": str(site.rpc_port),

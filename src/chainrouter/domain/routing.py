@@ -119,6 +119,17 @@ class RouteTable:
             self.nodes_by_chain, self.plans, self.prices, self.methods_by_plan, dict(standings)
         )
 
+    def looking_ahead(self) -> PricesAhead:
+        """A copy whose prices can be moved on to scheduled ones (the public price list's view
+        of what routers will charge later); this table stays as it is."""
+        return PricesAhead(
+            self.nodes_by_chain,
+            self.plans,
+            dict(self.prices),
+            self.methods_by_plan,
+            self.standings,
+        )
+
     def serves_chain(self, chain_id: int) -> bool:
         return chain_id in self.nodes_by_chain
 
@@ -182,6 +193,21 @@ class RouteTable:
         if quota is None or self.standings.get(route.plan.plan_id) is not Standing.OVERAGE:
             return 0
         return quota.overage_cost(route.price.cost_nano)
+
+
+class PricesAhead(RouteTable):
+    """A route table of one's own whose prices are moved on in place, time after time, each
+    step costing what it changes (a table routers read never changes under them)."""
+
+    def reprice(self, prices: Iterable[MethodPrice]) -> None:
+        """These price rows in place of those of the same identity (rows that exist: a price
+        set with notice is a change of one), the routes they change resolved again."""
+        changed = {(p.plan_id, p.node_target_type, p.method, p.chain_id): p for p in prices}
+        assert isinstance(self.prices, dict)
+        self.prices.update(changed)
+        methods = {method for _, _, method, _ in changed}
+        for key in [key for key in self._cache if key[1] in methods]:
+            del self._cache[key]
 
 
 @dataclass(frozen=True, slots=True)

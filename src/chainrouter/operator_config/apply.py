@@ -11,13 +11,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC
 from typing import Any
 
 from sqlalchemy import Connection, Engine, RowMapping, Table, select
 
 from chainrouter.domain.credentials import SecretKind, generate_secret, hash_secret, secret_hint
 from chainrouter.domain.enums import LedgerEntryKind
-from chainrouter.domain.money import BalanceOutOfRangeError
+from chainrouter.domain.money import BalanceOutOfRangeError, format_credits
 from chainrouter.operator_config.check import check_references
 from chainrouter.operator_config.load import ConfigFileError
 from chainrouter.operator_config.model import (
@@ -103,7 +104,7 @@ class _Writer:
                 "providers", t.providers, {"slug": provider.slug}, {"name": provider.name}
             )
             for plan in provider.plans:
-                self._write_plan(provider_id, plan)
+                self._write_plan(provider.slug, provider_id, plan)
         for i, customer in enumerate(config.customers):
             self._write_customer(f"customers[{i}]", customer)
         if config.payments is not None:
@@ -181,7 +182,25 @@ class _Writer:
         self.report.changes[(what, "updated" if changed else "unchanged")] += 1
         return int(current[primary_key.name])
 
-    def _write_plan(self, provider_id: int, plan: PlanSpec) -> None:
+    def _write_plan(self, slug: str, provider_id: int, plan: PlanSpec) -> None:
+        def repriced(current: RowMapping, changed: dict[str, Any]) -> dict[str, Any]:
+            """A row the file prices otherwise than before: the file's word holds from now, so
+            a price its provider set with notice (pending, or applied since) is dropped, and
+            said so. A row priced as before keeps it: applying the same file again changes
+            nothing (docs/operator-config.md, "Prices")."""
+            if "cost_nano" not in changed or current["next_cost_nano"] is None:
+                return {}
+            due = current["next_cost_from"]
+            due = due if due.tzinfo is not None else due.replace(tzinfo=UTC)
+            self.report.warnings.append(
+                f"provider {slug!r}, plan {plan.name!r}: {current['method']} "
+                f"({current['node_target_type']}, chain {current['chain_id'] or 'any'}): the "
+                f"price its provider set, {format_credits(current['next_cost_nano'])} "
+                f"{'from' if due > self.now else 'since'} {due.isoformat(timespec='seconds')}, "
+                f"is dropped; the file's {format_credits(changed['cost_nano'])} applies now"
+            )
+            return {"next_cost_nano": None, "next_cost_from": None}
+
         plan_id = self._upsert(
             "plans",
             t.plans,
@@ -205,6 +224,7 @@ class _Writer:
                 }
                 for method in plan.methods
             ],
+            also=repriced,
         )
         self._sync_rows(
             "nodes",
@@ -244,9 +264,15 @@ class _Writer:
         )
 
     def _sync_rows(
-        self, what: str, table: Table, key: tuple[str, ...], rows: list[dict[str, Any]]
+        self,
+        what: str,
+        table: Table,
+        key: tuple[str, ...],
+        rows: list[dict[str, Any]],
+        also: Callable[[RowMapping, dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
-        """Create or update many rows whose ids the caller does not need, in bulk.
+        """Create or update many rows whose ids the caller does not need, in bulk; `also`, given
+        a stored row and the columns the file changes in it, names more columns to write.
 
         The table's existing rows are read once per apply; new rows go in one executemany.
         Node and price tables are operator-sized (thousands of rows), so reading them whole is
@@ -270,10 +296,11 @@ class _Writer:
                 continue
             changed = {c: v for c, v in values.items() if current[c] != v}
             if changed:
+                more = {} if also is None else also(current, changed)
                 self.connection.execute(
                     table.update()
                     .where(table.c.id == current["id"])
-                    .values(**changed, updated_at=self.now)
+                    .values(**changed, **more, updated_at=self.now)
                 )
             self.report.changes[(what, "updated" if changed else "unchanged")] += 1
         if to_insert:

@@ -2,11 +2,21 @@
 which), by key, in process and, when routers share a Redis, there too.
 
 In process (`memory_cache.py`): bounded in bytes, least recently used first out, near enough.
-In Redis: answers up to `REDIS_MAX_VALUE_BYTES`, kept for `redis_ttl_s` (Redis's own memory
-policy bounds it as well); looked up only when the process has no copy, within `redis_timeout_s`.
+In Redis: answers up to `REDIS_MAX_VALUE_BYTES`, kept for `redis_ttl_s` and within a budget of
+`redis_max_bytes` that the routers keep together, oldest answers out first (below); looked up
+only when the process has no copy, within `redis_timeout_s`.
 Redis slow, away or answering garbage is a miss, never an error: the call is served by a node as
 if nothing were cached. After a failure or a time-out Redis is left alone for `REDIS_REST_S` (the
 calls meanwhile do not wait on it), and the failure is logged at most once a minute.
+
+The budget holds whatever Redis the answers share, the limits' one included: one script call per
+write (`_KEEP`) stores the answer, records it in an index by when it was written (a sorted set,
+with what it counts in a hash and the sum in a counter) and deletes the oldest answers until the
+sum is within the budget, atomically, so that routers writing at once keep it together. It only
+ever deletes answers it indexed: nothing else in that Redis (rate limits, heads, epochs) can be
+evicted by it. An answer counts its bytes, its key's three times (the answer, the index, the
+hash) and `ENTRY_OVERHEAD_BYTES`; one that expired (its TTL) or was deleted by other means is
+counted until the index reaches it, so the answers in Redis are at most the budget, never more.
 
 The chains' finality epochs (router/finality.py), part of every key, are shared in Redis as well
 (router/shared_epochs.py): until this process has read them once, it neither reads nor writes
@@ -76,13 +86,80 @@ def read_entry(stored: bytes) -> tuple[bytes, Verified | None]:
     return (stored, None) if verified is None else (stored[1:], verified)
 
 
+INDEX_KEY = "chainrouter:cache-index"  # sorted set: answer key -> when written (µs, Redis's clock)
+SIZES_KEY = "chainrouter:cache-sizes"  # hash: answer key -> bytes it counts
+TOTAL_KEY = "chainrouter:cache-bytes"  # the sum of SIZES_KEY's values
+ENTRY_OVERHEAD_BYTES = 100  # what Redis keeps besides an answer's key and bytes, about
+EVICT_MAX = 1000  # answers one write may delete; past it, the answer is not kept
+# KEYS: the answer, INDEX_KEY, SIZES_KEY, TOTAL_KEY. ARGV: the answer, its TTL (s), the budget,
+# what it counts, EVICT_MAX. Keeps the answer unless it alone passes the budget, or making room
+# for it would take more than EVICT_MAX deletions; returns how many answers it deleted, or -1
+# when it did not keep it.
+_KEEP = """
+local budget, size, most = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+if size > budget then return -1 end
+local total = tonumber(redis.call('GET', KEYS[4]) or '0') or 0
+local was = tonumber(redis.call('HGET', KEYS[3], KEYS[1]) or '0') or 0
+total = total - was
+local evicted = 0
+while total + size > budget do
+  if evicted >= most then
+    redis.call('SET', KEYS[4], total + was)
+    return -1
+  end
+  local oldest = redis.call('ZPOPMIN', KEYS[2])
+  if #oldest == 0 then
+    total = 0  -- no answer indexed: what the counter held was stale
+    break
+  end
+  local key = oldest[1]
+  if key == KEYS[1] then
+    was = 0  -- this answer's older copy: counted out above, and written again below
+  else
+    total = total - (tonumber(redis.call('HGET', KEYS[3], key) or '0') or 0)
+    evicted = evicted + 1
+  end
+  redis.call('UNLINK', key)
+  redis.call('HDEL', KEYS[3], key)
+end
+local t = redis.call('TIME')
+redis.call('SET', KEYS[1], ARGV[1], 'EX', tonumber(ARGV[2]))
+redis.call('ZADD', KEYS[2], tonumber(t[1]) * 1000000 + tonumber(t[2]), KEYS[1])
+redis.call('HSET', KEYS[3], KEYS[1], size)
+redis.call('SET', KEYS[4], total + size)
+return evicted
+"""
+# KEYS: INDEX_KEY, SIZES_KEY, TOTAL_KEY, then the answers to delete; they stop counting.
+_FORGET = """
+local total = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+for i = 4, #KEYS do
+  total = total - (tonumber(redis.call('HGET', KEYS[2], KEYS[i]) or '0') or 0)
+  redis.call('HDEL', KEYS[2], KEYS[i])
+  redis.call('ZREM', KEYS[1], KEYS[i])
+  redis.call('UNLINK', KEYS[i])
+end
+redis.call('SET', KEYS[3], math.max(total, 0))
+return #KEYS - 3
+"""
+
+
+def counted_bytes(key: str, value: bytes) -> int:
+    """What an answer counts against the Redis budget: its bytes, its full key's three times
+    (the answer, the index, the sizes), and what Redis keeps besides."""
+    return len(value) + 3 * (len(_REDIS_PREFIX) + len(key.encode())) + ENTRY_OVERHEAD_BYTES
+
+
 class RedisTier:
     """The answers shared by routers through Redis."""
 
-    def __init__(self, redis: Redis, *, timeout_s: float, ttl_s: int) -> None:
+    def __init__(self, redis: Redis, *, timeout_s: float, ttl_s: int, max_bytes: int) -> None:
         self._redis = redis
         self._timeout_s = timeout_s
         self._ttl_s = ttl_s
+        self._max_bytes = max_bytes
+        self._keep = redis.register_script(_KEEP)
+        self._forget = redis.register_script(_FORGET)
+        self.evicted = 0  # answers this router's writes deleted for room
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending = 0
         self._pending_lock = threading.Lock()  # up on the server's thread, down on the loop's
@@ -183,10 +260,10 @@ class RedisTier:
             async for key in self._redis.scan_iter(match=f"{_REDIS_PREFIX}{chain_id}:*", count=500):
                 batch.append(key)
                 if len(batch) >= 500:
-                    await self._redis.unlink(*batch)
+                    await self._forget(keys=[INDEX_KEY, SIZES_KEY, TOTAL_KEY, *batch])
                     batch = []
             if batch:
-                await self._redis.unlink(*batch)
+                await self._forget(keys=[INDEX_KEY, SIZES_KEY, TOTAL_KEY, *batch])
         except Exception as exc:  # the keys then expire with their TTL
             log.warning(
                 "response cache: could not delete chain %d's answers in Redis (%s)", chain_id, exc
@@ -198,7 +275,12 @@ class RedisTier:
 
     async def _set(self, key: str, value: bytes) -> None:
         try:
-            await self._guarded(self._redis.set(_REDIS_PREFIX + key, value, ex=self._ttl_s))
+            keys = [_REDIS_PREFIX + key, INDEX_KEY, SIZES_KEY, TOTAL_KEY]
+            size = counted_bytes(key, value)
+            args: list[bytes | int] = [value, self._ttl_s, self._max_bytes, size, EVICT_MAX]
+            evicted = await self._guarded(self._keep(keys=keys, args=args))
+            if isinstance(evicted, int) and evicted > 0:
+                self.evicted += evicted
         finally:
             with self._pending_lock:
                 self._pending -= 1
@@ -261,11 +343,13 @@ class ResponseCache:
         return dropped
 
 
-def redis_tier(url: str | None, *, timeout_s: float, ttl_s: int) -> RedisTier | None:
+def redis_tier(
+    url: str | None, *, timeout_s: float, ttl_s: int, max_bytes: int
+) -> RedisTier | None:
     if not url:
         return None
     client = Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
-    return RedisTier(client, timeout_s=timeout_s, ttl_s=ttl_s)
+    return RedisTier(client, timeout_s=timeout_s, ttl_s=ttl_s, max_bytes=max_bytes)
 
 
 def cache_counts(

@@ -489,6 +489,7 @@ def _response_cache(
         settings.cache_redis_url or settings.redis_url,
         timeout_s=settings.cache_redis_timeout_s,
         ttl_s=settings.cache_redis_ttl_s,
+        max_bytes=settings.cache_redis_max_bytes,
     )
     cache = ResponseCache(MemoryCache(settings.cache_max_bytes), tier, epochs)
     finality = Finality(

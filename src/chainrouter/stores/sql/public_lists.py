@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 from sqlalchemy import Connection, func, select
@@ -28,9 +29,10 @@ def ws_chain_ids(connection: Connection) -> set[int]:
     return set(connection.execute(query.distinct()).scalars())
 
 
-def ws_routes(connection: Connection) -> WsRouteTable:
-    """The WebSocket routes routers would use (domain/ws_routes.py)."""
-    return load_ws_routes(connection)
+def ws_routes(connection: Connection, at: datetime | None = None) -> WsRouteTable:
+    """The WebSocket routes routers would use (domain/ws_routes.py), priced as at `at`
+    (default: now)."""
+    return load_ws_routes(connection, at)
 
 
 def ws_node_health(connection: Connection) -> tuple[set[int], dict[int, float]]:

@@ -65,9 +65,10 @@ def next_price_at(connection: Connection) -> datetime | None:
     return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
 
 
-def load_ws_routes(connection: Connection) -> WsRouteTable:
-    """Enabled WebSocket nodes with their plans' notification prices on their chains."""
-    now = utcnow()
+def load_ws_routes(connection: Connection, now: datetime | None = None) -> WsRouteTable:
+    """Enabled WebSocket nodes with their plans' notification prices on their chains, each as
+    it charges at `now` (default: now)."""
+    now = now or utcnow()
     rows = [
         (row.plan_id, row.method, row.chain_id, effective_cost_nano(row, now))
         for row in connection.execute(
@@ -96,8 +97,9 @@ def load_ws_routes(connection: Connection) -> WsRouteTable:
     )
 
 
-def load_route_table(connection: Connection) -> RouteTable:
-    """Healthy nodes, plans and prices, indexed for routing (and for the public price list)."""
+def load_route_table(connection: Connection, now: datetime | None = None) -> RouteTable:
+    """Healthy nodes, plans and prices, indexed for routing (and for the public price list);
+    each price row as it charges at `now` (default: now)."""
     plans_table = select(t.plans.c.id, t.plans.c.provider_id)
     provider_of = {row.id: row.provider_id for row in connection.execute(plans_table)}
     nodes = [
@@ -134,20 +136,53 @@ def load_route_table(connection: Connection) -> RouteTable:
                 cycle=plan_terms.cycle,
             )
         )
-    now = utcnow()
+    now = now or utcnow()
     prices = [
-        MethodPrice(
-            plan_id=row.plan_id,
-            method=row.method,
-            cost_nano=effective_cost_nano(row, now),
-            node_target_type=row.node_target_type,
-            chain_id=row.chain_id,
-            rate_limit=row.rate_limit,
-            rate_limit_interval_s=row.rate_limit_interval_sec,
-        )
+        _method_price(row, effective_cost_nano(row, now))
         for row in connection.execute(select(t.plan_methods))
     ]
     return RouteTable.build(nodes, plans, prices).with_standings(plan_standings(connection, terms))
+
+
+def scheduled_prices(
+    connection: Connection, now: datetime | None = None
+) -> list[tuple[datetime, tuple[MethodPrice, ...]]]:
+    """The prices set with notice that apply after `now`, grouped by when they apply, earliest
+    first: each the row as it will charge from then (`PricesAhead.reprice` takes them)."""
+    now = now or utcnow()
+    due = t.plan_methods.c.next_cost_from
+    query = (
+        select(t.plan_methods)
+        .where(due > now, t.plan_methods.c.next_cost_nano.is_not(None))
+        .order_by(due)
+    )
+    grouped: dict[datetime, list[MethodPrice]] = {}
+    for row in connection.execute(query):
+        when = row.next_cost_from
+        when = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+        grouped.setdefault(when, []).append(_method_price(row, int(row.next_cost_nano)))
+    return [(when, tuple(found)) for when, found in sorted(grouped.items())]
+
+
+def scheduled_ws_times(connection: Connection, now: datetime | None = None) -> list[datetime]:
+    """When notification prices set with notice apply after `now`, earliest first."""
+    now = now or utcnow()
+    due = t.plan_methods.c.next_cost_from
+    query = select(due).where(due > now, t.plan_methods.c.node_target_type == WS_TARGET_TYPE)
+    found = connection.scalars(query.distinct())
+    return sorted({when if when.tzinfo else when.replace(tzinfo=UTC) for when in found})
+
+
+def _method_price(row: Any, cost_nano: int) -> MethodPrice:
+    return MethodPrice(
+        plan_id=row.plan_id,
+        method=row.method,
+        cost_nano=cost_nano,
+        node_target_type=row.node_target_type,
+        chain_id=row.chain_id,
+        rate_limit=row.rate_limit,
+        rate_limit_interval_s=row.rate_limit_interval_sec,
+    )
 
 
 def _capabilities(declared: dict[str, Any] | None, verified: dict[str, Any] | None) -> Capabilities:
