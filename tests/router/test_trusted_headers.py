@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from chainrouter.domain.verification import VerifyMode
 from chainrouter.integrity import verify_header
 from chainrouter.router.contract import Forward
-from chainrouter.router.proving import PARENT_WALK, TrustedHeaders
+from chainrouter.router.proving import PARENT_WALK
+from chainrouter.router.trusted_headers import TrustedHeaders
 from chainrouter.testing.scripted import Responder
 from tests.anvil import CHAIN_A, node_result, start_anvil_nodes
 from tests.router.scripted_world import ScriptedWorld, rpc, scripted_world

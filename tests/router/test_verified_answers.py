@@ -23,7 +23,8 @@ from chainrouter.domain.verification import Check, VerifyMode
 from chainrouter.integrity import PROOFS, ProofKind
 from chainrouter.router.contract import FailureKind, Forward
 from chainrouter.router.pipeline import Reply
-from chainrouter.router.proving import CHECKS, TrustedHeaders
+from chainrouter.router.proving import CHECKS
+from chainrouter.router.trusted_headers import TrustedHeaders
 from chainrouter.testing.scripted import Responder, failing, slow
 from tests.anvil import CHAIN_A, DEPLOY_LOGGING, node_result, start_anvil_nodes
 from tests.router.scripted_world import CHAIN, ScriptedWorld, rpc, scripted_world
