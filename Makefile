@@ -73,6 +73,7 @@ bench: setup ## run the benchmarks; results go to bench/results/
 	$(UV) run python -m bench.faults
 	$(UV) run python -m bench.websocket
 	$(UV) run python -m bench.cache
+	$(UV) run python -m bench.cache_redis_budget
 	$(UV) run python -m bench.verification
 	$(UV) run python -m bench.usage
 	$(UV) run python -m bench.companion
