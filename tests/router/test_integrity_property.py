@@ -57,10 +57,10 @@ class Chain:
     txs: tuple[str, ...]
 
 
-@pytest.fixture(scope="module")
-def chain() -> Iterator[Chain]:
-    nodes = start_anvil_nodes((("property", CHAIN_A),))
-    url = next(nodes).urls["property"]
+def _made(name: str) -> Iterator[Chain]:
+    """An anvil of its own: three transfers and a logging deployment, then blocks over them."""
+    nodes = start_anvil_nodes(((name, CHAIN_A),))
+    url = next(nodes).urls[name]
     sender = node_result(url, "eth_accounts", [])[0]
     txs = [
         node_result(url, "eth_sendTransaction", [{"from": sender, "to": f"0x{n + 1:040x}"}])
@@ -72,6 +72,11 @@ def chain() -> Iterator[Chain]:
     head = int(node_result(url, "eth_blockNumber", []), 16)
     yield Chain(url, int(url.rsplit(":", 1)[1]), head, sender, contract, (*txs, deployed))
     nodes.close()
+
+
+@pytest.fixture(scope="module")
+def chain() -> Iterator[Chain]:
+    yield from _made("property")
 
 
 @pytest.fixture(scope="module")
@@ -169,19 +174,7 @@ MAX_REORG = 5  # never past finality, which is what finality promises
 @pytest.fixture(scope="module")
 def reorging() -> Iterator[Chain]:
     """An anvil of its own, reorganised by the test (the other test's chain stays as made)."""
-    nodes = start_anvil_nodes((("reorging", CHAIN_A),))
-    url = next(nodes).urls["reorging"]
-    sender = node_result(url, "eth_accounts", [])[0]
-    txs = [
-        node_result(url, "eth_sendTransaction", [{"from": sender, "to": f"0x{n + 1:040x}"}])
-        for n in range(3)
-    ]
-    deployed = node_result(url, "eth_sendTransaction", [{"from": sender, "data": DEPLOY_LOGGING}])
-    contract = node_result(url, "eth_getTransactionReceipt", [deployed])["contractAddress"]
-    node_result(url, "anvil_mine", ["0xc"])
-    head = int(node_result(url, "eth_blockNumber", []), 16)
-    yield Chain(url, int(url.rsplit(":", 1)[1]), head, sender, contract, (*txs, deployed))
-    nodes.close()
+    yield from _made("reorging")
 
 
 def reorg(chain: Chain, depth: int, value: int) -> str:
